@@ -1,0 +1,47 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+/// Settings every ShadowKeys target shares: Swift 6 mode (strict concurrency) plus the
+/// upcoming features that keep imports and existentials explicit.
+let strictSettings: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("InternalImportsByDefault"),
+    .enableUpcomingFeature("MemberImportVisibility"),
+]
+
+let crypto = Target.Dependency.product(name: "Crypto", package: "swift-crypto")
+let cryptoExtras = Target.Dependency.product(name: "CryptoExtras", package: "swift-crypto")
+let logging = Target.Dependency.product(name: "Logging", package: "swift-log")
+let argumentParser = Target.Dependency.product(name: "ArgumentParser", package: "swift-argument-parser")
+
+let package = Package(
+    name: "ShadowKeys",
+    platforms: [.macOS(.v15), .iOS(.v18), .tvOS(.v18), .watchOS(.v11), .visionOS(.v2)],
+    products: [
+        .library(name: "ShadowKeys", targets: ["ShadowKeys"]),
+        .library(name: "ShadowCore", targets: ["ShadowCore"]),
+        .library(name: "ShadowJOSE", targets: ["ShadowJOSE"]),
+        .executable(name: "shadow-keys", targets: ["ShadowKeysCLI"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-crypto.git", "4.0.0"..<"5.0.0"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.5.0"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.6.0"),
+    ],
+    targets: [
+        .target(name: "ShadowCore", swiftSettings: strictSettings),
+        .target(name: "ShadowJOSE", dependencies: ["ShadowCore", crypto, cryptoExtras], swiftSettings: strictSettings),
+        .target(name: "ShadowSelfTest", dependencies: ["ShadowCore", "ShadowJOSE", crypto], swiftSettings: strictSettings),
+        .target(name: "ShadowKeys", dependencies: ["ShadowCore", "ShadowJOSE"], swiftSettings: strictSettings),
+        .executableTarget(
+            name: "ShadowKeysCLI",
+            dependencies: ["ShadowCore", "ShadowJOSE", "ShadowSelfTest", argumentParser],
+            swiftSettings: strictSettings
+        ),
+
+        .target(name: "ShadowTestSupport", dependencies: ["ShadowCore", "ShadowJOSE", crypto, cryptoExtras], path: "Tests/ShadowTestSupport", swiftSettings: strictSettings),
+        .testTarget(name: "ShadowCoreTests", dependencies: ["ShadowCore", "ShadowTestSupport"], swiftSettings: strictSettings),
+        .testTarget(name: "ShadowJOSETests", dependencies: ["ShadowJOSE", "ShadowSelfTest", "ShadowTestSupport", crypto, cryptoExtras], swiftSettings: strictSettings),
+        .testTarget(name: "ShadowKeysCLITests", dependencies: ["ShadowKeysCLI", "ShadowTestSupport", "ShadowJOSE"], swiftSettings: strictSettings),
+    ]
+)

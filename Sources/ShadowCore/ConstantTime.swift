@@ -1,0 +1,21 @@
+/// Comparison whose running time depends only on the lengths of its inputs.
+package enum ConstantTime {
+    /// True when both byte sequences are equal. Lengths are not secret; contents are.
+    @inline(never)
+    package static func equals(_ lhs: some Collection<UInt8>, _ rhs: some Collection<UInt8>) -> Bool {
+        guard lhs.count == rhs.count else { return false }
+        var difference: UInt8 = 0
+        for (a, b) in zip(lhs, rhs) { difference |= a ^ b }
+        return difference == 0
+    }
+}
+
+extension String {
+    /// Exact equality of the UTF-8 bytes. Swift's `==` treats canonically equivalent strings as
+    /// equal (U+212A KELVIN SIGN equals "K"), which is wrong for identifiers such as `iss`, `aud`,
+    /// `kid` and `alg` (RFC 7519 §2 "StringOrURI" comparison is code point by code point).
+    @inlinable
+    package func exactlyEquals(_ other: String) -> Bool {
+        self.utf8.elementsEqual(other.utf8)
+    }
+}

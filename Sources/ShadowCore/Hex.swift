@@ -1,0 +1,56 @@
+/// Lower-case hexadecimal encoding.
+package enum Hex {
+    /// Why a string is not hexadecimal.
+    package enum DecodeError: Error, Equatable, Sendable, CustomStringConvertible {
+        /// An odd number of digits.
+        case oddLength(Int)
+        /// A character that is not a hex digit, at this offset.
+        case invalidCharacter(offset: Int)
+
+        package var description: String {
+            switch self {
+            case .oddLength(let count): return "hex string has an odd number of digits (\(count))"
+            case .invalidCharacter(let offset): return "character at offset \(offset) is not a hex digit"
+            }
+        }
+    }
+
+    private static let digits: [UInt8] = Array("0123456789abcdef".utf8)
+
+    /// Encodes bytes as lower-case hex.
+    package static func encode(_ bytes: some Sequence<UInt8>) -> String {
+        let bytes = Array(bytes)
+        return String(unsafeUninitializedCapacity: bytes.count * 2) { out in
+            for (i, byte) in bytes.enumerated() {
+                out[2 * i] = digits[Int(byte >> 4)]
+                out[2 * i + 1] = digits[Int(byte & 0x0F)]
+            }
+            return bytes.count * 2
+        }
+    }
+
+    /// Decodes hex digits (either case).
+    package static func decode(_ string: some StringProtocol) throws -> [UInt8] {
+        let utf8 = Array(string.utf8)
+        guard utf8.count % 2 == 0 else { throw DecodeError.oddLength(utf8.count) }
+        var out = [UInt8]()
+        out.reserveCapacity(utf8.count / 2)
+        var i = 0
+        while i < utf8.count {
+            guard let high = value(utf8[i]) else { throw DecodeError.invalidCharacter(offset: i) }
+            guard let low = value(utf8[i + 1]) else { throw DecodeError.invalidCharacter(offset: i + 1) }
+            out.append(high << 4 | low)
+            i += 2
+        }
+        return out
+    }
+
+    private static func value(_ c: UInt8) -> UInt8? {
+        switch c {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): return c - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): return c - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): return c - UInt8(ascii: "A") + 10
+        default: return nil
+        }
+    }
+}

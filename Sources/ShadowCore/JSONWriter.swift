@@ -1,0 +1,77 @@
+extension JSONValue {
+    /// The value as JSON text: compact by default, or indented by two spaces. Member order and
+    /// number literals are kept as they are.
+    public func serialized(pretty: Bool = false) -> String {
+        var out = ""
+        write(to: &out, indent: pretty ? 0 : nil)
+        return out
+    }
+
+    private func write(to out: inout String, indent: Int?) {
+        switch self {
+        case .null: out += "null"
+        case .bool(let value): out += value ? "true" : "false"
+        case .number(let number): out += number.literal
+        case .string(let string): JSONValue.writeString(string, to: &out)
+        case .array(let elements):
+            if elements.isEmpty {
+                out += "[]"
+                return
+            }
+            out += "["
+            for (i, element) in elements.enumerated() {
+                if i > 0 { out += "," }
+                JSONValue.newline(&out, indent.map { $0 + 1 })
+                element.write(to: &out, indent: indent.map { $0 + 1 })
+            }
+            JSONValue.newline(&out, indent)
+            out += "]"
+        case .object(let object):
+            if object.isEmpty {
+                out += "{}"
+                return
+            }
+            out += "{"
+            for (i, member) in object.enumerated() {
+                if i > 0 { out += "," }
+                JSONValue.newline(&out, indent.map { $0 + 1 })
+                JSONValue.writeString(member.name, to: &out)
+                out += indent == nil ? ":" : ": "
+                member.value.write(to: &out, indent: indent.map { $0 + 1 })
+            }
+            JSONValue.newline(&out, indent)
+            out += "}"
+        }
+    }
+
+    private static func newline(_ out: inout String, _ indent: Int?) {
+        guard let indent else { return }
+        out += "\n"
+        out += String(repeating: "  ", count: indent)
+    }
+
+    private static func writeString(_ string: String, to out: inout String) {
+        out += "\""
+        for scalar in string.unicodeScalars {
+            switch scalar.value {
+            case 0x22: out += "\\\""
+            case 0x5C: out += "\\\\"
+            case 0x0A: out += "\\n"
+            case 0x0D: out += "\\r"
+            case 0x09: out += "\\t"
+            case 0..<0x20, 0x7F, 0x2028, 0x2029:
+                let hex = String(scalar.value, radix: 16)
+                out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
+            default: out.unicodeScalars.append(scalar)
+            }
+        }
+        out += "\""
+    }
+}
+
+extension JSONObject {
+    /// The object as JSON text.
+    public func serialized(pretty: Bool = false) -> String {
+        JSONValue.object(self).serialized(pretty: pretty)
+    }
+}
