@@ -1,0 +1,102 @@
+import ArgumentParser
+import ShadowCore
+import ShadowJOSE
+
+/// The exit codes scripts rely on (Docs/cli.md).
+enum ExitStatus: Int32 {
+    case success = 0
+    case failure = 1
+    case malformedToken = 10
+    case signatureRejected = 11
+    case claimsRejected = 12
+    case keysUnavailable = 13
+    case usage = 64
+
+    init(_ category: JOSEError.Category) {
+        switch category {
+        case .malformed: self = .malformedToken
+        case .signature: self = .signatureRejected
+        case .claims: self = .claimsRejected
+        case .keys: self = .keysUnavailable
+        }
+    }
+}
+
+/// A failure the CLI reports and turns into an exit code.
+struct CLIError: Error, CustomStringConvertible {
+    let status: ExitStatus
+    /// Stable machine-readable code.
+    let code: String
+    let message: String
+    let claimFailures: [ClaimFailure]
+
+    init(_ status: ExitStatus, code: String? = nil, _ message: String, claimFailures: [ClaimFailure] = []) {
+        self.status = status
+        self.code = code ?? Self.defaultCode(status)
+        self.message = message
+        self.claimFailures = claimFailures
+    }
+
+    init(_ error: JOSEError) {
+        self.init(ExitStatus(error.code.category), code: error.code.name, error.reason, claimFailures: error.claimFailures)
+    }
+
+    var description: String { message }
+
+    private static func defaultCode(_ status: ExitStatus) -> String {
+        switch status {
+        case .usage: return "usage"
+        case .keysUnavailable: return "keys_unavailable"
+        case .malformedToken: return "malformed_token"
+        default: return "error"
+        }
+    }
+
+    /// The `{"code":…,"message":…,"claim":…,"expected":…,"actual":…}` object of `--json` output.
+    var json: JSONValue {
+        var object: JSONObject = ["code": .string(code), "message": .string(message)]
+        if let first = claimFailures.first {
+            object.set("claim", .string(first.claim))
+            object.set("expected", .string(first.expected))
+            object.set("actual", first.actual.map(JSONValue.string) ?? .null)
+            object.set("failures", .array(claimFailures.map { failure in
+                .object([
+                    "claim": .string(failure.claim), "rule": .string(failure.rule.name), "expected": .string(failure.expected),
+                    "actual": failure.actual.map(JSONValue.string) ?? .null, "message": .string(failure.message),
+                ])
+            }))
+        }
+        return .object(object)
+    }
+}
+
+/// Runs a command body, reporting any failure on stderr (or as JSON on stdout) and exiting with
+/// its code.
+func reportingFailures(json: Bool, _ body: () async throws -> Void) async throws {
+    do {
+        try await body()
+    } catch let error as CLIError {
+        try fail(error, json: json)
+    } catch let error as JOSEError {
+        try fail(CLIError(error), json: json)
+    } catch let error as ExitCode {
+        throw error
+    } catch let error as ValidationError {
+        throw error
+    } catch {
+        try fail(CLIError(.failure, "\(error)"), json: json)
+    }
+}
+
+private func fail(_ error: CLIError, json: Bool) throws -> Never {
+    if json {
+        Console.json(["valid": false, "error": error.json])
+    }
+    if error.claimFailures.count > 1 {
+        Console.err("shadow-keys: claims rejected:")
+        for failure in error.claimFailures { Console.err("  - \(failure.message)") }
+    } else {
+        Console.err("shadow-keys: \(error.message)")
+    }
+    throw ExitCode(error.status.rawValue)
+}

@@ -1,0 +1,83 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#elseif canImport(Musl)
+import Musl
+#endif
+import ArgumentParser
+import ShadowCore
+
+/// Unbuffered writes to stdout and stderr, and reading of bounded inputs.
+enum Console {
+    /// Writes `text` and a newline to stdout.
+    static func out(_ text: String) { write(1, text + "\n") }
+
+    /// Writes `text` and a newline to stderr.
+    static func err(_ text: String) { write(2, text + "\n") }
+
+    /// Writes a JSON value as one line on stdout.
+    static func json(_ value: JSONValue) { out(value.serialized()) }
+
+    private static func write(_ fd: Int32, _ text: String) {
+        var text = text
+        text.withUTF8 { buffer in
+            var offset = 0
+            while offset < buffer.count {
+                #if canImport(Glibc) || canImport(Musl)
+                let written = Glibc.write(fd, buffer.baseAddress! + offset, buffer.count - offset)
+                #else
+                let written = Darwin.write(fd, buffer.baseAddress! + offset, buffer.count - offset)
+                #endif
+                if written < 0 {
+                    if errno == EINTR { continue }
+                    return
+                }
+                offset += written
+            }
+        }
+    }
+
+    /// Reads at most `limit` bytes from a file descriptor; `nil` when there were more.
+    static func readAll(fd: Int32, limit: Int) throws -> [UInt8]? {
+        var result: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 64 * 1024)
+        while true {
+            let count = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if count < 0 {
+                if errno == EINTR { continue }
+                throw CLIError(.usage, "cannot read input: \(String(cString: strerror(errno)))")
+            }
+            if count == 0 { return result }
+            result += chunk[0..<count]
+            if result.count > limit { return nil }
+        }
+    }
+
+    /// Reads a whole file of at most `limit` bytes; `nil` when it is larger.
+    static func readFile(_ path: String, limit: Int) throws -> [UInt8]? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { throw SystemError(path: path, errno: errno) }
+        defer { close(fd) }
+        return try readAll(fd: fd, limit: limit)
+    }
+
+    /// The path of the running executable, when the system says.
+    static var executablePath: String? {
+        #if os(Linux)
+        var buffer = [CChar](repeating: 0, count: 4096)
+        let count = readlink("/proc/self/exe", &buffer, buffer.count - 1)
+        guard count > 0 else { return CommandLine.arguments.first }
+        return String(decoding: buffer[0..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        #else
+        return CommandLine.arguments.first
+        #endif
+    }
+}
+
+/// A failed system call on a path.
+struct SystemError: Error, CustomStringConvertible {
+    let path: String
+    let errno: Int32
+    var description: String { "\(path): \(String(cString: strerror(errno)))" }
+}

@@ -1,0 +1,75 @@
+import ArgumentParser
+import ShadowCore
+import ShadowSelfTest
+
+struct SelfTestCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "selftest",
+        abstract: "Run the known-answer tests of every module and print a table.",
+        discussion: """
+            RFC examples are built in; Wycheproof and NIST files are read from TestVectors/
+            (found via --vectors, $SHADOW_KEYS_VECTORS, ./TestVectors, or the package checkout the
+            binary was built in). Exits 0 only if every suite ran and passed.
+            """
+    )
+
+    @Option(help: "The TestVectors directory.")
+    var vectors: String?
+
+    @Flag(name: .customLong("builtin-only"), help: "Run only the compiled-in vectors; do not look for TestVectors/.")
+    var builtinOnly = false
+
+    @Flag(help: "Print the result as JSON.")
+    var json = false
+
+    func run() async throws {
+        let directory = builtinOnly ? nil : (vectors ?? SelfTest.locateVectors(executablePath: Console.executablePath))
+        let results = SelfTest.run(vectorsDirectory: directory, builtinOnly: builtinOnly)
+        let allPassed = results.allSatisfy(\.succeeded)
+        if json {
+            Console.json([
+                "passed": .bool(allPassed),
+                "vectors": directory.map(JSONValue.string) ?? .null,
+                "suites": .array(results.map(Self.json)),
+            ])
+        } else {
+            printTable(results, directory: directory)
+        }
+        if !allPassed { throw ExitCode(1) }
+    }
+
+    private static func json(_ result: SuiteResult) -> JSONValue {
+        [
+            "module": .string(result.module), "suite": .string(result.name), "run": .int(result.run), "passed": .int(result.passed),
+            "error": result.error.map(JSONValue.string) ?? .null,
+            "failures": .array(result.cases.filter { !$0.passed }.map { .string($0.detail) }),
+        ]
+    }
+
+    private func printTable(_ results: [SuiteResult], directory: String?) {
+        var rows: [[String]] = [["module", "suite", "vectors", "passed"]]
+        for result in results {
+            rows.append([result.module, result.name, String(result.run), result.error == nil ? String(result.passed) : "ERROR"])
+        }
+        let widths = (0..<4).map { column in rows.map { $0[column].count }.max() ?? 0 }
+        for (index, row) in rows.enumerated() {
+            let cells = row.enumerated().map { column, cell in
+                let fill = String(repeating: " ", count: widths[column] - cell.count)
+                return column >= 2 ? fill + cell : cell + fill
+            }
+            Console.out(cells.joined(separator: "  "))
+            if index == 0 { Console.out(String(repeating: "-", count: widths.reduce(6, +))) }
+        }
+        let run = results.reduce(0) { $0 + $1.run }
+        let passed = results.reduce(0) { $0 + $1.passed }
+        let source = directory.map { " (vector files: \($0))" } ?? " (built-in vectors only)"
+        Console.out("\(passed)/\(run) vectors passed in \(results.count) suites\(source)")
+        for result in results {
+            if let error = result.error { Console.err("FAILED \(result.name): \(error)") }
+            for failure in result.cases where !failure.passed { Console.err("FAILED \(result.name): \(failure.detail)") }
+        }
+        if directory == nil && results.contains(where: { $0.error != nil }) {
+            Console.err("hint: run from the package checkout, or pass --vectors DIR, or --builtin-only")
+        }
+    }
+}
