@@ -47,7 +47,7 @@ package enum Base64URL {
     package static func decode(_ input: UnsafeBufferPointer<UInt8>) throws -> [UInt8] {
         let count = input.count
         let remainder = count & 3
-        if remainder == 1 { throw DecodeError.invalidLength(count) }
+        if remainder == 1 { throw firstInvalid(input, from: 0) }  // a stray character explains more than the length
         let outputCount = (count >> 2) * 3 + (remainder == 0 ? 0 : remainder - 1)
         var failure: DecodeError?
         let table = decodeTable
@@ -99,7 +99,7 @@ package enum Base64URL {
         for offset in start..<input.count where decodeTable[Int(input[offset])] == invalid {
             return .invalidCharacter(offset: offset, byte: input[offset])
         }
-        return .invalidLength(input.count)  // unreachable in practice: the caller saw an invalid byte
+        return .invalidLength(input.count)
     }
 
     /// Encodes bytes as unpadded base64url.

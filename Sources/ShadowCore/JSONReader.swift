@@ -21,6 +21,11 @@ package struct JSONParseError: Error, Equatable, Sendable, CustomStringConvertib
     /// Byte offset in the document where the problem was found.
     package let offset: Int
 
+    package init(reason: Reason, offset: Int) {
+        self.reason = reason
+        self.offset = offset
+    }
+
     package var description: String {
         let what: String
         switch reason {

@@ -1,0 +1,74 @@
+import ShadowCore
+import Testing
+
+@Suite struct Base64URLTests {
+    @Test(arguments: [("", ""), ("f", "Zg"), ("fo", "Zm8"), ("foo", "Zm9v"), ("foob", "Zm9vYg"), ("fooba", "Zm9vYmE"), ("foobar", "Zm9vYmFy")])
+    func rfc4648Vectors(plain: String, encoded: String) throws {
+        #expect(Base64URL.encode(Array(plain.utf8)) == encoded)
+        #expect(try Base64URL.decode(encoded) == Array(plain.utf8))
+    }
+
+    @Test func urlSafeAlphabet() throws {
+        #expect(Base64URL.encode([0xFB, 0xFF, 0xBF]) == "-_-_")
+        #expect(try Base64URL.decode("-_-_") == [0xFB, 0xFF, 0xBF])
+    }
+
+    @Test func roundTripsEveryLength() throws {
+        var generator = SystemRandomNumberGenerator()
+        for length in 0..<200 {
+            let bytes = (0..<length).map { _ in UInt8.random(in: 0...255, using: &generator) }
+            #expect(try Base64URL.decode(Base64URL.encode(bytes)) == bytes, "length \(length)")
+        }
+    }
+
+    @Test(arguments: [
+        ("Zg==", Base64URL.DecodeError.invalidCharacter(offset: 2, byte: UInt8(ascii: "="))),
+        ("Zm8=", .invalidCharacter(offset: 3, byte: UInt8(ascii: "="))),
+        ("Zm+v", .invalidCharacter(offset: 2, byte: UInt8(ascii: "+"))),
+        ("Zm/v", .invalidCharacter(offset: 2, byte: UInt8(ascii: "/"))),
+        ("Zm9v ", .invalidCharacter(offset: 4, byte: UInt8(ascii: " "))),
+        ("Zm 9v", .invalidCharacter(offset: 2, byte: UInt8(ascii: " "))),
+        ("Zm9\nv", .invalidCharacter(offset: 3, byte: 0x0A)),
+        ("Z", .invalidLength(1)),
+        ("Zm9vY", .invalidLength(5)),
+        ("Zh", .nonCanonicalTrailingBits),
+        ("Zm9", .nonCanonicalTrailingBits),
+        ("Zm8.", .invalidCharacter(offset: 3, byte: UInt8(ascii: "."))),
+    ])
+    func rejectsNonCanonicalInput(input: String, expected: Base64URL.DecodeError) {
+        #expect(throws: expected) { try Base64URL.decode(input) }
+    }
+
+    @Test func rejectsNonASCII() {
+        #expect(throws: Base64URL.DecodeError.self) { try Base64URL.decode("Zm9vYmFé") }
+    }
+
+    @Test func errorNamesPadding() {
+        let error = Base64URL.DecodeError.invalidCharacter(offset: 2, byte: UInt8(ascii: "="))
+        #expect(error.description.contains("padding"))
+    }
+}
+
+@Suite struct HexAndConstantTimeTests {
+    @Test func hexRoundTrip() throws {
+        #expect(Hex.encode([0x00, 0x01, 0xAB, 0xFF]) == "0001abff")
+        #expect(try Hex.decode("0001ABff") == [0x00, 0x01, 0xAB, 0xFF])
+        #expect(throws: Hex.DecodeError.oddLength(3)) { try Hex.decode("abc") }
+        #expect(throws: Hex.DecodeError.invalidCharacter(offset: 1)) { try Hex.decode("0g") }
+    }
+
+    @Test func constantTimeEquals() {
+        #expect(ConstantTime.equals([1, 2, 3], [1, 2, 3]))
+        #expect(!ConstantTime.equals([1, 2, 3], [1, 2, 4]))
+        #expect(!ConstantTime.equals([1, 2, 3], [1, 2]))
+        #expect(ConstantTime.equals([UInt8](), [UInt8]()))
+        #expect(!ConstantTime.equals([0x80], [0x00]))
+    }
+
+    @Test func exactEqualityIgnoresCanonicalEquivalence() {
+        // U+212A KELVIN SIGN is canonically equivalent to "K"; identifiers must not treat them alike.
+        #expect("\u{212A}" == "K")
+        #expect(!"\u{212A}".exactlyEquals("K"))
+        #expect("K".exactlyEquals("K"))
+    }
+}

@@ -1,0 +1,149 @@
+import Foundation
+import ShadowCore
+import Testing
+
+@Suite struct StrictJSONTests {
+    private func parse(_ text: String, limits: StrictJSON.Limits = .document) throws -> JSONValue {
+        try StrictJSON.parse(text, limits: limits)
+    }
+
+    @Test func readsEveryKind() throws {
+        let value = try parse(#" { "s": "a\"b\\c\/\n\u00e9\ud83d\ude00", "n": -12.5e2, "i": 1700000000, "t": true, "f": false, "z": null, "a": [1, [], {}] } "#)
+        let object = try #require(value.objectValue)
+        #expect(object["s"] == .string("a\"b\\c/\né😀"))
+        #expect(object["n"]?.numberValue?.doubleValue == -1250)
+        #expect(object["n"]?.numberValue?.literal == "-12.5e2")
+        #expect(object["i"]?.numberValue?.int64Value == 1_700_000_000)
+        #expect(object["t"] == .bool(true))
+        #expect(object["f"] == .bool(false))
+        #expect(object["z"] == .null)
+        #expect(object["a"]?.arrayValue?.count == 3)
+        #expect(object.map(\.name) == ["s", "n", "i", "t", "f", "z", "a"])
+    }
+
+    @Test(arguments: [
+        (#"{"a":1,"a":2}"#, "duplicate"),
+        (#"{"a":1,"\u0061":2}"#, "duplicate"),
+        (#"{"alg":"RS256","b":1,"alg":"none"}"#, "duplicate"),
+        (#"{"a":"\ud800"}"#, "surrogate"),
+        (#"{"a":"\udc00\ud800"}"#, "surrogate"),
+        (#"{"a":"\ud800\u0041"}"#, "surrogate"),
+        (#"{"a":"\uFFFF"}"#, "noncharacter"),
+        (#"{"a":"\uFDD0"}"#, "noncharacter"),
+        ("{\"a\":\"\u{FFFE}\"}", "noncharacter"),
+        (#"{"a":1e400}"#, "IEEE"),
+        (#"{"a":-1e400}"#, "IEEE"),
+        (#"{"a":01}"#, "expected"),
+        (#"{"a":1.}"#, "malformed number"),
+        (#"{"a":.5}"#, "expected a JSON value"),
+        (#"{"a":+1}"#, "expected a JSON value"),
+        (#"{"a":1e}"#, "malformed number"),
+        (#"{"a":NaN}"#, "expected a JSON value"),
+        (#"{"a":tru}"#, "'true'"),
+        (#"{"a":"x"} x"#, "after the end"),
+        (#"{"a":"x"}{}"#, "after the end"),
+        (#"{"a":"x",}"#, "member name"),
+        (#"[1,]"#, "JSON value"),
+        (#"{"a" 1}"#, "':'"),
+        (#"{'a':1}"#, "member name"),
+        ("{\"a\":\"tab\there\"}", "control character"),
+        (#"{"a":"\x"}"#, "escape"),
+        (#"{"a":"\u12G4"}"#, "escape"),
+        (#"{"a":"unterminated}"#, "end of document"),
+        ("\u{FEFF}{}", "JSON value"),
+        ("", "end of document"),
+    ])
+    func rejects(document: String, reason: String) {
+        do {
+            _ = try parse(document)
+            Issue.record("accepted \(document)")
+        } catch let error as JSONParseError {
+            #expect(error.description.contains(reason), "\(document): \(error)")
+        } catch {
+            Issue.record("unexpected error \(error)")
+        }
+    }
+
+    @Test func rejectsInvalidUTF8() {
+        for bytes: [UInt8] in [[0x22, 0xC3, 0x28, 0x22], [0x22, 0xED, 0xA0, 0x80, 0x22], [0x22, 0xC0, 0xAF, 0x22], [0x22, 0xF5, 0x80, 0x80, 0x80, 0x22]] {
+            #expect(throws: JSONParseError.self, "\(bytes)") { try StrictJSON.parse(bytes) }
+        }
+    }
+
+    @Test func duplicatesAreFoundInLargeObjects() throws {
+        // Past 15 members the reader switches from a scan to a set; both must catch repeats.
+        let members = (0..<40).map { "\"m\($0)\":\($0)" }
+        #expect(try parse("{" + members.joined(separator: ",") + "}").objectValue?.count == 40)
+        for repeatAt in [3, 16, 39] {
+            let document = "{" + (members + ["\"m\(repeatAt)\":0"]).joined(separator: ",") + "}"
+            #expect(throws: JSONParseError.self) { try parse(document) }
+        }
+    }
+
+    @Test func canonicallyEquivalentNamesAreDistinct() throws {
+        // "K" and U+212A are different code points: not duplicates, and lookups are exact.
+        let object = try #require(try parse(#"{"K":1,"\u212A":2}"#).objectValue)
+        #expect(object["K"]?.numberValue?.int64Value == 1)
+        #expect(object["\u{212A}"]?.numberValue?.int64Value == 2)
+    }
+
+    @Test func enforcesDepthLimit() throws {
+        let limits = StrictJSON.Limits(maxBytes: 1 << 20, maxDepth: 8)
+        #expect(throws: Never.self) { try parse(String(repeating: "[", count: 8) + String(repeating: "]", count: 8), limits: limits) }
+        #expect(throws: JSONParseError.self) { try parse(String(repeating: "[", count: 9) + String(repeating: "]", count: 9), limits: limits) }
+        // A hostile depth far past the limit fails fast instead of exhausting the stack.
+        #expect(throws: JSONParseError.self) { try parse(String(repeating: "[", count: 100_000), limits: .document) }
+    }
+
+    @Test func enforcesSizeLimit() {
+        let limits = StrictJSON.Limits(maxBytes: 10, maxDepth: 8)
+        #expect(throws: Never.self) { try parse(#"{"a":"bc"}"#, limits: limits) }
+        #expect(throws: JSONParseError(reason: .tooLarge(size: 11, limit: 10), offset: 0)) { try parse(#"{"a":"bcd"}"#, limits: limits) }
+    }
+
+    @Test func serializesCompactAndPretty() throws {
+        let text = #"{"b":[1,2.50,"x\"\u0001"],"a":{"k":null},"e":{},"f":[]}"#
+        let value = try parse(text)
+        #expect(value.serialized() == #"{"b":[1,2.50,"x\"\u0001"],"a":{"k":null},"e":{},"f":[]}"#)
+        #expect(try parse(value.serialized(pretty: true)) == value)
+        #expect(value.serialized(pretty: true).contains("\n  \"a\": {\n    \"k\": null\n  }"))
+    }
+
+    @Test func escapesLineSeparatorsOnOutput() {
+        #expect(JSONValue.string("a\u{2028}b").serialized() == #""a\u2028b""#)
+    }
+
+    @Test func numbersKeepTheirLiteral() throws {
+        let big = try parse("123456789012345678901234567890").numberValue
+        #expect(big?.literal == "123456789012345678901234567890")
+        #expect(big?.int64Value == nil)
+        #expect(try parse("-0").numberValue?.int64Value == 0)
+        #expect(try parse("1.0").numberValue?.int64Value == nil)
+    }
+}
+
+@Suite struct TimestampTests {
+    @Test(arguments: [
+        ("1700000000", 1_700_000_000.0),
+        ("1700000000.5", 1_700_000_000.5),
+        ("2023-11-14T22:13:20Z", 1_700_000_000.0),
+        ("2023-11-14t22:13:20z", 1_700_000_000.0),
+        ("2023-11-14T23:13:20+01:00", 1_700_000_000.0),
+        ("2023-11-14T22:13:20.250Z", 1_700_000_000.25),
+        ("1970-01-01T00:00:00Z", 0),
+        ("2024-02-29T00:00:00Z", 1_709_164_800),
+    ])
+    func parses(input: String, seconds: Double) throws {
+        #expect(try Timestamp.parse(input).timeIntervalSince1970 == seconds)
+    }
+
+    @Test(arguments: ["", "yesterday", "2023-11-14", "2023-02-30T00:00:00Z", "2023-11-14T25:00:00Z", "2023-11-14T22:13:20", "2023-11-14T22:13:20+1:00", "1e9x"])
+    func rejects(input: String) {
+        #expect(throws: Timestamp.ParseError.self) { try Timestamp.parse(input) }
+    }
+
+    @Test func formatsRFC3339() throws {
+        #expect(Timestamp.rfc3339(try Timestamp.parse("1700000000")) == "2023-11-14T22:13:20Z")
+        #expect(Timestamp.rfc3339(try Timestamp.parse("0")) == "1970-01-01T00:00:00Z")
+    }
+}

@@ -1,0 +1,85 @@
+public import Foundation
+
+/// What a run of the `shadow-keys` binary printed and how it exited.
+public struct CLIResult: Sendable {
+    public let status: Int32
+    public let stdout: String
+    public let stderr: String
+
+    /// stdout parsed as one JSON object.
+    public func json() throws -> [String: Any] {
+        guard let object = try JSONSerialization.jsonObject(with: Data(stdout.utf8)) as? [String: Any] else {
+            throw CLIRunnerError("stdout is not a JSON object: \(stdout)")
+        }
+        return object
+    }
+}
+
+public struct CLIRunnerError: Error, CustomStringConvertible {
+    public let description: String
+    public init(_ description: String) { self.description = description }
+}
+
+/// Runs the built `shadow-keys` executable, as a script would.
+public enum CLIRunner {
+    /// The executable next to the test bundle (`.build/<config>/shadow-keys`), or `$SHADOW_KEYS_BIN`.
+    public static let executable: URL = {
+        if let path = ProcessInfo.processInfo.environment["SHADOW_KEYS_BIN"] { return URL(fileURLWithPath: path) }
+        let runner = URL(fileURLWithPath: (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0])
+        var directory = runner.deletingLastPathComponent()
+        for _ in 0..<4 {
+            let candidate = directory.appendingPathComponent("shadow-keys")
+            if FileManager.default.isExecutableFile(atPath: candidate.path) { return candidate }
+            directory = directory.deletingLastPathComponent()
+        }
+        return PackagePaths.root.appendingPathComponent(".build/debug/shadow-keys")
+    }()
+
+    /// Runs `shadow-keys` with `arguments`, feeding `stdin`, with extra environment variables.
+    public static func run(
+        _ arguments: [String], stdin: String? = nil, environment: [String: String] = [:], currentDirectory: URL? = nil, timeout: TimeInterval = 60
+    ) throws -> CLIResult {
+        try run(executable: executable, arguments, stdin: stdin.map { Data($0.utf8) }, environment: environment, currentDirectory: currentDirectory, timeout: timeout)
+    }
+
+    /// Runs any executable, reading stdout and stderr concurrently so neither pipe can fill up.
+    public static func run(
+        executable: URL, _ arguments: [String], stdin: Data?, environment: [String: String] = [:], currentDirectory: URL? = nil, timeout: TimeInterval = 60
+    ) throws -> CLIResult {
+        let process = Process()
+        process.executableURL = executable
+        process.arguments = arguments
+        var env = ProcessInfo.processInfo.environment
+        for (key, value) in environment { env[key] = value }
+        process.environment = env
+        if let currentDirectory { process.currentDirectoryURL = currentDirectory }
+        let out = Pipe(), err = Pipe(), input = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        process.standardInput = input
+        try process.run()
+
+        let group = DispatchGroup()
+        nonisolated(unsafe) var outData = Data()
+        nonisolated(unsafe) var errData = Data()
+        group.enter()
+        DispatchQueue.global().async {
+            outData = out.fileHandleForReading.readDataToEndOfFile()
+            group.leave()
+        }
+        group.enter()
+        DispatchQueue.global().async {
+            errData = err.fileHandleForReading.readDataToEndOfFile()
+            group.leave()
+        }
+        if let stdin { try? input.fileHandleForWriting.write(contentsOf: stdin) }
+        try? input.fileHandleForWriting.close()
+
+        if group.wait(timeout: .now() + timeout) == .timedOut {
+            process.terminate()
+            throw CLIRunnerError("shadow-keys \(arguments.joined(separator: " ")) did not finish within \(timeout) s")
+        }
+        process.waitUntilExit()
+        return CLIResult(status: process.terminationStatus, stdout: String(decoding: outData, as: UTF8.self), stderr: String(decoding: errData, as: UTF8.self))
+    }
+}
