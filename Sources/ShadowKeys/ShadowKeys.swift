@@ -1,0 +1,3 @@
+// The umbrella module: `import ShadowKeys` brings in every ShadowKeys module.
+@_exported public import ShadowCore
+@_exported public import ShadowJOSE
