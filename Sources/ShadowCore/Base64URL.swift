@@ -26,16 +26,21 @@ package enum Base64URL {
         }
     }
 
-    private static let invalid: UInt8 = 0xFF
+    private static let alphabet: [UInt8] = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
 
-    /// Maps an ASCII byte to its 6-bit value, or 0xFF.
-    private static let decodeTable: [UInt8] = {
-        var table = [UInt8](repeating: invalid, count: 256)
-        for (value, byte) in alphabet.enumerated() { table[Int(byte)] = UInt8(value) }
-        return table
+    /// Four 256-entry tables, one per position in a 4-character group, holding each character's
+    /// six bits already shifted into place in a 24-bit group; invalid characters set bit 24.
+    private static let groupTables: [UInt32] = {
+        var tables = [UInt32](repeating: invalidFlag, count: 1024)
+        for (value, byte) in alphabet.enumerated() {
+            for position in 0..<4 {
+                tables[position * 256 + Int(byte)] = UInt32(value) << (18 - 6 * UInt32(position))
+            }
+        }
+        return tables
     }()
 
-    private static let alphabet: [UInt8] = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
+    private static let invalidFlag: UInt32 = 0x0100_0000
 
     /// Decodes unpadded base64url.
     package static func decode(_ string: some StringProtocol) throws -> [UInt8] {
@@ -43,60 +48,66 @@ package enum Base64URL {
         return try string.withUTF8 { try decode($0) }
     }
 
+    /// The number of bytes `count` base64url characters decode to, or `nil` for an impossible length.
+    package static func decodedCount(_ count: Int) -> Int? {
+        let remainder = count & 3
+        return remainder == 1 ? nil : (count >> 2) * 3 + (remainder == 0 ? 0 : remainder - 1)
+    }
+
     /// Decodes unpadded base64url from ASCII bytes.
     package static func decode(_ input: UnsafeBufferPointer<UInt8>) throws -> [UInt8] {
-        let count = input.count
-        let remainder = count & 3
-        if remainder == 1 { throw firstInvalid(input, from: 0) }  // a stray character explains more than the length
-        let outputCount = (count >> 2) * 3 + (remainder == 0 ? 0 : remainder - 1)
+        guard let outputCount = decodedCount(input.count) else { throw firstInvalid(input, from: 0) }
         var failure: DecodeError?
-        let table = decodeTable
-        let output = table.withUnsafeBufferPointer { table in
-            [UInt8](unsafeUninitializedCapacity: outputCount) { out, initialized in
-                var i = 0
-                var o = 0
-                let whole = count - remainder
-                while i < whole {
-                    let a = table[Int(input[i])], b = table[Int(input[i + 1])]
-                    let c = table[Int(input[i + 2])], d = table[Int(input[i + 3])]
-                    if (a | b | c | d) & 0xC0 != 0 {
-                        failure = firstInvalid(input, from: i)
-                        initialized = 0
-                        return
-                    }
-                    out[o] = a << 2 | b >> 4
-                    out[o + 1] = b << 4 | c >> 2
-                    out[o + 2] = c << 6 | d
-                    i += 4
-                    o += 3
-                }
-                if remainder > 0 {
-                    var values: (UInt8, UInt8, UInt8) = (0, 0, 0)
-                    values.0 = table[Int(input[i])]
-                    values.1 = table[Int(input[i + 1])]
-                    if remainder == 3 { values.2 = table[Int(input[i + 2])] }
-                    if (values.0 | values.1 | values.2) & 0xC0 != 0 {
-                        failure = firstInvalid(input, from: i)
-                        initialized = 0
-                        return
-                    }
-                    out[o] = values.0 << 2 | values.1 >> 4
-                    if remainder == 2 {
-                        if values.1 & 0x0F != 0 { failure = .nonCanonicalTrailingBits }
-                    } else {
-                        out[o + 1] = values.1 << 4 | values.2 >> 2
-                        if values.2 & 0x03 != 0 { failure = .nonCanonicalTrailingBits }
-                    }
-                }
-                initialized = failure == nil ? outputCount : 0
+        let output = [UInt8](unsafeUninitializedCapacity: outputCount) { out, initialized in
+            do {
+                try decode(input, into: out)
+                initialized = outputCount
+            } catch {
+                failure = error as? DecodeError
+                initialized = 0
             }
         }
         if let failure { throw failure }
         return output
     }
 
+    /// Decodes unpadded base64url into `output`, which must hold exactly `decodedCount(input.count)` bytes.
+    package static func decode(_ input: UnsafeBufferPointer<UInt8>, into output: UnsafeMutableBufferPointer<UInt8>) throws {
+        let count = input.count
+        guard decodedCount(count) == output.count else { throw firstInvalid(input, from: 0) }
+        guard count > 0, let source = input.baseAddress, let target = output.baseAddress else { return }
+        let remainder = count & 3
+        let whole = count - remainder
+        try groupTables.withUnsafeBufferPointer { tables in
+            // The tables are never empty; the pointer is there.
+            let t = tables.baseAddress.unsafelyUnwrapped
+            var i = 0
+            var o = 0
+            var flags: UInt32 = 0
+            while i < whole {
+                let group = t[Int(source[i])] | t[256 + Int(source[i + 1])] | t[512 + Int(source[i + 2])] | t[768 + Int(source[i + 3])]
+                flags |= group
+                target[o] = UInt8(truncatingIfNeeded: group >> 16)
+                target[o + 1] = UInt8(truncatingIfNeeded: group >> 8)
+                target[o + 2] = UInt8(truncatingIfNeeded: group)
+                i += 4
+                o += 3
+            }
+            if flags & invalidFlag != 0 { throw firstInvalid(input, from: 0) }
+            guard remainder > 0 else { return }
+            var group = t[Int(source[i])] | t[256 + Int(source[i + 1])]
+            if remainder == 3 { group |= t[512 + Int(source[i + 2])] }
+            if group & invalidFlag != 0 { throw firstInvalid(input, from: i) }
+            target[o] = UInt8(truncatingIfNeeded: group >> 16)
+            if remainder == 3 { target[o + 1] = UInt8(truncatingIfNeeded: group >> 8) }
+            // A canonical encoder leaves the unused low bits of the last character zero.
+            let unused: UInt32 = remainder == 2 ? 0xFFFF : 0xFF
+            if group & unused != 0 { throw DecodeError.nonCanonicalTrailingBits }
+        }
+    }
+
     private static func firstInvalid(_ input: UnsafeBufferPointer<UInt8>, from start: Int) -> DecodeError {
-        for offset in start..<input.count where decodeTable[Int(input[offset])] == invalid {
+        for offset in start..<input.count where groupTables[768 + Int(input[offset])] == invalidFlag {
             return .invalidCharacter(offset: offset, byte: input[offset])
         }
         return .invalidLength(input.count)

@@ -1,3 +1,11 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#elseif canImport(Musl)
+import Musl
+#endif
+
 /// Comparison whose running time depends only on the lengths of its inputs.
 package enum ConstantTime {
     /// True when both byte sequences are equal. Lengths are not secret; contents are.
@@ -14,8 +22,15 @@ extension String {
     /// Exact equality of the UTF-8 bytes. Swift's `==` treats canonically equivalent strings as
     /// equal (U+212A KELVIN SIGN equals "K"), which is wrong for identifiers such as `iss`, `aud`,
     /// `kid` and `alg` (RFC 7519 §2 "StringOrURI" comparison is code point by code point).
-    @inlinable
     package func exactlyEquals(_ other: String) -> Bool {
-        self.utf8.elementsEqual(other.utf8)
+        // Identical representations (the same literal or storage, or equal small strings) are
+        // equal without reading the bytes.
+        let identical = withUnsafeBytes(of: self) { a in withUnsafeBytes(of: other) { b in memcmp(a.baseAddress!, b.baseAddress!, a.count) == 0 } }
+        if identical { return true }
+        var lhs = self, rhs = other
+        let count = lhs.utf8.count
+        guard count == rhs.utf8.count else { return false }
+        guard count > 0 else { return true }
+        return lhs.withUTF8 { a in rhs.withUTF8 { b in memcmp(a.baseAddress!, b.baseAddress!, count) == 0 } }
     }
 }

@@ -116,12 +116,17 @@ private struct Reader {
 
     @inline(__always)
     mutating func skipWhitespace() {
-        while index < buffer.count {
-            switch buffer[index] {
-            case 0x20, 0x09, 0x0A, 0x0D: index += 1
-            default: return
+        var i = index
+        let end = buffer.count
+        while i < end {
+            switch buffer[i] {
+            case 0x20, 0x09, 0x0A, 0x0D: i += 1
+            default:
+                index = i
+                return
             }
         }
+        index = i
     }
 
     func peek() throws -> UInt8 {
@@ -158,26 +163,33 @@ private struct Reader {
         guard depth <= maxDepth else { throw error(.tooDeep(limit: maxDepth)) }
         index += 1  // '{'
         var members: [JSONObject.Member] = []
+        // Duplicate detection compares fingerprints first, bytes only when they match. Past 15
+        // members a set takes over, so a hostile object stays linear.
         var seen: Set<ExactName>? = nil
         skipWhitespace()
         if try peek() == UInt8(ascii: "}") {
             index += 1
             return JSONObject(uniqueMembers: members)
         }
+        members.reserveCapacity(16)
         while true {
             skipWhitespace()
             let nameOffset = index
             let byte = try peek()
             guard byte == UInt8(ascii: "\"") else { throw error(.unexpectedByte(byte, expected: "a member name")) }
-            let name = try parseString()
+            let (name, fingerprint) = try parseName()
             if var names = seen {
                 guard names.insert(ExactName(name)).inserted else {
                     throw JSONParseError(reason: .duplicateMember(name), offset: nameOffset)
                 }
                 seen = names
             } else {
-                for member in members where member.name.exactlyEquals(name) {
-                    throw JSONParseError(reason: .duplicateMember(name), offset: nameOffset)
+                var position = 0
+                while position < members.count {
+                    if members[position].fingerprint == fingerprint && members[position].name.exactlyEquals(name) {
+                        throw JSONParseError(reason: .duplicateMember(name), offset: nameOffset)
+                    }
+                    position += 1
                 }
                 if members.count == 15 { seen = Set(members.map { ExactName($0.name) } + [ExactName(name)]) }
             }
@@ -187,7 +199,7 @@ private struct Reader {
             index += 1
             skipWhitespace()
             let value = try parseValue(depth: depth)
-            members.append(JSONObject.Member(name: name, value: value))
+            members.append(JSONObject.Member(name: name, value: value, fingerprint: fingerprint))
             skipWhitespace()
             switch try peek() {
             case UInt8(ascii: ","): index += 1
@@ -222,22 +234,53 @@ private struct Reader {
         }
     }
 
-    mutating func parseString() throws -> String {
-        index += 1  // opening quote
-        let start = index
-        var sawNonASCII = false
-        while index < buffer.count {
-            let byte = buffer[index]
+    /// Reads a member name and its fingerprint; common JOSE names come back as literals.
+    mutating func parseName() throws -> (String, UInt32) {
+        let start = index + 1
+        var i = start
+        let end = buffer.count
+        while i < end {
+            let byte = buffer[i]
             if byte == UInt8(ascii: "\"") {
-                let raw = UnsafeBufferPointer(rebasing: buffer[start..<index])
-                index += 1
-                return try makeString(raw, offset: start, checkScalars: sawNonASCII)
+                let raw = UnsafeBufferPointer(rebasing: buffer[start..<i])
+                guard let first = raw.first, let last = raw.last else { break }
+                let fingerprint = UInt32(truncatingIfNeeded: raw.count) << 16 | UInt32(first) << 8 | UInt32(last)
+                if let known = KnownMemberNames.lookup(raw, fingerprint: fingerprint) {
+                    index = i + 1
+                    return (known, fingerprint)
+                }
+                break
             }
-            if byte == UInt8(ascii: "\\") { return try parseEscapedString(start: start) }
-            if byte < 0x20 { throw error(.controlCharacterInString) }
-            if byte >= 0x80 { sawNonASCII = true }
-            index += 1
+            if byte == UInt8(ascii: "\\") || byte < 0x20 || byte >= 0x80 { break }
+            i += 1
         }
+        let name = try parseString()
+        return (name, ExactName.fingerprint(name))
+    }
+
+    mutating func parseString() throws -> String {
+        let start = index + 1  // after the opening quote
+        var i = start
+        let end = buffer.count
+        var high: UInt8 = 0
+        while i < end {
+            let byte = buffer[i]
+            if byte == UInt8(ascii: "\"") {
+                index = i + 1
+                return try makeString(UnsafeBufferPointer(rebasing: buffer[start..<i]), offset: start, checkScalars: high >= 0x80)
+            }
+            if byte == UInt8(ascii: "\\") {
+                index = i
+                return try parseEscapedString(start: start)
+            }
+            if byte < 0x20 {
+                index = i
+                throw error(.controlCharacterInString)
+            }
+            high |= byte
+            i += 1
+        }
+        index = i
         throw error(.unexpectedEnd)
     }
 
@@ -319,11 +362,13 @@ private struct Reader {
         }
     }
 
+    /// Makes a string from bytes already free of quotes, escapes and control characters.
+    /// ASCII needs no validation; otherwise the bytes must survive decoding unchanged, since
+    /// decoding replaces every ill-formed sequence with U+FFFD.
     func makeString(_ bytes: UnsafeBufferPointer<UInt8>, offset: Int, checkScalars: Bool) throws -> String {
-        guard let string = String(validating: bytes, as: UTF8.self) else {
-            throw JSONParseError(reason: .invalidUTF8, offset: offset)
-        }
+        let string = String(decoding: bytes, as: UTF8.self)
         if checkScalars {
+            guard string.utf8.elementsEqual(bytes) else { throw JSONParseError(reason: .invalidUTF8, offset: offset) }
             for scalar in string.unicodeScalars where Self.isNoncharacter(scalar.value) {
                 throw JSONParseError(reason: .noncharacter(scalar.value), offset: offset)
             }
@@ -337,30 +382,48 @@ private struct Reader {
 
     mutating func parseNumber() throws -> JSONNumber {
         let start = index
+        let end = buffer.count
+        var i = index
         var isInteger = true
-        if buffer[index] == UInt8(ascii: "-") { index += 1 }
-        guard index < buffer.count else { throw error(.unexpectedEnd) }
-        if buffer[index] == UInt8(ascii: "0") {
-            index += 1
-        } else if isDigit(buffer[index]) {
-            while index < buffer.count, isDigit(buffer[index]) { index += 1 }
+        let negative = buffer[i] == UInt8(ascii: "-")
+        if negative { i += 1 }
+        guard i < end else { throw error(.unexpectedEnd) }
+        // Integers of up to 18 digits are accumulated while scanning; longer ones and
+        // non-integers are converted from the literal.
+        var magnitude: Int64 = 0
+        var digits = 0
+        if buffer[i] == UInt8(ascii: "0") {
+            i += 1
+            digits = 1
+        } else if isDigit(buffer[i]) {
+            while i < end, isDigit(buffer[i]) {
+                if digits < 18 { magnitude = magnitude &* 10 &+ Int64(buffer[i] &- UInt8(ascii: "0")) }
+                digits += 1
+                i += 1
+            }
         } else {
+            index = i
             throw error(.invalidNumber)
         }
-        if index < buffer.count, buffer[index] == UInt8(ascii: ".") {
+        if i < end, buffer[i] == UInt8(ascii: ".") {
             isInteger = false
-            index += 1
-            guard index < buffer.count, isDigit(buffer[index]) else { throw error(.invalidNumber) }
-            while index < buffer.count, isDigit(buffer[index]) { index += 1 }
+            i += 1
+            guard i < end, isDigit(buffer[i]) else { index = i; throw error(.invalidNumber) }
+            while i < end, isDigit(buffer[i]) { i += 1 }
         }
-        if index < buffer.count, buffer[index] | 0x20 == UInt8(ascii: "e") {
+        if i < end, buffer[i] | 0x20 == UInt8(ascii: "e") {
             isInteger = false
-            index += 1
-            if index < buffer.count, buffer[index] == UInt8(ascii: "+") || buffer[index] == UInt8(ascii: "-") { index += 1 }
-            guard index < buffer.count, isDigit(buffer[index]) else { throw error(.invalidNumber) }
-            while index < buffer.count, isDigit(buffer[index]) { index += 1 }
+            i += 1
+            if i < end, buffer[i] == UInt8(ascii: "+") || buffer[i] == UInt8(ascii: "-") { i += 1 }
+            guard i < end, isDigit(buffer[i]) else { index = i; throw error(.invalidNumber) }
+            while i < end, isDigit(buffer[i]) { i += 1 }
         }
-        let literal = String(decoding: UnsafeBufferPointer(rebasing: buffer[start..<index]), as: UTF8.self)
+        index = i
+        let literal = String(decoding: UnsafeBufferPointer(rebasing: buffer[start..<i]), as: UTF8.self)
+        if isInteger && digits <= 18 {
+            let value = negative ? -magnitude : magnitude
+            return JSONNumber(literal: literal, doubleValue: Double(value), int64Value: value)
+        }
         if isInteger, let exact = Int64(literal) {
             return JSONNumber(literal: literal, doubleValue: Double(exact), int64Value: exact)
         }
@@ -380,9 +443,21 @@ package struct ExactName: Hashable, Sendable {
     package let name: String
     package init(_ name: String) { self.name = name }
     package static func == (lhs: ExactName, rhs: ExactName) -> Bool { lhs.name.exactlyEquals(rhs.name) }
+    /// Length, first and last byte of a name's UTF-8, as one integer.
+    package static func fingerprint(_ name: String) -> UInt32 {
+        var name = name
+        return name.withUTF8 { bytes in
+            guard let first = bytes.first, let last = bytes.last else { return 0 }
+            return UInt32(truncatingIfNeeded: bytes.count) << 16 | UInt32(first) << 8 | UInt32(last)
+        }
+    }
+
     package func hash(into hasher: inout Hasher) {
-        hasher.combine(name.utf8.count)
-        for byte in name.utf8 { hasher.combine(byte) }
+        let utf8 = name.utf8
+        hasher.combine(utf8.count)
+        if utf8.withContiguousStorageIfAvailable({ hasher.combine(bytes: UnsafeRawBufferPointer($0)) }) == nil {
+            for byte in utf8 { hasher.combine(byte) }
+        }
     }
 }
 

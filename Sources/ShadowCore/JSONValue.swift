@@ -93,6 +93,25 @@ public struct JSONObject: Sendable, Hashable, RandomAccessCollection, Expressibl
     public struct Member: Sendable, Hashable {
         public let name: String
         public let value: JSONValue
+        /// Length, first and last byte of `name`: one integer compare rules out most names.
+        let fingerprint: UInt32
+
+        /// A member.
+        public init(name: String, value: JSONValue) {
+            self.init(name: name, value: value, fingerprint: ExactName.fingerprint(name))
+        }
+
+        init(name: String, value: JSONValue, fingerprint: UInt32) {
+            self.name = name
+            self.value = value
+            self.fingerprint = fingerprint
+        }
+
+        public static func == (lhs: Member, rhs: Member) -> Bool { lhs.name.exactlyEquals(rhs.name) && lhs.value == rhs.value }
+        public func hash(into hasher: inout Hasher) {
+            hasher.combine(ExactName(name))
+            hasher.combine(value)
+        }
     }
 
     /// The members, in document order.
@@ -118,14 +137,25 @@ public struct JSONObject: Sendable, Hashable, RandomAccessCollection, Expressibl
 
     /// The value of the member named exactly `name`, if any.
     public subscript(name: String) -> JSONValue? {
-        for member in members where member.name.exactlyEquals(name) { return member.value }
+        index(of: name, fingerprint: ExactName.fingerprint(name)).map { members[$0].value }
+    }
+
+    /// The position of the member named exactly `name`. Reads only fingerprints until one
+    /// matches, without copying members.
+    func index(of name: String, fingerprint: UInt32) -> Int? {
+        var position = 0
+        let count = members.count
+        while position < count {
+            if members[position].fingerprint == fingerprint && members[position].name.exactlyEquals(name) { return position }
+            position += 1
+        }
         return nil
     }
 
     /// Sets `name` to `value`, replacing an existing member in place or appending a new one;
     /// `nil` removes the member.
     public mutating func set(_ name: String, _ value: JSONValue?) {
-        if let index = members.firstIndex(where: { $0.name.exactlyEquals(name) }) {
+        if let index = index(of: name, fingerprint: ExactName.fingerprint(name)) {
             if let value { members[index] = Member(name: name, value: value) } else { members.remove(at: index) }
         } else if let value {
             members.append(Member(name: name, value: value))

@@ -45,6 +45,16 @@ public struct ClaimFailure: Sendable, Hashable, CustomStringConvertible {
     public var description: String { message }
 }
 
+/// Registered claim names with their lookup fingerprints.
+private enum Claim {
+    static let iss = MemberKey("iss")
+    static let aud = MemberKey("aud")
+    static let exp = MemberKey("exp")
+    static let nbf = MemberKey("nbf")
+    static let iat = MemberKey("iat")
+    static let nonce = MemberKey("nonce")
+}
+
 /// The rules a JWT claims set must satisfy (RFC 7519 §4.1), evaluated all at once so a
 /// rejection lists every rule that failed, not only the first.
 public struct ClaimPolicy: Sendable {
@@ -107,25 +117,25 @@ public struct ClaimPolicy: Sendable {
         let json = claims.json
 
         if let issuer {
-            checkString(json, "iss", expected: issuer, &failures) { $0.exactlyEquals(issuer) }
+            checkString(json, Claim.iss, expected: issuer, &failures) { $0.exactlyEquals(issuer) }
         }
         if !audiences.isEmpty { checkAudience(json, &failures) }
 
-        switch numericDate(json, "exp", &failures) {
+        switch numericDate(json, Claim.exp, &failures) {
         case .some(let exp):
             if now >= exp + leeway {
                 failures.append(failure("exp", .expired, expected: "after now \(format(now)) − leeway \(format(leeway)) s", actual: format(exp),
                     "exp \(format(exp)) is \(format(now - exp)) s before now \(format(now)), leeway \(format(leeway)) s"))
             }
-        case .none where requireExpiration && json["exp"] == nil:
+        case .none where requireExpiration && json[Claim.exp] == nil:
             failures.append(failure("exp", .missing, expected: "a NumericDate", actual: nil, "exp is required but absent"))
         case .none: break
         }
-        if let nbf = numericDate(json, "nbf", &failures), now < nbf - leeway {
+        if let nbf = numericDate(json, Claim.nbf, &failures), now < nbf - leeway {
             failures.append(failure("nbf", .notYetValid, expected: "at most now \(format(now)) + leeway \(format(leeway)) s", actual: format(nbf),
                 "nbf \(format(nbf)) is \(format(nbf - now)) s after now \(format(now)), leeway \(format(leeway)) s"))
         }
-        let iat = numericDate(json, "iat", &failures)
+        let iat = numericDate(json, Claim.iat, &failures)
         if let iat, iat > now + leeway {
             failures.append(failure("iat", .issuedInFuture, expected: "at most now \(format(now)) + leeway \(format(leeway)) s", actual: format(iat),
                 "iat \(format(iat)) is \(format(iat - now)) s after now \(format(now)), leeway \(format(leeway)) s"))
@@ -136,7 +146,7 @@ public struct ClaimPolicy: Sendable {
                     failures.append(failure("iat", .tooOld, expected: "age at most \(format(maxAge)) s + leeway \(format(leeway)) s", actual: format(iat),
                         "token issued at \(format(iat)) is \(format(now - iat)) s old; maximum age \(format(maxAge)) s, leeway \(format(leeway)) s"))
                 }
-            } else if json["iat"] == nil {
+            } else if json[Claim.iat] == nil {
                 failures.append(failure("iat", .missing, expected: "a NumericDate (a maximum age is set)", actual: nil, "iat is required by the maximum age but absent"))
             }
         }
@@ -151,8 +161,9 @@ public struct ClaimPolicy: Sendable {
 
     // MARK: - Rules
 
-    private func checkString(_ json: JSONObject, _ name: String, expected: String, _ failures: inout [ClaimFailure], _ matches: (String) -> Bool) {
-        guard let value = json[name] else {
+    private func checkString(_ json: JSONObject, _ key: MemberKey, expected: String, _ failures: inout [ClaimFailure], _ matches: (String) -> Bool) {
+        let name = key.name
+        guard let value = json[key] else {
             failures.append(failure(name, .missing, expected: expected.quotedForMessage, actual: nil, "\(name) is required to be \(expected.quotedForMessage) but absent"))
             return
         }
@@ -170,7 +181,7 @@ public struct ClaimPolicy: Sendable {
         func isAccepted(_ value: String) -> Bool { audiences.contains { $0.exactlyEquals(value) } }
         var expected: String { audiences.map(\.quotedForMessage).joined(separator: ", ") }
         let values: [String]
-        switch json["aud"] {
+        switch json[Claim.aud] {
         case .none:
             failures.append(failure("aud", .missing, expected: "one of \(expected)", actual: nil, "aud is required (one of \(expected)) but absent"))
             return
@@ -203,7 +214,7 @@ public struct ClaimPolicy: Sendable {
         case .sha256HexOf: expected = "SHA-256 hex \(nonceCandidates[0])"
         case .equalsOrSHA256HexOf(let raw): expected = "\(raw.quotedForMessage) or its SHA-256 hex \(nonceCandidates[1])"
         }
-        checkString(json, "nonce", expected: expected, &failures) { nonce in
+        checkString(json, Claim.nonce, expected: expected, &failures) { nonce in
             nonceCandidates.contains { ConstantTime.equals($0.utf8, nonce.utf8) }
         }
     }
@@ -223,8 +234,9 @@ public struct ClaimPolicy: Sendable {
     }
 
     /// The claim as seconds since the epoch; records a failure when present but not a number.
-    private func numericDate(_ json: JSONObject, _ name: String, _ failures: inout [ClaimFailure]) -> Double? {
-        guard let value = json[name] else { return nil }
+    private func numericDate(_ json: JSONObject, _ key: MemberKey, _ failures: inout [ClaimFailure]) -> Double? {
+        let name = key.name
+        guard let value = json[key] else { return nil }
         guard let number = value.numberValue else {
             failures.append(failure(name, .wrongType, expected: "a NumericDate (number)", actual: value.typeName,
                 "\(name) must be a NumericDate (a number of seconds), found \(value.typeName)"))

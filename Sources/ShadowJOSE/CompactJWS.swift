@@ -1,4 +1,11 @@
 public import ShadowCore
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#elseif canImport(Musl)
+import Musl
+#endif
 
 /// A JWS in compact serialization (RFC 7515 §7.1), split and decoded but not verified.
 ///
@@ -6,19 +13,23 @@ public import ShadowCore
 public struct CompactJWS: Sendable {
     /// The protected header.
     public let header: JOSEHeader
-    /// The decoded payload bytes.
-    public let payload: [UInt8]
-    /// The decoded signature bytes.
-    public let signature: [UInt8]
     /// The original token.
     public let token: String
+    /// The decoded payload, then the decoded signature, in one buffer.
+    private let decoded: [UInt8]
+    private let payloadCount: Int
     /// Length of `header.payload`, the bytes the signature covers.
     let signingInputLength: Int
+
+    /// The decoded payload bytes.
+    public var payload: ArraySlice<UInt8> { decoded[0..<payloadCount] }
+    /// The decoded signature bytes.
+    public var signature: ArraySlice<UInt8> { decoded[payloadCount...] }
 
     /// The default cap on token size, in bytes.
     public static let defaultMaxBytes = 16 * 1024
 
-    /// Splits and decodes a compact JWS.
+    /// Splits and decodes a compact JWS, and parses its header.
     ///
     /// - Parameters:
     ///   - token: `header.payload.signature`, each part unpadded base64url.
@@ -26,50 +37,83 @@ public struct CompactJWS: Sendable {
     /// - Throws: ``JOSEError/Code/malformedToken`` saying which part is wrong and how.
     public init(_ token: String, maxBytes: Int = CompactJWS.defaultMaxBytes) throws {
         var token = token
-        (header, payload, signature, signingInputLength) = try token.withUTF8 { bytes in
+        (header, decoded, payloadCount, signingInputLength) = try token.withUTF8 { bytes in
             try Self.split(bytes, maxBytes: maxBytes)
         }
         self.token = token
     }
 
-    private static func split(_ bytes: UnsafeBufferPointer<UInt8>, maxBytes: Int) throws -> (JOSEHeader, [UInt8], [UInt8], Int) {
+    private static func split(_ bytes: UnsafeBufferPointer<UInt8>, maxBytes: Int) throws -> (JOSEHeader, [UInt8], Int, Int) {
         guard bytes.count <= maxBytes else {
             throw JOSEError(.malformedToken, "token is \(bytes.count) bytes; the limit is \(maxBytes)")
         }
         guard !bytes.isEmpty else { throw JOSEError(.malformedToken, "token is empty") }
-        var dots: (Int, Int) = (-1, -1)
-        var dotCount = 0
-        for (i, byte) in bytes.enumerated() where byte == UInt8(ascii: ".") {
-            if dotCount == 0 { dots.0 = i } else if dotCount == 1 { dots.1 = i }
-            dotCount += 1
-        }
-        guard dotCount == 2 else {
-            let segments = dotCount + 1
+        guard let first = Self.indexOfDot(bytes, from: 0), let second = Self.indexOfDot(bytes, from: first + 1),
+            Self.indexOfDot(bytes, from: second + 1) == nil
+        else {
+            let segments = bytes.count { $0 == UInt8(ascii: ".") } + 1
             let hint = segments == 5 ? " (five segments is a JWE, an encrypted token, which is not supported)" : ""
             throw JOSEError(.malformedToken, "token has \(segments) segment\(segments == 1 ? "" : "s"); a compact JWS has exactly 3 (header.payload.signature)\(hint)")
         }
-        let headerBytes = try decode(bytes, 0..<dots.0, part: "header")
-        let payload = try decode(bytes, (dots.0 + 1)..<dots.1, part: "payload")
-        guard dots.1 + 1 < bytes.count else {
+        // The header is needed only to be parsed, so it is decoded into scratch space.
+        let headerText = UnsafeBufferPointer(rebasing: bytes[0..<first])
+        guard let headerCount = Base64URL.decodedCount(headerText.count) else { throw malformed("header", headerText) }
+        let headerObject = try withUnsafeTemporaryAllocation(of: UInt8.self, capacity: headerCount) { scratch in
+            do { try Base64URL.decode(headerText, into: scratch) } catch {
+                throw malformed("header", headerText)
+            }
+            return try parseObject(UnsafeBufferPointer(scratch), part: "header")
+        }
+        guard second + 1 < bytes.count else {
             throw JOSEError(.malformedToken, "signature segment is empty (an unsecured JWS is never accepted)")
         }
-        let signature = try decode(bytes, (dots.1 + 1)..<bytes.count, part: "signature")
-        let headerObject = try parseObject(headerBytes, part: "header")
-        return (try JOSEHeader(headerObject), payload, signature, dots.1)
+        // Payload and signature share one allocation.
+        let payloadText = UnsafeBufferPointer(rebasing: bytes[(first + 1)..<second])
+        let signatureText = UnsafeBufferPointer(rebasing: bytes[(second + 1)...])
+        guard let payloadCount = Base64URL.decodedCount(payloadText.count) else { throw malformed("payload", payloadText) }
+        guard let signatureCount = Base64URL.decodedCount(signatureText.count) else { throw malformed("signature", signatureText) }
+        var failure: JOSEError?
+        let decoded = [UInt8](unsafeUninitializedCapacity: payloadCount + signatureCount) { buffer, initialized in
+            initialized = 0
+            do {
+                try Base64URL.decode(payloadText, into: UnsafeMutableBufferPointer(rebasing: buffer[0..<payloadCount]))
+            } catch {
+                failure = malformed("payload", payloadText)
+                return
+            }
+            do {
+                try Base64URL.decode(signatureText, into: UnsafeMutableBufferPointer(rebasing: buffer[payloadCount...]))
+            } catch {
+                failure = malformed("signature", signatureText)
+                return
+            }
+            initialized = payloadCount + signatureCount
+        }
+        if let failure { throw failure }
+        return (try JOSEHeader(headerObject), decoded, payloadCount, second)
     }
 
-    private static func decode(_ bytes: UnsafeBufferPointer<UInt8>, _ range: Range<Int>, part: String) throws -> [UInt8] {
+    /// The error for a segment that is not base64url, saying why.
+    private static func malformed(_ part: String, _ text: UnsafeBufferPointer<UInt8>) -> JOSEError {
         do {
-            return try Base64URL.decode(UnsafeBufferPointer(rebasing: bytes[range]))
+            _ = try Base64URL.decode(text)
+            return JOSEError(.malformedToken, "\(part) segment is not valid base64url")
         } catch {
-            throw JOSEError(.malformedToken, "\(part) segment is not valid base64url: \(error)")
+            return JOSEError(.malformedToken, "\(part) segment is not valid base64url: \(error)")
         }
     }
 
-    static func parseObject(_ bytes: [UInt8], part: String) throws -> JSONObject {
+    private static func indexOfDot(_ bytes: UnsafeBufferPointer<UInt8>, from start: Int) -> Int? {
+        guard start < bytes.count, let base = bytes.baseAddress,
+            let found = memchr(base + start, Int32(UInt8(ascii: ".")), bytes.count - start)
+        else { return nil }
+        return base.distance(to: found.assumingMemoryBound(to: UInt8.self))
+    }
+
+    static func parseObject(_ bytes: UnsafeBufferPointer<UInt8>, part: String) throws -> JSONObject {
         let value: JSONValue
         do {
-            value = try bytes.withUnsafeBufferPointer { try StrictJSON.parse(buffer: $0, limits: .jose) }
+            value = try StrictJSON.parse(buffer: bytes, limits: .jose)
         } catch {
             throw JOSEError(.malformedToken, "\(part) is not valid JSON: \(error)")
         }
@@ -82,7 +126,7 @@ public struct CompactJWS: Sendable {
     /// The payload parsed as a JSON object (a JWT claims set), whether or not the signature
     /// has been checked. Only ``JWTVerifier`` output is trustworthy.
     public func unverifiedPayload() throws -> JSONObject {
-        try Self.parseObject(payload, part: "payload")
+        try decoded.withUnsafeBufferPointer { try Self.parseObject(UnsafeBufferPointer(rebasing: $0[0..<payloadCount]), part: "payload") }
     }
 
     /// Calls `body` with the bytes the signature covers: the ASCII `header.payload`.

@@ -21,15 +21,15 @@ public struct JOSEHeader: Sendable, Hashable {
     /// Reads the typed parameters of a header object.
     public init(_ json: JSONObject) throws {
         self.json = json
-        guard let alg = json["alg"] else { throw JOSEError(.malformedToken, "header has no \"alg\" parameter") }
+        guard let alg = json[Parameter.alg] else { throw JOSEError(.malformedToken, "header has no \"alg\" parameter") }
         guard let algorithm = alg.stringValue else {
             throw JOSEError(.malformedToken, "header \"alg\" must be a string, found \(alg.typeName)")
         }
         self.algorithm = algorithm
-        keyID = try Self.optionalString(json, "kid")
-        type = try Self.optionalString(json, "typ")
-        contentType = try Self.optionalString(json, "cty")
-        if let crit = json["crit"] {
+        keyID = try Self.optionalString(json, Parameter.kid)
+        type = try Self.optionalString(json, Parameter.typ)
+        contentType = try Self.optionalString(json, Parameter.cty)
+        if let crit = json[Parameter.crit] {
             // RFC 7515 §4.1.11: a non-empty array of names, each present in the header and none
             // of them a name the specification itself defines.
             guard let names = crit.arrayValue?.compactMap(\.stringValue), names.count == crit.arrayValue?.count, !names.isEmpty else {
@@ -53,10 +53,18 @@ public struct JOSEHeader: Sendable, Hashable {
         ["alg", "jku", "jwk", "kid", "x5u", "x5c", "x5t", "x5t#S256", "typ", "cty", "crit"].map(ExactName.init)
     )
 
-    private static func optionalString(_ json: JSONObject, _ name: String) throws -> String? {
-        guard let value = json[name] else { return nil }
+    private enum Parameter {
+        static let alg = MemberKey("alg")
+        static let kid = MemberKey("kid")
+        static let typ = MemberKey("typ")
+        static let cty = MemberKey("cty")
+        static let crit = MemberKey("crit")
+    }
+
+    private static func optionalString(_ json: JSONObject, _ key: MemberKey) throws -> String? {
+        guard let value = json[key] else { return nil }
         guard let string = value.stringValue else {
-            throw JOSEError(.malformedToken, "header \"\(name)\" must be a string, found \(value.typeName)")
+            throw JOSEError(.malformedToken, "header \"\(key.name)\" must be a string, found \(value.typeName)")
         }
         return string
     }

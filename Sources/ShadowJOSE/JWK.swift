@@ -9,8 +9,9 @@ public import ShadowCore
 
 /// A public verification key read from a JWK (RFC 7517): RSA (2048 to 8192 bits) or EC P-256.
 ///
-/// The key is checked and built once, when it is read; verification reuses it.
-public struct JWK: Sendable {
+/// The key is checked and built once, when it is read; verification reuses it. Keys are
+/// immutable and shared by reference.
+public final class JWK: Sendable {
     /// The key's type and size.
     public enum KeyType: Sendable, Hashable, CustomStringConvertible {
         /// RSA with a modulus of this many bits.
@@ -95,7 +96,7 @@ public struct JWK: Sendable {
         }
         let declaredAlgorithm = try string("alg", required: false)
         if let declaredAlgorithm {
-            guard let algorithm = JWSAlgorithm.allCases.first(where: { $0.rawValue.exactlyEquals(declaredAlgorithm) }) else {
+            guard let algorithm = JWSAlgorithm(exactly: declaredAlgorithm) else {
                 throw JOSEError(.invalidKey, "JWK alg \(declaredAlgorithm.quotedForMessage) is not supported (supported: RS256, ES256)")
             }
             self.algorithm = algorithm
@@ -143,7 +144,7 @@ public struct JWK: Sendable {
     }
 
     /// A JWK for an RSA public key.
-    public init(rsa key: _RSA.Signing.PublicKey, keyID: String? = nil, algorithm: JWSAlgorithm? = .rs256, use: String? = "sig") throws {
+    public convenience init(rsa key: _RSA.Signing.PublicKey, keyID: String? = nil, algorithm: JWSAlgorithm? = .rs256, use: String? = "sig") throws {
         let primitives = try key.getKeyPrimitives()
         var object: JSONObject = [
             "kty": "RSA", "n": .string(Base64URL.encode(primitives.modulus)), "e": .string(Base64URL.encode(primitives.publicExponent)),
@@ -153,7 +154,7 @@ public struct JWK: Sendable {
     }
 
     /// A JWK for a P-256 public key.
-    public init(p256 key: P256.Signing.PublicKey, keyID: String? = nil, algorithm: JWSAlgorithm? = .es256, use: String? = "sig") throws {
+    public convenience init(p256 key: P256.Signing.PublicKey, keyID: String? = nil, algorithm: JWSAlgorithm? = .es256, use: String? = "sig") throws {
         let raw = [UInt8](key.rawRepresentation)
         var object: JSONObject = [
             "kty": "EC", "crv": "P-256", "x": .string(Base64URL.encode(raw[0..<32])), "y": .string(Base64URL.encode(raw[32..<64])),
@@ -163,7 +164,7 @@ public struct JWK: Sendable {
     }
 
     /// Reads a public JWK from JSON text.
-    public init(jsonText: String) throws {
+    public convenience init(jsonText: String) throws {
         let value: JSONValue
         do { value = try StrictJSON.parse(jsonText, limits: .jose) } catch {
             throw JOSEError(.invalidKey, "JWK is not valid JSON: \(error)")
@@ -174,25 +175,30 @@ public struct JWK: Sendable {
 
     /// Why this key may not verify `algorithm`, or `nil` when it may.
     public func refusal(for algorithm: JWSAlgorithm) -> String? {
+        if canVerify(algorithm) { return nil }
         let name = keyID.map { "key \($0.quotedForMessage)" } ?? "key \(thumbprint)"
-        switch (material, algorithm) {
-        case (.rsa, .rs256), (.p256, .es256): break
-        default: return "\(name) is \(keyType) and cannot verify \(algorithm)"
-        }
-        if let declared = self.algorithm, declared != algorithm {
-            return "\(name) declares alg \(declared), but the token uses \(algorithm)"
-        }
-        if let use, !use.exactlyEquals("sig") {
-            return "\(name) has use \(use.quotedForMessage), not \"sig\""
-        }
-        if let keyOperations, !keyOperations.contains(where: { $0.exactlyEquals("verify") }) {
-            return "\(name) has key_ops without \"verify\""
-        }
-        return nil
+        if !materialMatches(algorithm) { return "\(name) is \(keyType) and cannot verify \(algorithm)" }
+        if let declared = self.algorithm, declared != algorithm { return "\(name) declares alg \(declared), but the token uses \(algorithm)" }
+        if let use, !use.exactlyEquals("sig") { return "\(name) has use \(use.quotedForMessage), not \"sig\"" }
+        return "\(name) has key_ops without \"verify\""
     }
 
-    /// True when this key may verify `algorithm`.
-    public func canVerify(_ algorithm: JWSAlgorithm) -> Bool { refusal(for: algorithm) == nil }
+    /// True when this key may verify `algorithm`: its type fits, and its `alg`, `use` and
+    /// `key_ops` (when present) allow it.
+    public func canVerify(_ algorithm: JWSAlgorithm) -> Bool {
+        guard materialMatches(algorithm) else { return false }
+        if let declared = self.algorithm, declared != algorithm { return false }
+        if let use, !use.exactlyEquals("sig") { return false }
+        if let keyOperations, !keyOperations.contains(where: { $0.exactlyEquals("verify") }) { return false }
+        return true
+    }
+
+    private func materialMatches(_ algorithm: JWSAlgorithm) -> Bool {
+        switch (material, algorithm) {
+        case (.rsa, .rs256), (.p256, .es256): return true
+        default: return false
+        }
+    }
 
     /// Verifies a JWS signature over `signingInput` (the ASCII `header.payload`).
     ///
@@ -200,7 +206,7 @@ public struct JWK: Sendable {
     /// (raw R‖S; DER is refused) and RS256 signatures exactly the modulus length.
     ///
     /// - Throws: ``JOSEError/Code/algorithmKeyMismatch`` or ``JOSEError/Code/invalidSignature``.
-    public func verifySignature(_ signature: [UInt8], signingInput: some DataProtocol, algorithm: JWSAlgorithm) throws {
+    public func verifySignature(_ signature: some DataProtocol, signingInput: some DataProtocol, algorithm: JWSAlgorithm) throws {
         if let refusal = refusal(for: algorithm) { throw JOSEError(.algorithmKeyMismatch, refusal) }
         let valid: Bool
         switch material {

@@ -10,15 +10,27 @@ public enum JWSAlgorithm: String, Sendable, Hashable, CaseIterable, CustomString
 
     public var description: String { rawValue }
 
+    /// The algorithm named exactly `name` (code point for code point), if supported.
+    init?(exactly name: String) {
+        if name.exactlyEquals("RS256") {
+            self = .rs256
+        } else if name.exactlyEquals("ES256") {
+            self = .es256
+        } else {
+            return nil
+        }
+    }
+
     /// Resolves a header `alg` value, refusing anything outside `allowed`.
     static func resolve(_ name: String, allowed: Set<JWSAlgorithm>) throws -> JWSAlgorithm {
+        if let algorithm = JWSAlgorithm(exactly: name), allowed.contains(algorithm) { return algorithm }
         if name.exactlyEquals("none") {
             throw JOSEError(.disallowedAlgorithm, "alg \"none\" (unsecured JWS) is never accepted")
         }
         if name.utf8.starts(with: "HS".utf8) {
             throw JOSEError(.disallowedAlgorithm, "alg \(name.quotedForMessage) is an HMAC algorithm; shared-secret algorithms are never accepted")
         }
-        guard let algorithm = JWSAlgorithm.allCases.first(where: { $0.rawValue.exactlyEquals(name) }) else {
+        guard let algorithm = JWSAlgorithm(exactly: name) else {
             throw JOSEError(.disallowedAlgorithm, "alg \(name.quotedForMessage) is not supported (supported: RS256, ES256)")
         }
         guard allowed.contains(algorithm) else {

@@ -1,0 +1,25 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+// A separate package so that peers measured against ShadowKeys (vapor/jwt-kit) never enter the
+// main package graph. Run it through Scripts/bench.
+let package = Package(
+    name: "ShadowKeysBenchmarks",
+    platforms: [.macOS(.v15)],
+    dependencies: [
+        .package(name: "ShadowKeys", path: "../"),
+        .package(url: "https://github.com/vapor/jwt-kit.git", exact: "5.8.0"),
+        .package(url: "https://github.com/apple/swift-crypto.git", "4.0.0"..<"5.0.0"),
+    ],
+    targets: [
+        .executableTarget(
+            name: "ShadowBench",
+            dependencies: [
+                .product(name: "ShadowKeys", package: "ShadowKeys"),
+                .product(name: "JWTKit", package: "jwt-kit"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "CryptoExtras", package: "swift-crypto"),
+            ]
+        )
+    ]
+)

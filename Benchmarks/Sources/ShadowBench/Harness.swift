@@ -1,0 +1,182 @@
+import Foundation
+
+/// One row of the results table: throughput of ours, the raw primitive, and a peer, in ops/s.
+struct BenchRow {
+    let name: String
+    let unit: String
+    let ours: Double
+    let raw: Double?
+    let peer: Double?
+    let peerName: String?
+    let note: String
+    /// Medians of the per-round ratios ours/raw and ours/peer, when measured in paired rounds.
+    var pairedRatios: (raw: Double?, peer: Double?) = (nil, nil)
+
+    init(name: String, unit: String, ours: Double, raw: Double?, peer: Double?, peerName: String?, note: String) {
+        self.name = name
+        self.unit = unit
+        self.ours = ours
+        self.raw = raw
+        self.peer = peer
+        self.peerName = peerName
+        self.note = note
+    }
+
+    /// A row from interleaved samples of [ours, raw, peer?].
+    init(name: String, samples: Samples, peerName: String?, note: String) {
+        self.init(name: name, unit: "ops/s", ours: samples.median(0), raw: samples.median(1),
+                  peer: samples.count > 2 ? samples.median(2) : nil, peerName: peerName, note: note)
+        pairedRatios = (samples.pairedRatio(0, 1), samples.count > 2 ? samples.pairedRatio(0, 2) : nil)
+    }
+
+    var json: [String: Any] {
+        ["name": name, "ours": ours, "raw": raw as Any, "peer": peer as Any, "peer_name": peerName as Any, "unit": unit, "note": note,
+         "ours_over_raw": pairedRatios.raw ?? raw.map { ours / $0 } as Any, "ours_over_peer": pairedRatios.peer ?? peer.map { ours / $0 } as Any]
+    }
+}
+
+/// Throughput samples per contender, taken in interleaved rounds (sample k of each contender
+/// comes from the same round).
+struct Samples {
+    let values: [[Double]]
+    var count: Int { values.count }
+    func median(_ contender: Int) -> Double { Harness.median(values[contender]) }
+    /// Median over rounds of contender a's throughput divided by b's in the same round.
+    func pairedRatio(_ a: Int, _ b: Int) -> Double { Harness.median(zip(values[a], values[b]).map { $0 / $1 }) }
+}
+
+/// Measures throughput as the median of several timed samples. Contenders are sampled in
+/// interleaved rounds so that machine noise hits each of them alike.
+enum Harness {
+    static let samples = 31
+    static let sampleSeconds = 0.05
+
+    /// ops/s medians for each contender, in the order given.
+    static func compare(_ contenders: [() throws -> Void]) throws -> [Double] {
+        let samples = try sample(contenders)
+        return (0..<samples.count).map(samples.median)
+    }
+
+    /// Interleaved samples for each contender.
+    static func sample(_ contenders: [() throws -> Void]) throws -> Samples {
+        let iterations = try contenders.map { try calibrate($0) }
+        var results = Array(repeating: [Double](), count: contenders.count)
+        for _ in 0..<samples {
+            for (index, body) in contenders.enumerated() {
+                let n = iterations[index]
+                let start = DispatchTime.now().uptimeNanoseconds
+                for _ in 0..<n { try body() }
+                let elapsed = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
+                results[index].append(Double(n) / elapsed)
+            }
+        }
+        return Samples(values: results)
+    }
+
+    /// The async variant, for peers whose API is async.
+    static func sampleAsync(_ contenders: [() async throws -> Void]) async throws -> Samples {
+        var iterations: [Int] = []
+        for body in contenders {
+            var n = 1
+            while true {
+                let start = DispatchTime.now().uptimeNanoseconds
+                for _ in 0..<n { try await body() }
+                let elapsed = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
+                if elapsed > sampleSeconds / 4 {
+                    iterations.append(max(1, Int(Double(n) * sampleSeconds / elapsed)))
+                    break
+                }
+                n *= 2
+            }
+        }
+        var results = Array(repeating: [Double](), count: contenders.count)
+        for _ in 0..<samples {
+            for (index, body) in contenders.enumerated() {
+                let n = iterations[index]
+                let start = DispatchTime.now().uptimeNanoseconds
+                for _ in 0..<n { try await body() }
+                let elapsed = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
+                results[index].append(Double(n) / elapsed)
+            }
+        }
+        return Samples(values: results)
+    }
+
+    private static func calibrate(_ body: () throws -> Void) throws -> Int {
+        var n = 1
+        while true {
+            let start = DispatchTime.now().uptimeNanoseconds
+            for _ in 0..<n { try body() }
+            let elapsed = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
+            if elapsed > sampleSeconds / 4 { return max(1, Int(Double(n) * sampleSeconds / elapsed)) }
+            n *= 2
+        }
+    }
+
+    static func median(_ values: [Double]) -> Double {
+        let sorted = values.sorted()
+        guard !sorted.isEmpty else { return 0 }
+        return sorted.count % 2 == 1 ? sorted[sorted.count / 2] : (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2
+    }
+
+    /// Median wall time of running a command, in seconds, over `runs` runs after `warmup`.
+    static func processWallTime(_ executable: String, _ arguments: [String], stdin: Data? = nil, environment: [String: String] = [:], runs: Int = 41, warmup: Int = 5) throws -> Double {
+        var times: [Double] = []
+        for index in 0..<(runs + warmup) {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: executable)
+            process.arguments = arguments
+            if !environment.isEmpty { process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 } }
+            process.standardOutput = FileHandle.nullDevice
+            process.standardError = FileHandle.nullDevice
+            let input = Pipe()
+            process.standardInput = input
+            let start = DispatchTime.now().uptimeNanoseconds
+            try process.run()
+            if let stdin { try input.fileHandleForWriting.write(contentsOf: stdin) }
+            try input.fileHandleForWriting.close()
+            process.waitUntilExit()
+            let elapsed = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
+            guard process.terminationStatus == 0 else {
+                throw BenchError("\(executable) \(arguments.joined(separator: " ")) exited \(process.terminationStatus)")
+            }
+            if index >= warmup { times.append(elapsed) }
+        }
+        return median(times)
+    }
+}
+
+struct BenchError: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// Prints the table and writes bench-results.json.
+func report(_ rows: [BenchRow], to path: String) throws {
+    func format(_ value: Double?, unit: String) -> String {
+        guard let value else { return "—" }
+        if unit == "ms/run" { return String(format: "%.2f ms", 1000 / value) }
+        if value >= 1e6 { return String(format: "%.2fM/s", value / 1e6) }
+        if value >= 1e3 { return String(format: "%.1fk/s", value / 1e3) }
+        return String(format: "%.1f/s", value)
+    }
+    func ratio(_ paired: Double?, _ a: Double, _ b: Double?) -> String {
+        if let paired { return String(format: "%.2f×", paired) }
+        guard let b, b > 0 else { return "—" }
+        return String(format: "%.2f×", a / b)
+    }
+    let header = ["benchmark", "ours", "raw", "ours/raw", "peer", "ours/peer", "peer name"]
+    var lines = [header]
+    for row in rows {
+        lines.append([row.name, format(row.ours, unit: row.unit), format(row.raw, unit: row.unit), ratio(row.pairedRatios.raw, row.ours, row.raw),
+                      format(row.peer, unit: row.unit), ratio(row.pairedRatios.peer, row.ours, row.peer), row.peerName ?? "—"])
+    }
+    let widths = (0..<header.count).map { column in lines.map { $0[column].count }.max() ?? 0 }
+    for (index, line) in lines.enumerated() {
+        print("| " + line.enumerated().map { $1.padding(toLength: widths[$0], withPad: " ", startingAt: 0) }.joined(separator: " | ") + " |")
+        if index == 0 { print("|" + widths.map { String(repeating: "-", count: $0 + 2) }.joined(separator: "|") + "|") }
+    }
+    for row in rows where !row.note.isEmpty { print("- \(row.name): \(row.note)") }
+    let data = try JSONSerialization.data(withJSONObject: rows.map(\.json), options: [.prettyPrinted, .sortedKeys])
+    try data.write(to: URL(fileURLWithPath: path))
+}

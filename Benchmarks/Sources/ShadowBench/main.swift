@@ -1,0 +1,29 @@
+import Foundation
+
+// Usage: ShadowBench <shadow-keys binary> <output json> [section ...]
+let arguments = CommandLine.arguments
+guard arguments.count >= 3 else {
+    FileHandle.standardError.write(Data("usage: ShadowBench <shadow-keys binary> <results.json> [jwt] [cli]\n".utf8))
+    exit(64)
+}
+let binary = arguments[1]
+let output = arguments[2]
+let sections = Set(arguments.dropFirst(3))
+func wants(_ section: String) -> Bool { sections.isEmpty || sections.contains(section) }
+
+let work = FileManager.default.temporaryDirectory.appendingPathComponent("shadow-bench-\(getpid())").path
+try FileManager.default.createDirectory(atPath: work, withIntermediateDirectories: true)
+defer { try? FileManager.default.removeItem(atPath: work) }
+
+if sections.contains("stages") {
+    try JWTBenchmarks.stages()
+    exit(0)
+}
+if sections.contains("profile") {
+    try JWTBenchmarks.profile(iterations: Int(ProcessInfo.processInfo.environment["ITERATIONS"] ?? "20000") ?? 20000, algorithm: ProcessInfo.processInfo.environment["ALG"] ?? "rs256")
+    exit(0)
+}
+var rows: [BenchRow] = []
+if wants("jwt") { rows += try await JWTBenchmarks.run() }
+if wants("cli") { rows += try CLIBenchmarks.run(binary: binary, workDirectory: work) }
+try report(rows, to: output)
