@@ -147,3 +147,39 @@ import Testing
         #expect(Timestamp.rfc3339(try Timestamp.parse("0")) == "1970-01-01T00:00:00Z")
     }
 }
+
+@Suite struct MemberFingerprintTests {
+    @Test func namesSharingAFingerprintStayDistinct() throws {
+        // "iss" and "ixs" have the same length, first and last byte; so do "exp" and "eap".
+        let object = try #require(try StrictJSON.parse(#"{"iss":1,"ixs":2,"exp":3,"eap":4,"a":5,"ab":6,"b":7}"#).objectValue)
+        #expect(object.map(\.name) == ["iss", "ixs", "exp", "eap", "a", "ab", "b"])
+        #expect(object["iss"]?.numberValue?.int64Value == 1)
+        #expect(object["ixs"]?.numberValue?.int64Value == 2)
+        #expect(object["eap"]?.numberValue?.int64Value == 4)
+        #expect(object["isx"] == nil)
+        #expect(throws: JSONParseError.self) { try StrictJSON.parse(#"{"ixs":1,"iss":2,"ixs":3}"#) }
+    }
+
+    @Test func knownNamesWithEscapesAreStillKnown() throws {
+        let object = try #require(try StrictJSON.parse(#"{"\u0069ss":"a"}"#).objectValue)
+        #expect(object["iss"] == .string("a"))
+        #expect(throws: JSONParseError.self) { try StrictJSON.parse(#"{"iss":1,"\u0069ss":2}"#) }
+    }
+
+    @Test func emptyAndNonASCIINames() throws {
+        let object = try #require(try StrictJSON.parse(#"{"":1,"é":2,"e":3}"#).objectValue)
+        #expect(object[""]?.numberValue?.int64Value == 1)
+        #expect(object["é"]?.numberValue?.int64Value == 2)
+        #expect(object["e"]?.numberValue?.int64Value == 3)
+        #expect(throws: JSONParseError.self) { try StrictJSON.parse(#"{"":1,"":2}"#) }
+    }
+
+    @Test func setReplacesAndRemoves() {
+        var object: JSONObject = ["a": 1, "b": 2]
+        object.set("a", 3)
+        object.set("c", 4)
+        object.set("b", nil)
+        #expect(object.map(\.name) == ["a", "c"])
+        #expect(object["a"] == 3)
+    }
+}
