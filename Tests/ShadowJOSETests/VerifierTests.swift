@@ -180,7 +180,7 @@ import Testing
 
     @Test func paddedSegmentsAreRejected() throws {
         let token = try ecSigner.sign(claims: ["iss": "https://issuer.example", "aud": "app.example", "exp": .int(now + 60), "x": "ab"])
-        var parts = TokenFactory.segments(token)
+        let parts = TokenFactory.segments(token)
         for segment in 0..<3 where parts[segment].count % 4 != 0 {
             var padded = parts
             padded[segment] += String(repeating: "=", count: 4 - parts[segment].count % 4)
