@@ -21,7 +21,10 @@ let package = Package(
         .library(name: "ShadowKeys", targets: ["ShadowKeys"]),
         .library(name: "ShadowCore", targets: ["ShadowCore"]),
         .library(name: "ShadowJOSE", targets: ["ShadowJOSE"]),
+        .library(name: "ShadowJWKS", targets: ["ShadowJWKS"]),
+        .library(name: "ShadowURLSession", targets: ["ShadowURLSession"]),
         .executable(name: "shadow-keys", targets: ["ShadowKeysCLI"]),
+        .executable(name: "shadow-keys-fetch", targets: ["ShadowKeysFetch"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-crypto.git", "4.0.0"..<"5.0.0"),
@@ -31,17 +34,24 @@ let package = Package(
     targets: [
         .target(name: "ShadowCore", swiftSettings: strictSettings),
         .target(name: "ShadowJOSE", dependencies: ["ShadowCore", crypto, cryptoExtras], swiftSettings: strictSettings),
+        .target(name: "ShadowJWKS", dependencies: ["ShadowCore", "ShadowJOSE", crypto, logging], swiftSettings: strictSettings),
+        // URLSession lives apart from ShadowJWKS: on Linux, linking FoundationNetworking (and libcurl)
+        // adds ~9 ms to every process start, so the CLI reaches it through `shadow-keys-fetch`.
+        .target(name: "ShadowURLSession", dependencies: ["ShadowJWKS"], swiftSettings: strictSettings),
+        .executableTarget(name: "ShadowKeysFetch", dependencies: ["ShadowURLSession", "ShadowJWKS", "ShadowCore"], swiftSettings: strictSettings),
         .target(name: "ShadowSelfTest", dependencies: ["ShadowCore", "ShadowJOSE", crypto], swiftSettings: strictSettings),
-        .target(name: "ShadowKeys", dependencies: ["ShadowCore", "ShadowJOSE"], swiftSettings: strictSettings),
+        .target(name: "ShadowKeys", dependencies: ["ShadowCore", "ShadowJOSE", "ShadowJWKS", "ShadowURLSession"], swiftSettings: strictSettings),
         .executableTarget(
             name: "ShadowKeysCLI",
-            dependencies: ["ShadowCore", "ShadowJOSE", "ShadowSelfTest", argumentParser],
+            // ShadowKeysFetch is a build-order dependency only: it is built beside the CLI, not linked into it.
+            dependencies: ["ShadowCore", "ShadowJOSE", "ShadowJWKS", "ShadowSelfTest", "ShadowKeysFetch", argumentParser, logging],
             swiftSettings: strictSettings
         ),
 
-        .target(name: "ShadowTestSupport", dependencies: ["ShadowCore", "ShadowJOSE", crypto, cryptoExtras], path: "Tests/ShadowTestSupport", swiftSettings: strictSettings),
+        .target(name: "ShadowTestSupport", dependencies: ["ShadowCore", "ShadowJOSE", "ShadowJWKS", crypto, cryptoExtras], path: "Tests/ShadowTestSupport", swiftSettings: strictSettings),
         .testTarget(name: "ShadowCoreTests", dependencies: ["ShadowCore", "ShadowTestSupport"], swiftSettings: strictSettings),
         .testTarget(name: "ShadowJOSETests", dependencies: ["ShadowJOSE", "ShadowSelfTest", "ShadowTestSupport", crypto, cryptoExtras], swiftSettings: strictSettings),
+        .testTarget(name: "ShadowJWKSTests", dependencies: ["ShadowJWKS", "ShadowURLSession", "ShadowTestSupport", "ShadowJOSE", logging], swiftSettings: strictSettings),
         .testTarget(name: "ShadowKeysCLITests", dependencies: ["ShadowKeysCLI", "ShadowTestSupport", "ShadowJOSE"], swiftSettings: strictSettings),
     ]
 )

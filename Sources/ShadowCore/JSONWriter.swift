@@ -50,16 +50,21 @@ extension JSONValue {
         out += String(repeating: "  ", count: indent)
     }
 
+    /// Strings are escaped as RFC 8785 (JCS) and ECMAScript `JSON.stringify` do: the two-character
+    /// escapes for `"` `\\` and `\\b \\f \\n \\r \\t`, `\\u00xx` for other control characters,
+    /// everything else as is.
     private static func writeString(_ string: String, to out: inout String) {
         out += "\""
         for scalar in string.unicodeScalars {
             switch scalar.value {
             case 0x22: out += "\\\""
             case 0x5C: out += "\\\\"
+            case 0x08: out += "\\b"
+            case 0x0C: out += "\\f"
             case 0x0A: out += "\\n"
             case 0x0D: out += "\\r"
             case 0x09: out += "\\t"
-            case 0..<0x20, 0x7F, 0x2028, 0x2029:
+            case 0..<0x20:
                 let hex = String(scalar.value, radix: 16)
                 out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
             default: out.unicodeScalars.append(scalar)

@@ -83,6 +83,24 @@ package enum Timestamp {
         return Double(seconds) + fraction
     }
 
+    /// Seconds since the epoch for a UTC calendar date and time, or nil when out of range.
+    package static func utc(year: Int, month: Int, day: Int, hour: Int, minute: Int, second: Int) -> Date? {
+        guard (1...12).contains(month), day >= 1, day <= daysIn(month: month, year: year), (0..<24).contains(hour),
+            (0..<60).contains(minute), (0...60).contains(second)
+        else { return nil }
+        let days = daysFromCivil(year: year, month: month, day: day)
+        return Date(timeIntervalSince1970: Double(days * 86400 + hour * 3600 + minute * 60 + min(second, 59)))
+    }
+
+    /// UTC calendar fields of a date: (year, month, day, hour, minute, second, weekday 0 = Sunday).
+    package static func utcFields(_ date: Date) -> (year: Int, month: Int, day: Int, hour: Int, minute: Int, second: Int, weekday: Int) {
+        let total = Int(date.timeIntervalSince1970.rounded(.down))
+        let days = total >= 0 ? total / 86400 : (total - 86399) / 86400
+        let secs = total - days * 86400
+        let (y, m, d) = civilFromDays(days)
+        return (y, m, d, secs / 3600, secs % 3600 / 60, secs % 60, ((days + 4) % 7 + 7) % 7)
+    }
+
     private static func daysIn(month: Int, year: Int) -> Int {
         switch month {
         case 2: return (year % 4 == 0 && year % 100 != 0) || year % 400 == 0 ? 29 : 28

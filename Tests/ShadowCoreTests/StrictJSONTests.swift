@@ -109,8 +109,9 @@ import Testing
         #expect(value.serialized(pretty: true).contains("\n  \"a\": {\n    \"k\": null\n  }"))
     }
 
-    @Test func escapesLineSeparatorsOnOutput() {
-        #expect(JSONValue.string("a\u{2028}b").serialized() == #""a\u2028b""#)
+    @Test func escapesAsRFC8785() {
+        #expect(JSONValue.string("a\u{2028}b\u{7F}é").serialized() == "\"a\u{2028}b\u{7F}é\"")
+        #expect(JSONValue.string("\u{8}\u{C}\n\r\t\u{1}\u{1F}\"\\/").serialized() == #""\b\f\n\r\t\u0001\u001f\"\\/""#)
     }
 
     @Test func numbersKeepTheirLiteral() throws {

@@ -1,0 +1,199 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#elseif canImport(Musl)
+import Musl
+#endif
+import Synchronization
+
+/// A failed file-system operation, naming the path and the system's reason.
+package struct FileError: Error, Equatable, Sendable, CustomStringConvertible {
+    package let path: String
+    package let operation: String
+    package let code: Int32
+
+    package init(_ operation: String, _ path: String, errno code: Int32 = errno) {
+        self.operation = operation
+        self.path = path
+        self.code = code
+    }
+
+    package var description: String { "\(operation) \(path): \(String(cString: strerror(code)))" }
+
+    /// True when the path did not exist.
+    package var isNotFound: Bool { code == ENOENT }
+}
+
+/// File operations with the guarantees secrets need: atomic replacement, owner-only modes,
+/// durable writes, and advisory locks with a timeout.
+package enum Files {
+    /// Reads a whole file; `nil` when it is larger than `limit`.
+    package static func read(_ path: String, limit: Int) throws -> [UInt8]? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { throw FileError("open", path) }
+        defer { close(fd) }
+        return try readAll(fd, limit: limit, path: path)
+    }
+
+    /// Reads a descriptor to its end; `nil` when more than `limit` bytes arrive.
+    package static func readAll(_ fd: Int32, limit: Int, path: String = "input") throws -> [UInt8]? {
+        var result: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 64 * 1024)
+        while true {
+            let count = chunk.withUnsafeMutableBytes { Glibc_read(fd, $0.baseAddress, $0.count) }
+            if count < 0 {
+                if errno == EINTR { continue }
+                throw FileError("read", path)
+            }
+            if count == 0 { return result }
+            result += chunk[0..<count]
+            if result.count > limit { return nil }
+        }
+    }
+
+    /// Writes `bytes` to `path` so that readers see either the old file or the whole new one:
+    /// a temporary file in the same directory, created with `mode`, written and fsynced, renamed
+    /// over `path`, then the directory fsynced. The temporary file is removed on any failure.
+    package static func writeAtomically(_ path: String, _ bytes: some Collection<UInt8>, mode: UInt32 = 0o600) throws {
+        let directory = parentDirectory(path)
+        var template = Array((directory + "/." + baseName(path) + ".tmp-XXXXXX").utf8CString)
+        let fd = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
+        guard fd >= 0 else { throw FileError("create temporary file in", directory) }
+        let temporary = String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        var committed = false
+        defer {
+            if !committed { unlink(temporary) }
+        }
+        do {
+            defer { close(fd) }
+            guard fchmod(fd, mode_t(mode)) == 0 else { throw FileError("chmod", temporary) }
+            try writeAll(fd, Array(bytes), path: temporary)
+            guard fsync(fd) == 0 else { throw FileError("fsync", temporary) }
+        }
+        guard rename(temporary, path) == 0 else { throw FileError("rename into", path) }
+        committed = true
+        try syncDirectory(directory)
+    }
+
+    /// Writes every byte, retrying short writes and interruptions.
+    package static func writeAll(_ fd: Int32, _ bytes: [UInt8], path: String) throws {
+        var offset = 0
+        while offset < bytes.count {
+            let written = bytes.withUnsafeBytes { Glibc_write(fd, $0.baseAddress! + offset, bytes.count - offset) }
+            if written < 0 {
+                if errno == EINTR { continue }
+                throw FileError("write", path)
+            }
+            offset += written
+        }
+    }
+
+    /// fsyncs a directory so a rename in it is durable.
+    package static func syncDirectory(_ directory: String) throws {
+        let fd = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard fd >= 0 else { throw FileError("open directory", directory) }
+        defer { close(fd) }
+        guard fsync(fd) == 0 || errno == EINVAL else { throw FileError("fsync directory", directory) }
+    }
+
+    /// Creates `path` and any missing parents with `mode` (0700 by default).
+    package static func makeDirectory(_ path: String, mode: UInt32 = 0o700) throws {
+        if isDirectory(path) { return }
+        let parent = parentDirectory(path)
+        if parent != path && !parent.isEmpty && !isDirectory(parent) { try makeDirectory(parent, mode: mode) }
+        if mkdir(path, mode_t(mode)) != 0 && errno != EEXIST { throw FileError("create directory", path) }
+    }
+
+    /// True when `path` is a directory.
+    package static func isDirectory(_ path: String) -> Bool {
+        var info = stat()
+        return stat(path, &info) == 0 && (info.st_mode & S_IFMT) == S_IFDIR
+    }
+
+    /// The owner and permission bits of a path, or nil if it does not exist.
+    package static func ownerAndMode(_ path: String) throws -> (owner: UInt32, mode: UInt32)? {
+        var info = stat()
+        if stat(path, &info) != 0 {
+            if errno == ENOENT { return nil }
+            throw FileError("stat", path)
+        }
+        return (UInt32(info.st_uid), UInt32(info.st_mode & 0o7777))
+    }
+
+    /// The current process's user id.
+    package static var currentUser: UInt32 { UInt32(getuid()) }
+
+    /// The directory part of a path (`.` for a bare name).
+    package static func parentDirectory(_ path: String) -> String {
+        guard let slash = path.lastIndex(of: "/") else { return "." }
+        if slash == path.startIndex { return "/" }
+        return String(path[..<slash])
+    }
+
+    /// The last component of a path.
+    package static func baseName(_ path: String) -> String {
+        guard let slash = path.lastIndex(of: "/") else { return path }
+        return String(path[path.index(after: slash)...])
+    }
+}
+
+/// An advisory lock (flock) on a lock file, held until released or deinitialised.
+package final class FileLock: Sendable {
+    private let fd: Mutex<Int32>
+
+    /// Takes an exclusive lock on `path` (created 0600 if missing), polling until `timeout`
+    /// seconds pass; `nil` when the timeout expires first.
+    package static func acquire(_ path: String, timeout: Double, shared: Bool = false) throws -> FileLock? {
+        let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw FileError("open lock file", path) }
+        let deadline = monotonicSeconds() + timeout
+        var pause: UInt32 = 1_000
+        while true {
+            if flock(fd, (shared ? LOCK_SH : LOCK_EX) | LOCK_NB) == 0 { return FileLock(fd: fd) }
+            let failure = errno
+            guard failure == EWOULDBLOCK || failure == EINTR else {
+                close(fd)
+                throw FileError("lock", path, errno: failure)
+            }
+            if monotonicSeconds() >= deadline {
+                close(fd)
+                return nil
+            }
+            usleep(pause)
+            pause = min(pause * 2, 50_000)
+        }
+    }
+
+    private init(fd: Int32) { self.fd = Mutex(fd) }
+
+    /// Releases the lock.
+    package func release() {
+        fd.withLock { fd in
+            guard fd >= 0 else { return }
+            flock(fd, LOCK_UN)
+            close(fd)
+            fd = -1
+        }
+    }
+
+    deinit { release() }
+}
+
+/// Seconds on a monotonic clock, for timeouts.
+package func monotonicSeconds() -> Double {
+    var now = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &now)
+    return Double(now.tv_sec) + Double(now.tv_nsec) / 1e9
+}
+
+#if canImport(Glibc)
+private let Glibc_read = Glibc.read
+private let Glibc_write = Glibc.write
+#elseif canImport(Musl)
+private let Glibc_read = Musl.read
+private let Glibc_write = Musl.write
+#else
+private let Glibc_read = Darwin.read
+private let Glibc_write = Darwin.write
+#endif

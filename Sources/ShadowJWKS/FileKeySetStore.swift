@@ -1,0 +1,157 @@
+import Crypto
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+import ShadowCore
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// A ``KeySetStore`` in one file per URL, for processes that come and go (the CLI).
+///
+/// Files live in `$XDG_CACHE_HOME/shadow-keys/jwks/` (else `~/.cache/shadow-keys/jwks/`), are
+/// written atomically with mode 0600 in a 0700 directory, and carry a SHA-256 over their
+/// canonical form. A file that is corrupt, for another URL, not owned by this user, or writable by
+/// group or others is ignored (and replaced at the next save). Format: Docs/jwks-caching.md.
+public struct FileKeySetStore: KeySetStore {
+    /// The cache file.
+    public let path: String
+    /// The URL whose key set the file holds.
+    public let url: String
+
+    /// The file's format identifier and version.
+    static let format = "shadow-keys-jwks-cache"
+    static let version: Int64 = 1
+    /// Largest cache file read.
+    static let maxFileBytes = 1 << 20
+
+    /// A store for `url` in `directory`.
+    public init(url: String, directory: String) {
+        self.url = url
+        self.path = directory + "/" + Self.fileName(for: url)
+    }
+
+    /// `<hex SHA-256 of the URL>.json`.
+    public static func fileName(for url: String) -> String {
+        Hex.encode(SHA256.hash(data: Array(url.utf8))) + ".json"
+    }
+
+    /// `$XDG_CACHE_HOME/shadow-keys/jwks`, else `$HOME/.cache/shadow-keys/jwks`.
+    public static func defaultDirectory(environment: [String: String]? = nil) -> String {
+        let environment = environment ?? ProcessInfo.processInfo.environment
+        if let xdg = environment["XDG_CACHE_HOME"], xdg.hasPrefix("/") { return xdg + "/shadow-keys/jwks" }
+        return (environment["HOME"] ?? "/tmp") + "/.cache/shadow-keys/jwks"
+    }
+
+    public func load() -> KeySetSnapshot? {
+        guard let (owner, mode) = (try? Files.ownerAndMode(path)) ?? nil, owner == Files.currentUser, mode & 0o022 == 0,
+            let bytes = try? Files.read(path, limit: Self.maxFileBytes)
+        else { return nil }
+        return try? Self.decode(bytes, url: url)
+    }
+
+    public func save(_ snapshot: KeySetSnapshot) throws {
+        try Files.makeDirectory(Files.parentDirectory(path))
+        try Files.writeAtomically(path, Array(Self.encode(snapshot, url: url).utf8), mode: 0o600)
+    }
+
+    public func lockForRefresh(timeout: Double) -> (@Sendable () -> Void)? {
+        try? Files.makeDirectory(Files.parentDirectory(path))
+        guard let lock = try? FileLock.acquire(path.dropLast(5) + ".lock", timeout: timeout) else { return nil }
+        return { lock.release() }
+    }
+
+    /// Deletes this URL's cache file (and its lock file).
+    public func remove() throws {
+        for file in [path, String(path.dropLast(5)) + ".lock"] where unlink(file) != 0 && errno != ENOENT {
+            throw FileError("remove", file)
+        }
+    }
+
+    // MARK: - Format
+
+    /// Why a cache file was refused.
+    struct FormatError: Error, CustomStringConvertible {
+        let description: String
+    }
+
+    /// The file's text: members in code point order (as RFC 8785 sorts them), compact, with
+    /// `sha256` last over the serialization of the others.
+    static func encode(_ snapshot: KeySetSnapshot, url: String) -> String {
+        func millis(_ date: Date?) -> JSONValue {
+            date.map { .int(Int64(($0.timeIntervalSince1970 * 1000).rounded())) } ?? .null
+        }
+        func text(_ value: String?) -> JSONValue { value.map(JSONValue.string) ?? .null }
+        let unknown: [JSONValue] = snapshot.unknownKeyIDs.map { ["atMs": millis($0.at), "kid": .string($0.keyID)] }
+        let body: JSONObject = [
+            "body": snapshot.body.map { .string(Base64URL.encode($0)) } ?? .null,
+            "etag": text(snapshot.etag),
+            "expiresAtMs": millis(snapshot.expiresAt),
+            "fetchedAtMs": millis(snapshot.fetchedAt),
+            "format": .string(format),
+            "lastAttemptMs": millis(snapshot.lastAttempt),
+            "lastFailure": text(snapshot.lastFailure),
+            "lastModified": text(snapshot.lastModified),
+            "retryNotBeforeMs": millis(snapshot.retryNotBefore),
+            "unknownKids": .array(unknown),
+            "url": .string(url),
+            "version": .int(version),
+        ]
+        let canonical = body.serialized()
+        let digest = Hex.encode(SHA256.hash(data: Array(canonical.utf8)))
+        return String(canonical.dropLast()) + ",\"sha256\":\"\(digest)\"}"
+    }
+
+    /// Reads a cache file, checking format, version, URL and digest.
+    static func decode(_ bytes: [UInt8], url: String) throws -> KeySetSnapshot {
+        guard var object = try StrictJSON.parse(bytes, limits: .init(maxBytes: maxFileBytes, maxDepth: 8)).objectValue else {
+            throw FormatError(description: "not a JSON object")
+        }
+        guard object["format"]?.stringValue == format else { throw FormatError(description: "not a shadow-keys JWKS cache file") }
+        guard object["version"]?.numberValue?.int64Value == version else { throw FormatError(description: "unsupported cache version") }
+        guard let digest = object["sha256"]?.stringValue, object.last?.name == "sha256" else { throw FormatError(description: "no digest") }
+        object.set("sha256", nil)
+        let expected = Hex.encode(SHA256.hash(data: Array(object.serialized().utf8)))
+        guard ConstantTime.equals(Array(digest.utf8), Array(expected.utf8)) else { throw FormatError(description: "digest mismatch") }
+        guard object["url"]?.stringValue?.exactlyEquals(url) == true else { throw FormatError(description: "cache file is for another URL") }
+
+        func date(_ name: String) throws -> Date? {
+            switch object[name] {
+            case .none, .null?: return nil
+            case .number(let number)?:
+                guard let ms = number.int64Value else { throw FormatError(description: "\(name) is not an integer") }
+                return Date(timeIntervalSince1970: Double(ms) / 1000)
+            default: throw FormatError(description: "\(name) is not a number")
+            }
+        }
+        func text(_ name: String) throws -> String? {
+            switch object[name] {
+            case .none, .null?: return nil
+            case .string(let value)?: return value
+            default: throw FormatError(description: "\(name) is not a string")
+            }
+        }
+        var snapshot = KeySetSnapshot()
+        snapshot.body = try text("body").map { try Base64URL.decode($0) }
+        snapshot.fetchedAt = try date("fetchedAtMs")
+        snapshot.expiresAt = try date("expiresAtMs")
+        snapshot.etag = try text("etag")
+        snapshot.lastModified = try text("lastModified")
+        snapshot.lastAttempt = try date("lastAttemptMs")
+        snapshot.lastFailure = try text("lastFailure")
+        snapshot.retryNotBefore = try date("retryNotBeforeMs")
+        for entry in object["unknownKids"]?.arrayValue ?? [] {
+            guard let kid = entry.objectValue?["kid"]?.stringValue, let ms = entry.objectValue?["atMs"]?.numberValue?.int64Value else {
+                throw FormatError(description: "malformed unknownKids entry")
+            }
+            snapshot.unknownKeyIDs.append(.init(keyID: kid, at: Date(timeIntervalSince1970: Double(ms) / 1000)))
+        }
+        return snapshot
+    }
+}

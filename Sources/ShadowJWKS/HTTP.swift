@@ -1,0 +1,141 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+/// HTTP header fields: ordered, names compared case-insensitively.
+public struct HTTPHeaders: Sendable, Sequence, ExpressibleByDictionaryLiteral {
+    public struct Field: Sendable, Hashable {
+        public let name: String
+        public let value: String
+    }
+
+    private var fields: [Field] = []
+
+    /// No fields.
+    public init() {}
+
+    public init(dictionaryLiteral elements: (String, String)...) {
+        for (name, value) in elements { add(name, value) }
+    }
+
+    /// Appends a field.
+    public mutating func add(_ name: String, _ value: String) {
+        fields.append(Field(name: name, value: value))
+    }
+
+    /// The first value of the field called `name` (any case).
+    public subscript(name: String) -> String? {
+        fields.first { $0.name.lowercased() == name.lowercased() }?.value
+    }
+
+    public func makeIterator() -> IndexingIterator<[Field]> { fields.makeIterator() }
+}
+
+/// An HTTP request as the transport sends it.
+public struct HTTPRequest: Sendable {
+    public var method: String
+    public var url: String
+    public var headers: HTTPHeaders
+    public var body: [UInt8]?
+    /// Whole-exchange deadline, in seconds.
+    public var timeout: Double
+    /// Largest response body accepted; a larger one fails the request.
+    public var maxResponseBytes: Int
+
+    public init(method: String = "GET", url: String, headers: HTTPHeaders = [:], body: [UInt8]? = nil, timeout: Double = 5, maxResponseBytes: Int = 256 * 1024) {
+        self.method = method
+        self.url = url
+        self.headers = headers
+        self.body = body
+        self.timeout = timeout
+        self.maxResponseBytes = maxResponseBytes
+    }
+}
+
+/// An HTTP response.
+public struct HTTPResponse: Sendable {
+    public var status: Int
+    public var headers: HTTPHeaders
+    public var body: [UInt8]
+
+    public init(status: Int, headers: HTTPHeaders = [:], body: [UInt8] = []) {
+        self.status = status
+        self.headers = headers
+        self.body = body
+    }
+}
+
+/// Sends HTTP requests. ShadowKeys ships a URLSession transport (`ShadowURLSession`); servers can
+/// plug in their own client (AsyncHTTPClient, say) by conforming to this protocol.
+///
+/// Implementations must not follow redirects, must enforce `timeout` over the whole exchange,
+/// and must stop reading and fail with ``HTTPTransportError/Kind/bodyTooLarge`` once the body
+/// exceeds `maxResponseBytes`.
+public protocol HTTPTransport: Sendable {
+    /// Sends `request` and returns the response, whatever its status.
+    func send(_ request: HTTPRequest) async throws -> HTTPResponse
+}
+
+/// Why a request got no response.
+public struct HTTPTransportError: Error, Sendable, Hashable, CustomStringConvertible {
+    public enum Kind: String, Sendable, Hashable {
+        /// The exchange did not finish within the timeout.
+        case timeout
+        /// The connection could not be made or was dropped.
+        case connection
+        /// The response body exceeded the cap.
+        case bodyTooLarge = "body_too_large"
+        /// The URL is not allowed (scheme, host) or not valid.
+        case forbiddenURL = "forbidden_url"
+        /// Anything else.
+        case other
+    }
+
+    public let kind: Kind
+    public let message: String
+
+    public init(_ kind: Kind, _ message: String) {
+        self.kind = kind
+        self.message = message
+    }
+
+    public var description: String { message }
+}
+
+/// Which URLs ShadowKeys fetches: HTTPS anywhere; plain HTTP only to a loopback address
+/// (127.0.0.0/8 or ::1), and only when explicitly allowed (for tests and local mirrors).
+public enum URLPolicy {
+    /// Checks `url`, throwing ``HTTPTransportError/Kind/forbiddenURL`` with the reason.
+    public static func check(_ url: String, allowLoopbackHTTP: Bool) throws {
+        guard let parsed = URL(string: url), let scheme = parsed.scheme?.lowercased(), let host = parsed.host, !host.isEmpty else {
+            throw HTTPTransportError(.forbiddenURL, "\(url) is not an absolute http(s) URL")
+        }
+        if parsed.user != nil || parsed.password != nil {
+            throw HTTPTransportError(.forbiddenURL, "URLs with credentials are not accepted")
+        }
+        switch scheme {
+        case "https":
+            return
+        case "http":
+            guard isLoopback(host) else {
+                throw HTTPTransportError(.forbiddenURL, "plain http is only allowed to 127.0.0.1 or ::1, not \(host); use https")
+            }
+            guard allowLoopbackHTTP else {
+                throw HTTPTransportError(.forbiddenURL, "plain http to \(host) needs an explicit opt-in (--allow-http-loopback)")
+            }
+        default:
+            throw HTTPTransportError(.forbiddenURL, "scheme \(scheme) is not allowed; use https")
+        }
+    }
+
+    /// True for a literal loopback address (names such as `localhost` are not trusted).
+    public static func isLoopback(_ host: String) -> Bool {
+        let bare = host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : host
+        if bare == "::1" { return true }
+        let parts = bare.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 4, parts[0] == "127" else { return false }
+        return parts.allSatisfy { part in part.count <= 3 && !part.isEmpty && part.allSatisfy(\.isASCII) && (UInt8(part) != nil) }
+    }
+}
