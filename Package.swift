@@ -23,6 +23,7 @@ let package = Package(
         .library(name: "ShadowJOSE", targets: ["ShadowJOSE"]),
         .library(name: "ShadowJWKS", targets: ["ShadowJWKS"]),
         .library(name: "ShadowURLSession", targets: ["ShadowURLSession"]),
+        .library(name: "ShadowApple", targets: ["ShadowApple"]),
         .executable(name: "shadow-keys", targets: ["ShadowKeysCLI"]),
         .executable(name: "shadow-keys-fetch", targets: ["ShadowKeysFetch"]),
     ],
@@ -35,16 +36,20 @@ let package = Package(
         .target(name: "ShadowCore", swiftSettings: strictSettings),
         .target(name: "ShadowJOSE", dependencies: ["ShadowCore", crypto, cryptoExtras], swiftSettings: strictSettings),
         .target(name: "ShadowJWKS", dependencies: ["ShadowCore", "ShadowJOSE", crypto, logging], swiftSettings: strictSettings),
+        .target(name: "ShadowApple", dependencies: ["ShadowCore", "ShadowJOSE", "ShadowJWKS", crypto], swiftSettings: strictSettings),
         // URLSession lives apart from ShadowJWKS: on Linux, linking FoundationNetworking (and libcurl)
         // adds ~9 ms to every process start, so the CLI reaches it through `shadow-keys-fetch`.
         .target(name: "ShadowURLSession", dependencies: ["ShadowJWKS"], swiftSettings: strictSettings),
-        .executableTarget(name: "ShadowKeysFetch", dependencies: ["ShadowURLSession", "ShadowJWKS", "ShadowCore"], swiftSettings: strictSettings),
+        // The helper compiles the transport through a symlink to ShadowURLSession's source instead of
+        // depending on that library: SwiftPM links an executable dependency's libraries into the
+        // dependent executable, and this one must stay out of the CLI.
+        .executableTarget(name: "ShadowKeysFetch", dependencies: ["ShadowJWKS", "ShadowCore"], swiftSettings: strictSettings),
         .target(name: "ShadowSelfTest", dependencies: ["ShadowCore", "ShadowJOSE", crypto], swiftSettings: strictSettings),
-        .target(name: "ShadowKeys", dependencies: ["ShadowCore", "ShadowJOSE", "ShadowJWKS", "ShadowURLSession"], swiftSettings: strictSettings),
+        .target(name: "ShadowKeys", dependencies: ["ShadowCore", "ShadowJOSE", "ShadowJWKS", "ShadowURLSession", "ShadowApple"], swiftSettings: strictSettings),
         .executableTarget(
             name: "ShadowKeysCLI",
             // ShadowKeysFetch is a build-order dependency only: it is built beside the CLI, not linked into it.
-            dependencies: ["ShadowCore", "ShadowJOSE", "ShadowJWKS", "ShadowSelfTest", "ShadowKeysFetch", argumentParser, logging],
+            dependencies: ["ShadowCore", "ShadowJOSE", "ShadowJWKS", "ShadowApple", "ShadowSelfTest", "ShadowKeysFetch", argumentParser, logging],
             swiftSettings: strictSettings
         ),
 
@@ -52,6 +57,7 @@ let package = Package(
         .testTarget(name: "ShadowCoreTests", dependencies: ["ShadowCore", "ShadowTestSupport"], swiftSettings: strictSettings),
         .testTarget(name: "ShadowJOSETests", dependencies: ["ShadowJOSE", "ShadowSelfTest", "ShadowTestSupport", crypto, cryptoExtras], swiftSettings: strictSettings),
         .testTarget(name: "ShadowJWKSTests", dependencies: ["ShadowJWKS", "ShadowURLSession", "ShadowTestSupport", "ShadowJOSE", logging], swiftSettings: strictSettings),
+        .testTarget(name: "ShadowAppleTests", dependencies: ["ShadowApple", "ShadowJWKS", "ShadowTestSupport", "ShadowJOSE"], swiftSettings: strictSettings),
         .testTarget(name: "ShadowKeysCLITests", dependencies: ["ShadowKeysCLI", "ShadowTestSupport", "ShadowJOSE"], swiftSettings: strictSettings),
     ]
 )

@@ -42,6 +42,15 @@ public struct ClaimFailure: Sendable, Hashable, CustomStringConvertible {
     /// A sentence saying all of the above.
     public let message: String
 
+    /// A failure; custom ``ClaimRule``s make these.
+    public init(claim: String, rule: Rule, expected: String, actual: String?, message: String) {
+        self.claim = claim
+        self.rule = rule
+        self.expected = expected
+        self.actual = actual
+        self.message = message
+    }
+
     public var description: String { message }
 }
 
@@ -53,6 +62,21 @@ private enum Claim {
     static let nbf = MemberKey("nbf")
     static let iat = MemberKey("iat")
     static let nonce = MemberKey("nonce")
+}
+
+/// A rule beyond the registered claims, such as a provider's own claim formats.
+public struct ClaimRule: Sendable {
+    /// What the rule checks, for diagnostics.
+    public let name: String
+    private let check: @Sendable (JWTClaims, Date) -> [ClaimFailure]
+
+    /// A rule that returns the failures it finds (none when the claims pass).
+    public init(_ name: String, _ check: @escaping @Sendable (JWTClaims, Date) -> [ClaimFailure]) {
+        self.name = name
+        self.check = check
+    }
+
+    func evaluate(_ claims: JWTClaims, now: Date) -> [ClaimFailure] { check(claims, now) }
 }
 
 /// The rules a JWT claims set must satisfy (RFC 7519 §4.1), evaluated all at once so a
@@ -87,6 +111,8 @@ public struct ClaimPolicy: Sendable {
         didSet { nonceCandidates = Self.candidates(for: nonce) }
     }
     private var nonceCandidates: [String]
+    /// Further rules, evaluated after the registered-claim rules.
+    public var additionalRules: [ClaimRule] = []
 
     /// A policy; with no arguments it requires an unexpired `exp` and checks `nbf` and `iat`.
     public init(
@@ -156,6 +182,7 @@ public struct ClaimPolicy: Sendable {
             }
         }
         if let nonce { checkNonce(json, nonce, &failures) }
+        for rule in additionalRules { failures += rule.evaluate(claims, now: Date(timeIntervalSince1970: now)) }
         return failures
     }
 

@@ -1,3 +1,6 @@
 // The umbrella module: `import ShadowKeys` brings in every ShadowKeys module.
 @_exported public import ShadowCore
 @_exported public import ShadowJOSE
+@_exported public import ShadowJWKS
+@_exported public import ShadowURLSession
+@_exported public import ShadowApple

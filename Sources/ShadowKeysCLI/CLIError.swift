@@ -1,6 +1,7 @@
 import ArgumentParser
 import ShadowCore
 import ShadowJOSE
+import ShadowJWKS
 
 /// The exit codes scripts rely on (Docs/cli.md).
 enum ExitStatus: Int32 {
@@ -79,6 +80,11 @@ func reportingFailures(json: Bool, _ body: () async throws -> Void) async throws
         try fail(error, json: json)
     } catch let error as JOSEError {
         try fail(CLIError(error), json: json)
+    } catch let error as JWKSError {
+        let status: ExitStatus = error.code == .shutDown ? .failure : .keysUnavailable
+        try fail(CLIError(status, code: error.code.name, error.reason), json: json)
+    } catch let error as HTTPTransportError {
+        try fail(CLIError(error.kind == .forbiddenURL ? .usage : .keysUnavailable, code: error.kind.rawValue, error.message), json: json)
     } catch let error as ExitCode {
         throw error
     } catch let error as ValidationError {

@@ -10,6 +10,6 @@ struct ShadowKeysCommand: AsyncParsableCommand {
             13 keys unavailable, 64 usage error, 1 anything else. See Docs/cli.md.
             """,
         version: "0.1.0",
-        subcommands: [VerifyToken.self, Decode.self, SelfTestCommand.self]
+        subcommands: [VerifyToken.self, Decode.self, JWKSCommand.self, SelfTestCommand.self]
     )
 }

@@ -1,0 +1,60 @@
+import ArgumentParser
+import ShadowCore
+import ShadowJOSE
+import ShadowJWKS
+
+/// `--jwks URL|FILE|-` with its fetching options, shared by every command that verifies.
+struct KeySourceOptions: ParsableArguments {
+    @Option(name: .customLong("jwks"), help: "The JWK Set: an https:// URL (cached on disk), a file, or '-' for stdin.")
+    var jwks: String?
+
+    @Flag(help: "Use only the on-disk cache for a URL; never fetch.")
+    var offline = false
+
+    @Flag(name: .customLong("allow-http-loopback"), help: "Allow plain http:// to 127.0.0.1 or ::1 (tests, local mirrors).")
+    var allowHTTPLoopback = false
+
+    /// True for `scheme://…`: such a value is a URL (and must pass the URL policy), never a file name.
+    static func isURL(_ value: String) -> Bool {
+        let parts = value.split(separator: ":", maxSplits: 1, omittingEmptySubsequences: false)
+        guard parts.count == 2, parts[1].hasPrefix("//") else { return false }
+        let scheme = parts[0].unicodeScalars
+        func isSchemeCharacter(_ scalar: Unicode.Scalar) -> Bool {
+            scalar.properties.isAlphabetic || ("0"..."9").contains(scalar) || scalar == "+" || scalar == "-" || scalar == "."
+        }
+        return !scheme.isEmpty && scheme.allSatisfy(isSchemeCharacter)
+    }
+
+    /// Checks a URL source now, so a forbidden URL is a usage error (64).
+    func validate(default defaultSource: String?) throws {
+        guard let source = jwks ?? defaultSource else { throw ValidationError("--jwks URL|FILE|- is required") }
+        if Self.isURL(source) {
+            do { try URLPolicy.check(source, allowLoopbackHTTP: allowHTTPLoopback) } catch let error as HTTPTransportError {
+                throw ValidationError("--jwks: \(error.message)")
+            }
+        } else if offline || allowHTTPLoopback {
+            throw ValidationError("--offline and --allow-http-loopback apply to a --jwks URL only")
+        }
+    }
+
+    /// Verifies `token` with the configured source.
+    func verify(_ token: String, with verifier: JWTVerifier, default defaultSource: String? = nil) async throws -> VerifiedJWT {
+        guard let source = jwks ?? defaultSource else { throw CLIError(.usage, "--jwks URL|FILE|- is required") }
+        if Self.isURL(source) {
+            return try await verifier.verify(token, keys: try provider(for: source))
+        }
+        return try verifier.verify(token, keys: try readKeySet(source))
+    }
+
+    /// The disk-cached provider the CLI uses for a URL.
+    func provider(for url: String) throws -> JWKSProvider {
+        var configuration = JWKSProvider.Configuration(url: url)
+        configuration.allowLoopbackHTTP = allowHTTPLoopback
+        let store = FileKeySetStore(url: url, directory: FileKeySetStore.defaultDirectory())
+        do {
+            return try JWKSProvider(configuration: configuration, transport: offline ? nil : HelperTransport(allowLoopbackHTTP: allowHTTPLoopback), store: store)
+        } catch let error as HTTPTransportError {
+            throw CLIError(.usage, "--jwks: \(error.message)")
+        }
+    }
+}

@@ -1,0 +1,1 @@
+../ShadowURLSession/URLSessionTransport.swift

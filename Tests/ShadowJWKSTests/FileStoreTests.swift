@@ -1,0 +1,103 @@
+import Foundation
+import ShadowCore
+import ShadowJOSE
+@testable import ShadowJWKS
+import ShadowTestSupport
+import ShadowURLSession
+import Testing
+
+@Suite struct FileStoreTests {
+    let directory: TemporaryDirectory
+    let url = "https://keys.example/jwks"
+
+    init() throws { directory = try TemporaryDirectory() }
+
+    func sample() throws -> KeySetSnapshot {
+        var snapshot = KeySetSnapshot()
+        snapshot.body = Array(TestKeys.jwksJSON([try TestKeys.jwk(TestKeys.rsa, kid: "a")]).utf8)
+        snapshot.fetchedAt = Date(timeIntervalSince1970: 1_700_000_000.25)
+        snapshot.expiresAt = Date(timeIntervalSince1970: 1_700_003_600)
+        snapshot.etag = "\"v1\""
+        snapshot.lastAttempt = snapshot.fetchedAt
+        snapshot.unknownKeyIDs = [.init(keyID: "x\u{212A}", at: Date(timeIntervalSince1970: 1_700_000_001))]
+        return snapshot
+    }
+
+    @Test func roundTripsWithOwnerOnlyModes() throws {
+        let store = FileKeySetStore(url: url, directory: directory.path + "/cache/jwks")
+        try store.save(try sample())
+        #expect(store.load() == (try sample()))
+        #expect(try Files.ownerAndMode(store.path)?.mode == 0o600)
+        #expect(try Files.ownerAndMode(directory.path + "/cache/jwks")?.mode == 0o700)
+        // No temporary files are left behind.
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path + "/cache/jwks").filter { $0.hasPrefix(".") }.isEmpty)
+    }
+
+    @Test func refusesTamperedLooseOrForeignFiles() throws {
+        let store = FileKeySetStore(url: url, directory: directory.path)
+        try store.save(try sample())
+        let text = try String(contentsOfFile: store.path, encoding: .utf8)
+        // A changed byte breaks the digest.
+        try text.replacingOccurrences(of: "v1", with: "v2").write(toFile: store.path, atomically: true, encoding: .utf8)
+        chmod(store.path, 0o600)
+        #expect(store.load() == nil)
+        // A group-writable file is ignored.
+        try store.save(try sample())
+        chmod(store.path, 0o664)
+        #expect(store.load() == nil)
+        chmod(store.path, 0o600)
+        #expect(store.load() != nil)
+        // A file for another URL is ignored.
+        let other = FileKeySetStore(url: "https://other.example/jwks", directory: directory.path)
+        try FileManager.default.copyItem(atPath: store.path, toPath: other.path)
+        #expect(other.load() == nil)
+        // Truncated or garbage files are ignored.
+        try Data(text.utf8.prefix(40)).write(to: URL(fileURLWithPath: store.path))
+        #expect(store.load() == nil)
+    }
+
+    @Test func formatMatchesTheBundledVector() throws {
+        let vector = try #require(try StrictJSON.parse(PackagePaths.vector("shadow/jwks-cache/cache-v1.json")).objectValue)
+        let fileText = String(decoding: try PackagePaths.vector("shadow/jwks-cache/" + (vector["file"]?.stringValue ?? "")), as: UTF8.self)
+        let snapshot = try FileKeySetStore.decode(Array(fileText.utf8), url: vector["url"]?.stringValue ?? "")
+        #expect(snapshot.etag == vector["etag"]?.stringValue)
+        #expect(snapshot.body.map { String(decoding: $0, as: UTF8.self) } == vector["body"]?.stringValue)
+        #expect(snapshot.fetchedAt?.timeIntervalSince1970 == vector["fetchedAtMs"]?.numberValue.map { $0.doubleValue / 1000 })
+        // Our encoder produces the vector byte for byte.
+        #expect(FileKeySetStore.encode(snapshot, url: vector["url"]?.stringValue ?? "") == fileText)
+        let tampered = String(decoding: try PackagePaths.vector("shadow/jwks-cache/" + (vector["tamperedFile"]?.stringValue ?? "")), as: UTF8.self)
+        #expect(throws: (any Error).self) { try FileKeySetStore.decode(Array(tampered.utf8), url: vector["url"]?.stringValue ?? "") }
+        let flipped = fileText.replacingOccurrences(of: "\"version\":1", with: "\"version\":2")
+        #expect(throws: (any Error).self) { try FileKeySetStore.decode(Array(flipped.utf8), url: vector["url"]?.stringValue ?? "") }
+    }
+
+    @Test func cooldownAndNegativeCacheHoldAcrossProviders() async throws {
+        let body = TestKeys.jwksJSON([try TestKeys.jwk(TestKeys.rsa, kid: "a")])
+        let server = try LoopbackHTTPServer { _ in .json(body) }
+        let clock = ManualClock()
+        var configuration = JWKSProvider.Configuration(url: server.url("/keys"))
+        configuration.allowLoopbackHTTP = true
+        func freshProvider() throws -> JWKSProvider {
+            try JWKSProvider(configuration: configuration, transport: URLSessionTransport(allowLoopbackHTTP: true),
+                             store: FileKeySetStore(url: configuration.url, directory: directory.path), clock: clock.clock)
+        }
+        _ = try await freshProvider().keySet()
+        #expect(server.requestCount == 1)
+        // Each "process" is a new provider reading the same file: no fetch while fresh.
+        for _ in 0..<5 { _ = try await freshProvider().key(for: "a", algorithm: .rs256) }
+        #expect(server.requestCount == 1)
+        // Twenty random kids inside one cooldown: at most one extra fetch in all.
+        clock.advance(by: 31)
+        for index in 0..<20 {
+            do {
+                _ = try await freshProvider().key(for: "random-\(index)", algorithm: .rs256)
+                Issue.record("unknown kid accepted")
+            } catch let error as JOSEError {
+                #expect(error.code == .unknownKey)
+            }
+        }
+        #expect(server.requestCount == 2)
+        let stored = try #require(FileKeySetStore(url: configuration.url, directory: directory.path).load())
+        #expect(stored.unknownKeyIDs.count == 20)
+    }
+}
