@@ -38,30 +38,6 @@ enum Console {
         }
     }
 
-    /// Reads at most `limit` bytes from a file descriptor; `nil` when there were more.
-    static func readAll(fd: Int32, limit: Int) throws -> [UInt8]? {
-        var result: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 64 * 1024)
-        while true {
-            let count = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-            if count < 0 {
-                if errno == EINTR { continue }
-                throw CLIError(.usage, "cannot read input: \(String(cString: strerror(errno)))")
-            }
-            if count == 0 { return result }
-            result += chunk[0..<count]
-            if result.count > limit { return nil }
-        }
-    }
-
-    /// Reads a whole file of at most `limit` bytes; `nil` when it is larger.
-    static func readFile(_ path: String, limit: Int) throws -> [UInt8]? {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { throw SystemError(path: path, errno: errno) }
-        defer { close(fd) }
-        return try readAll(fd: fd, limit: limit)
-    }
-
     /// The path of the running executable, when the system says.
     static var executablePath: String? {
         #if os(Linux)
@@ -73,11 +49,4 @@ enum Console {
         return CommandLine.arguments.first
         #endif
     }
-}
-
-/// A failed system call on a path.
-struct SystemError: Error, CustomStringConvertible {
-    let path: String
-    let errno: Int32
-    var description: String { "\(path): \(String(cString: strerror(errno)))" }
 }

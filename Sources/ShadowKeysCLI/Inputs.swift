@@ -32,17 +32,17 @@ struct TokenInput {
         if let argument, argument != "-" {
             bytes = Array(argument.utf8)
         } else if argument == "-" {
-            guard let input = try Console.readAll(fd: 0, limit: Self.readLimit) else {
+            guard let input = try Files.readAll(0, limit: Self.readLimit, path: "stdin") else {
                 throw CLIError(.malformedToken, "token on stdin exceeds \(Self.readLimit) bytes")
             }
             bytes = input
         } else if let file {
             do {
-                guard let input = try Console.readFile(file, limit: Self.readLimit) else {
+                guard let input = try Files.read(file, limit: Self.readLimit) else {
                     throw CLIError(.malformedToken, "token file \(file) exceeds \(Self.readLimit) bytes")
                 }
                 bytes = input
-            } catch let error as SystemError {
+            } catch let error as FileError {
                 throw CLIError(.usage, "cannot read token file: \(error)")
             }
         } else if let name = environmentVariable {
@@ -68,10 +68,10 @@ func trimWhitespace(_ bytes: [UInt8]) -> ArraySlice<UInt8> {
 func readKeySet(_ source: String) throws -> JWKSet {
     let bytes: [UInt8]
     do {
-        let input = source == "-" ? try Console.readAll(fd: 0, limit: JWKSet.maxDocumentBytes) : try Console.readFile(source, limit: JWKSet.maxDocumentBytes)
+        let input = source == "-" ? try Files.readAll(0, limit: JWKSet.maxDocumentBytes, path: "stdin") : try Files.read(source, limit: JWKSet.maxDocumentBytes)
         guard let input else { throw CLIError(.keysUnavailable, "JWKS \(source) exceeds \(JWKSet.maxDocumentBytes) bytes") }
         bytes = input
-    } catch let error as SystemError {
+    } catch let error as FileError {
         throw CLIError(.keysUnavailable, "cannot read JWKS: \(error)")
     }
     let set: JWKSet
