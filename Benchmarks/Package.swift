@@ -16,6 +16,7 @@ let package = Package(
             name: "ShadowBench",
             dependencies: [
                 .product(name: "ShadowKeys", package: "ShadowKeys"),
+                .product(name: "ShadowJWKS", package: "ShadowKeys"),
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "CryptoExtras", package: "swift-crypto"),

@@ -120,29 +120,43 @@ enum Harness {
     }
 
     /// Median wall time of running a command, in seconds, over `runs` runs after `warmup`.
-    static func processWallTime(_ executable: String, _ arguments: [String], stdin: Data? = nil, environment: [String: String] = [:], runs: Int = 41, warmup: Int = 5) throws -> Double {
+    /// Processes are started with posix_spawn and reaped with waitpid: Foundation's
+    /// `Process.waitUntilExit` polls on Linux and would round every run up to ~50 ms.
+    static func processWallTime(_ executable: String, _ arguments: [String], environment: [String: String] = [:], runs: Int = 41, warmup: Int = 5) throws -> Double {
         var times: [Double] = []
+        var env = ProcessInfo.processInfo.environment
+        for (key, value) in environment { env[key] = value }
+        let envStrings = env.map { "\($0.key)=\($0.value)" }
         for index in 0..<(runs + warmup) {
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: executable)
-            process.arguments = arguments
-            if !environment.isEmpty { process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 } }
-            process.standardOutput = FileHandle.nullDevice
-            process.standardError = FileHandle.nullDevice
-            let input = Pipe()
-            process.standardInput = input
             let start = DispatchTime.now().uptimeNanoseconds
-            try process.run()
-            if let stdin { try input.fileHandleForWriting.write(contentsOf: stdin) }
-            try input.fileHandleForWriting.close()
-            process.waitUntilExit()
+            let status = try spawnAndWait(executable, arguments, environment: envStrings)
             let elapsed = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
-            guard process.terminationStatus == 0 else {
-                throw BenchError("\(executable) \(arguments.joined(separator: " ")) exited \(process.terminationStatus)")
+            guard status == 0 else {
+                throw BenchError("\(executable) \(arguments.joined(separator: " ")) exited \(status)")
             }
             if index >= warmup { times.append(elapsed) }
         }
         return median(times)
+    }
+
+    /// Runs a program with stdin, stdout and stderr on /dev/null and returns its exit status.
+    static func spawnAndWait(_ path: String, _ arguments: [String], environment: [String]) throws -> Int32 {
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        for fd: Int32 in [0, 1, 2] { posix_spawn_file_actions_addopen(&actions, fd, "/dev/null", fd == 0 ? O_RDONLY : O_WRONLY, 0) }
+        let argv = ([path] + arguments).map { strdup($0) } + [nil]
+        let envp = environment.map { strdup($0) } + [nil]
+        defer {
+            for pointer in argv { free(pointer) }
+            for pointer in envp { free(pointer) }
+        }
+        var pid: pid_t = 0
+        let result = posix_spawn(&pid, path, &actions, nil, argv, envp)
+        guard result == 0 else { throw BenchError("cannot run \(path): error \(result)") }
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+        return (status >> 8) & 0xFF
     }
 }
 
@@ -155,6 +169,7 @@ struct BenchError: Error, CustomStringConvertible {
 func report(_ rows: [BenchRow], to path: String) throws {
     func format(_ value: Double?, unit: String) -> String {
         guard let value else { return "—" }
+        if unit == "count" { return String(Int(value)) }
         if unit == "ms/run" { return String(format: "%.2f ms", 1000 / value) }
         if value >= 1e6 { return String(format: "%.2fM/s", value / 1e6) }
         if value >= 1e3 { return String(format: "%.1fk/s", value / 1e3) }

@@ -25,5 +25,6 @@ if sections.contains("profile") {
 }
 var rows: [BenchRow] = []
 if wants("jwt") { rows += try await JWTBenchmarks.run() }
+if wants("jwks") { rows += try await JWKSBenchmarks.run() }
 if wants("cli") { rows += try CLIBenchmarks.run(binary: binary, workDirectory: work) }
 try report(rows, to: output)
