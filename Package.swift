@@ -24,6 +24,7 @@ let package = Package(
         .library(name: "ShadowJWKS", targets: ["ShadowJWKS"]),
         .library(name: "ShadowURLSession", targets: ["ShadowURLSession"]),
         .library(name: "ShadowApple", targets: ["ShadowApple"]),
+        .library(name: "ShadowCrypto", targets: ["ShadowCrypto"]),
         .executable(name: "shadow-keys", targets: ["ShadowKeysCLI"]),
         .executable(name: "shadow-keys-fetch", targets: ["ShadowKeysFetch"]),
     ],
@@ -36,6 +37,7 @@ let package = Package(
         .target(name: "ShadowCore", swiftSettings: strictSettings),
         .target(name: "ShadowJOSE", dependencies: ["ShadowCore", crypto, cryptoExtras], swiftSettings: strictSettings),
         .target(name: "ShadowJWKS", dependencies: ["ShadowCore", "ShadowJOSE", crypto, logging], swiftSettings: strictSettings),
+        .target(name: "ShadowCrypto", dependencies: ["ShadowCore", crypto, cryptoExtras], swiftSettings: strictSettings),
         .target(name: "ShadowApple", dependencies: ["ShadowCore", "ShadowJOSE", "ShadowJWKS", crypto], swiftSettings: strictSettings),
         // URLSession lives apart from ShadowJWKS: on Linux, linking FoundationNetworking (and libcurl)
         // adds ~9 ms to every process start, so the CLI reaches it through `shadow-keys-fetch`.
@@ -44,7 +46,7 @@ let package = Package(
         // depending on that library: SwiftPM links an executable dependency's libraries into the
         // dependent executable, and this one must stay out of the CLI.
         .executableTarget(name: "ShadowKeysFetch", dependencies: ["ShadowJWKS", "ShadowCore"], swiftSettings: strictSettings),
-        .target(name: "ShadowSelfTest", dependencies: ["ShadowCore", "ShadowJOSE", crypto], swiftSettings: strictSettings),
+        .target(name: "ShadowSelfTest", dependencies: ["ShadowCore", "ShadowJOSE", "ShadowCrypto", crypto, cryptoExtras], swiftSettings: strictSettings),
         .target(name: "ShadowKeys", dependencies: ["ShadowCore", "ShadowJOSE", "ShadowJWKS", "ShadowURLSession", "ShadowApple"], swiftSettings: strictSettings),
         .executableTarget(
             name: "ShadowKeysCLI",
@@ -57,6 +59,7 @@ let package = Package(
         .testTarget(name: "ShadowCoreTests", dependencies: ["ShadowCore", "ShadowTestSupport"], swiftSettings: strictSettings),
         .testTarget(name: "ShadowJOSETests", dependencies: ["ShadowJOSE", "ShadowSelfTest", "ShadowTestSupport", crypto, cryptoExtras], swiftSettings: strictSettings),
         .testTarget(name: "ShadowJWKSTests", dependencies: ["ShadowJWKS", "ShadowURLSession", "ShadowTestSupport", "ShadowJOSE", logging], swiftSettings: strictSettings),
+        .testTarget(name: "ShadowCryptoTests", dependencies: ["ShadowCrypto", "ShadowCore", "ShadowSelfTest", "ShadowTestSupport", crypto], swiftSettings: strictSettings),
         .testTarget(name: "ShadowAppleTests", dependencies: ["ShadowApple", "ShadowJWKS", "ShadowTestSupport", "ShadowJOSE"], swiftSettings: strictSettings),
         .testTarget(name: "ShadowKeysCLITests", dependencies: ["ShadowKeysCLI", "ShadowTestSupport", "ShadowJOSE"], swiftSettings: strictSettings),
     ]

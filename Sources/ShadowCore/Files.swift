@@ -197,3 +197,106 @@ private let Glibc_write = Musl.write
 private let Glibc_read = Darwin.read
 private let Glibc_write = Darwin.write
 #endif
+
+/// A file written in pieces that appears at its path only when complete: the bytes go to a
+/// temporary file in the same directory, which ``commit()`` fsyncs and renames into place. If the
+/// writer is abandoned (an error, a crash), the temporary file is removed (or, after a crash,
+/// left under a dot-name and never mistaken for the output).
+package final class AtomicFileWriter {
+    package let path: String
+    private let temporary: String
+    private var fd: Int32
+    private var committed = false
+
+    /// Starts a file that will become `path`, with permission bits `mode`.
+    package init(path: String, mode: UInt32 = 0o600) throws {
+        self.path = path
+        let directory = Files.parentDirectory(path)
+        var template = Array((directory + "/." + Files.baseName(path) + ".partial-XXXXXX").utf8CString)
+        let fd = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
+        guard fd >= 0 else { throw FileError("create temporary file in", directory) }
+        temporary = String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        guard fchmod(fd, mode_t(mode)) == 0 else {
+            let failure = FileError("chmod", temporary)
+            close(fd)
+            unlink(temporary)
+            throw failure
+        }
+        self.fd = fd
+    }
+
+    /// Appends bytes.
+    package func write(_ bytes: some Collection<UInt8>) throws {
+        try Files.writeAll(fd, Array(bytes), path: temporary)
+    }
+
+    /// Appends bytes from a buffer.
+    package func write(_ buffer: UnsafeRawBufferPointer) throws {
+        var offset = 0
+        while offset < buffer.count {
+            let written = Glibc_write(fd, buffer.baseAddress! + offset, buffer.count - offset)
+            if written < 0 {
+                if errno == EINTR { continue }
+                throw FileError("write", temporary)
+            }
+            offset += written
+        }
+    }
+
+    /// Makes the file durable and moves it into place.
+    package func commit() throws {
+        guard !committed else { return }
+        guard fsync(fd) == 0 else { throw FileError("fsync", temporary) }
+        close(fd)
+        fd = -1
+        guard rename(temporary, path) == 0 else { throw FileError("rename into", path) }
+        committed = true
+        try Files.syncDirectory(Files.parentDirectory(path))
+    }
+
+    /// Copies the finished temporary file's bytes to a descriptor, then removes it.
+    package func copyContents(to output: Int32) throws {
+        guard lseek(fd, 0, SEEK_SET) == 0 else { throw FileError("seek", temporary) }
+        var buffer = [UInt8](repeating: 0, count: 1 << 20)
+        while true {
+            let count = buffer.withUnsafeMutableBytes { Glibc_read(fd, $0.baseAddress, $0.count) }
+            if count < 0 {
+                if errno == EINTR { continue }
+                throw FileError("read", temporary)
+            }
+            if count == 0 { break }
+            try Files.writeAll(output, Array(buffer[0..<count]), path: "output")
+        }
+        abort()
+    }
+
+    /// Discards the temporary file.
+    package func abort() {
+        guard !committed else { return }
+        if fd >= 0 {
+            close(fd)
+            fd = -1
+        }
+        unlink(temporary)
+        committed = true
+    }
+
+    deinit { abort() }
+}
+
+extension Files {
+    /// Reads until `buffer` is full or the input ends; returns the bytes read.
+    package static func readFull(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, path: String = "input") throws -> Int {
+        var total = 0
+        while total < buffer.count {
+            let count = Glibc_read(fd, buffer.baseAddress! + total, buffer.count - total)
+            if count < 0 {
+                if errno == EINTR { continue }
+                throw FileError("read", path)
+            }
+            if count == 0 { break }
+            total += count
+        }
+        return total
+    }
+}

@@ -41,6 +41,34 @@ package enum SelfTest {
         Suite(module: "ShadowJOSE", name: "Wycheproof RSA-2048 PKCS#1 v1.5 (RS256)", path: "wycheproof/rsa_signature_2048_sha256_test.json", embedded: false) {
             SignatureSuites.rsaPKCS1(try WycheproofFile(json: $0))
         },
+        Suite(module: "ShadowCrypto", name: "FIPS 180-4 SHA-256 examples", path: "", embedded: true) { _ in CryptoSuites.fips180Examples() },
+        Suite(module: "ShadowCrypto", name: "NIST SHA256ShortMsg", path: "nist-cavp/SHA2/SHA256ShortMsg.rsp", embedded: false) {
+            CryptoSuites.sha256Messages(String(decoding: $0, as: UTF8.self))
+        },
+        Suite(module: "ShadowCrypto", name: "NIST SHA256LongMsg", path: "nist-cavp/SHA2/SHA256LongMsg.rsp", embedded: false) {
+            CryptoSuites.sha256Messages(String(decoding: $0, as: UTF8.self))
+        },
+        Suite(module: "ShadowCrypto", name: "NIST SHA256Monte", path: "nist-cavp/SHA2/SHA256Monte.rsp", embedded: false) {
+            CryptoSuites.sha256Monte(String(decoding: $0, as: UTF8.self))
+        },
+        Suite(module: "ShadowCrypto", name: "Wycheproof PBKDF2-HMAC-SHA256", path: "wycheproof/pbkdf2_hmacsha256_test.json", embedded: false) {
+            CryptoSuites.pbkdf2(try WycheproofFile(json: $0))
+        },
+        Suite(module: "ShadowCrypto", name: "Wycheproof HKDF-SHA256", path: "wycheproof/hkdf_sha256_test.json", embedded: false) {
+            CryptoSuites.hkdf(try WycheproofFile(json: $0))
+        },
+        Suite(module: "ShadowCrypto", name: "NIST GCM encrypt (256, IV 96, tag 128)", path: "nist-cavp/GCM/gcmEncryptExtIV256.rsp", embedded: false) {
+            CryptoSuites.nistGCMEncrypt(String(decoding: $0, as: UTF8.self))
+        },
+        Suite(module: "ShadowCrypto", name: "NIST GCM decrypt (256, IV 96, tag 128)", path: "nist-cavp/GCM/gcmDecrypt256.rsp", embedded: false) {
+            CryptoSuites.nistGCMDecrypt(String(decoding: $0, as: UTF8.self))
+        },
+        Suite(module: "ShadowCrypto", name: "Wycheproof AES-256-GCM (IV 96, tag 128)", path: "wycheproof/aes_gcm_test.json", embedded: false) {
+            CryptoSuites.aesGCM(try WycheproofFile(json: $0))
+        },
+        Suite(module: "ShadowCrypto", name: "ShadowKeys envelope v1 vectors", path: "shadow/envelope/vectors.json", embedded: true) {
+            EnvelopeSuites.vectors($0)
+        },
     ]
 
     /// Runs every suite. Files not compiled in are read from `directory`; without one, those

@@ -31,6 +31,12 @@ package struct WycheproofFile: Sendable {
     package let algorithm: String
     package let groups: [Group]
 
+    /// A file restricted to some groups.
+    package init(algorithm: String, groups: [Group]) {
+        self.algorithm = algorithm
+        self.groups = groups
+    }
+
     /// Reads a Wycheproof JSON file.
     package init(json bytes: [UInt8]) throws {
         guard let root = try StrictJSON.parse(bytes, limits: .init(maxBytes: 16 << 20, maxDepth: 16)).objectValue,
