@@ -51,7 +51,7 @@ let package = Package(
         .executableTarget(
             name: "ShadowKeysCLI",
             // ShadowKeysFetch is a build-order dependency only: it is built beside the CLI, not linked into it.
-            dependencies: ["ShadowCore", "ShadowJOSE", "ShadowJWKS", "ShadowApple", "ShadowSelfTest", "ShadowKeysFetch", argumentParser, logging],
+            dependencies: ["ShadowCore", "ShadowJOSE", "ShadowJWKS", "ShadowApple", "ShadowCrypto", "ShadowSelfTest", "ShadowKeysFetch", argumentParser, logging],
             swiftSettings: strictSettings
         ),
 
@@ -61,6 +61,6 @@ let package = Package(
         .testTarget(name: "ShadowJWKSTests", dependencies: ["ShadowJWKS", "ShadowURLSession", "ShadowTestSupport", "ShadowJOSE", logging], swiftSettings: strictSettings),
         .testTarget(name: "ShadowCryptoTests", dependencies: ["ShadowCrypto", "ShadowCore", "ShadowSelfTest", "ShadowTestSupport", crypto], swiftSettings: strictSettings),
         .testTarget(name: "ShadowAppleTests", dependencies: ["ShadowApple", "ShadowJWKS", "ShadowTestSupport", "ShadowJOSE"], swiftSettings: strictSettings),
-        .testTarget(name: "ShadowKeysCLITests", dependencies: ["ShadowKeysCLI", "ShadowTestSupport", "ShadowJOSE"], swiftSettings: strictSettings),
+        .testTarget(name: "ShadowKeysCLITests", dependencies: ["ShadowKeysCLI", "ShadowTestSupport", "ShadowJOSE", "ShadowCore", crypto], swiftSettings: strictSettings),
     ]
 )

@@ -285,6 +285,14 @@ package final class AtomicFileWriter {
 }
 
 extension Files {
+    /// Reads up to `count` bytes, fewer only at the end of the input.
+    package static func readFull(_ fd: Int32, count: Int, path: String = "input") throws -> [UInt8] {
+        var bytes = [UInt8](repeating: 0, count: count)
+        let read = try bytes.withUnsafeMutableBytes { try readFull(fd, into: $0, path: path) }
+        bytes.removeLast(count - read)
+        return bytes
+    }
+
     /// Reads until `buffer` is full or the input ends; returns the bytes read.
     package static func readFull(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, path: String = "input") throws -> Int {
         var total = 0

@@ -6,7 +6,7 @@ import Foundation
 #endif
 
 /// The envelope header, version 1. Layout in Docs/envelope-format.md.
-struct EnvelopeHeader: Equatable {
+package struct EnvelopeHeader: Equatable {
     static let magic: [UInt8] = Array("SKEV".utf8)
     static let version: UInt8 = 1
     /// Bytes 0..<26: magic, version, form, chunk size, object id. They never change on rewrap.
@@ -19,6 +19,9 @@ struct EnvelopeHeader: Equatable {
     static let chunkSizes: ClosedRange<Int> = 64...(16 << 20)
     static let defaultChunkSize = 64 * 1024
     static let maxEnvelopeIterations = 10_000_000
+
+    /// True for a chunk size the stream form allows.
+    package static func validChunkSize(_ size: Int) -> Bool { chunkSizes.contains(size) && size.nonzeroBitCount == 1 }
 
     enum Form: UInt8 {
         case record = 1

@@ -1,6 +1,7 @@
 import ArgumentParser
 import ShadowCore
 import ShadowJOSE
+import ShadowCrypto
 import ShadowJWKS
 
 /// The exit codes scripts rely on (Docs/cli.md).
@@ -11,7 +12,10 @@ enum ExitStatus: Int32 {
     case signatureRejected = 11
     case claimsRejected = 12
     case keysUnavailable = 13
+    case authenticationFailed = 20
     case usage = 64
+    case malformedInput = 65
+    case noInput = 66
 
     init(_ category: JOSEError.Category) {
         switch category {
@@ -49,6 +53,9 @@ struct CLIError: Error, CustomStringConvertible {
         case .usage: return "usage"
         case .keysUnavailable: return "keys_unavailable"
         case .malformedToken: return "malformed_token"
+        case .authenticationFailed: return "authentication_failed"
+        case .malformedInput: return "malformed_input"
+        case .noInput: return "no_input"
         default: return "error"
         }
     }
@@ -80,6 +87,17 @@ func reportingFailures(json: Bool, _ body: () async throws -> Void) async throws
         try fail(error, json: json)
     } catch let error as JOSEError {
         try fail(CLIError(error), json: json)
+    } catch let error as ShadowCryptoError {
+        let status: ExitStatus
+        switch error.code {
+        case .authenticationFailed: status = .authenticationFailed
+        case .malformedInput: status = .malformedInput
+        case .weakParameters, .invalidParameter: status = .usage
+        default: status = .failure
+        }
+        try fail(CLIError(status, code: error.code.name, error.reason), json: json)
+    } catch let error as FileError {
+        try fail(CLIError(error.isNotFound ? .noInput : .failure, code: "io", error.description), json: json)
     } catch let error as JWKSError {
         let status: ExitStatus = error.code == .shutDown ? .failure : .keysUnavailable
         try fail(CLIError(status, code: error.code.name, error.reason), json: json)

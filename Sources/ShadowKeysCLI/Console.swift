@@ -16,6 +16,9 @@ enum Console {
     /// Writes `text` and a newline to stderr.
     static func err(_ text: String) { write(2, text + "\n") }
 
+    /// Writes `text` to stderr without a newline (progress lines).
+    static func errNoNewline(_ text: String) { write(2, text) }
+
     /// Writes a JSON value as one line on stdout.
     static func json(_ value: JSONValue) { out(value.serialized()) }
 

@@ -1,0 +1,150 @@
+import ArgumentParser
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import ShadowCore
+import ShadowCrypto
+
+struct Hash: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "SHA-256 (or HMAC-SHA256) of files, in sha256sum format; --check verifies a manifest.",
+        discussion: """
+            Output lines are `<hex>  <name>` as sha256sum writes them. With --check MANIFEST, each
+            listed file is hashed and reported `name: OK` or `name: FAILED` (`FAILED open or read`
+            when it cannot be read); the exit status is 1 if any file failed, as with sha256sum -c.
+            With --hmac-key-file the digest is HMAC-SHA256: use it for hashes stored beside
+            ciphertext, where a plain hash would reveal equal plaintexts.
+            """
+    )
+
+    @Argument(help: "Files to hash; '-' or none for stdin.")
+    var files: [String] = []
+
+    @Option(help: "Verify the digests listed in this manifest ('-' for stdin).")
+    var check: String?
+
+    @Option(name: .customLong("hmac-key-file"), help: "Compute HMAC-SHA256 with this key instead of SHA-256.")
+    var hmacKeyFile: String?
+
+    @Flag(help: "Print digests in base64 instead of hex (not sha256sum-compatible).")
+    var base64 = false
+
+    @Flag(help: "With --check, print only failures.")
+    var quiet = false
+
+    @Flag(help: "With --check, print nothing; the exit status says it all.")
+    var status = false
+
+    func validate() throws {
+        if check != nil && !files.isEmpty { throw ValidationError("--check takes the manifest only; do not list files") }
+        if (quiet || status) && check == nil { throw ValidationError("--quiet and --status apply to --check") }
+        if base64 && check != nil { throw ValidationError("--check reads hex manifests") }
+    }
+
+    func run() async throws {
+        var failed = false
+        try await reportingFailures(json: false) {
+            let key = try hmacKeyFile.map { path -> SecretBytes in
+                warnIfReadableByOthers(path, what: "HMAC key file")
+                guard let bytes = try Files.read(path, limit: 1 << 16), !bytes.isEmpty else { throw CLIError(.usage, "the HMAC key file is empty or too large") }
+                return SecretBytes(bytes)
+            }
+            if let check {
+                failed = try verify(manifest: check, key: key)
+                return
+            }
+            for name in files.isEmpty ? ["-"] : files {
+                do {
+                    let digest = try self.digest(of: name, key: key)
+                    Console.out(Self.line(digest: base64 ? Integrity.base64(digest) : Integrity.hex(digest), name: name))
+                } catch let error as FileError {
+                    Console.err("shadow-keys: \(error)")
+                    failed = true
+                }
+            }
+        }
+        if failed { throw ExitCode(1) }
+    }
+
+    private func digest(of name: String, key: SecretBytes?) throws -> [UInt8] {
+        let fd = name == "-" ? 0 : open(name, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { throw FileError("open", name) }
+        defer { if fd > 0 { close(fd) } }
+        do {
+            if let key { return try Integrity.hmacSHA256(key: key, fileDescriptor: fd) }
+            return try Integrity.sha256(fileDescriptor: fd)
+        } catch {
+            throw FileError("read", name)
+        }
+    }
+
+    /// A sha256sum line; names with a backslash or newline are escaped and the line starts with `\`.
+    static func line(digest: String, name: String) -> String {
+        guard name.contains("\\") || name.contains("\n") else { return "\(digest)  \(name)" }
+        let escaped = name.replacing("\\", with: "\\\\").replacing("\n", with: "\\n")
+        return "\\\(digest)  \(escaped)"
+    }
+
+    /// Parses a manifest line: `<hex>  <name>`, `<hex> *<name>`, optionally `\`-escaped.
+    static func parse(_ line: Substring) -> (digest: [UInt8], name: String)? {
+        var text = line
+        var escaped = false
+        if text.first == "\\" {
+            escaped = true
+            text = text.dropFirst()
+        }
+        guard text.count > 66 else { return nil }
+        let hex = text.prefix(64)
+        let separator = text.dropFirst(64).prefix(2)
+        guard separator == "  " || separator == " *", let digest = try? Hex.decode(hex) else { return nil }
+        var name = String(text.dropFirst(66))
+        if escaped { name = name.replacing("\\n", with: "\n").replacing("\\\\", with: "\\") }
+        return name.isEmpty ? nil : (digest, name)
+    }
+
+    /// sha256sum -c: returns true when anything failed.
+    private func verify(manifest: String, key: SecretBytes?) throws -> Bool {
+        let bytes: [UInt8]
+        if manifest == "-" {
+            guard let input = try Files.readAll(0, limit: 64 << 20, path: "stdin") else { throw CLIError(.usage, "manifest too large") }
+            bytes = input
+        } else {
+            guard let input = try Files.read(manifest, limit: 64 << 20) else { throw CLIError(.usage, "manifest too large") }
+            bytes = input
+        }
+        var mismatched = 0, unreadable = 0, malformed = 0, checked = 0
+        for line in String(decoding: bytes, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: true) {
+            let trimmed = line.last == "\r" ? line.dropLast() : line
+            guard let (expected, name) = Self.parse(trimmed) else {
+                malformed += 1
+                continue
+            }
+            checked += 1
+            do {
+                let actual = try digest(of: name, key: key)
+                if Integrity.matches(actual, expected) {
+                    if !quiet && !status { Console.out("\(name): OK") }
+                } else {
+                    mismatched += 1
+                    if !status { Console.out("\(name): FAILED") }
+                }
+            } catch {
+                unreadable += 1
+                if !status {
+                    Console.err("shadow-keys: \(error)")
+                    Console.out("\(name): FAILED open or read")
+                }
+            }
+        }
+        guard checked > 0 else { throw CLIError(.failure, "\(manifest): no properly formatted SHA-256 checksum lines found") }
+        if !status {
+            func plural(_ count: Int, _ one: String, _ many: String) -> String { count == 1 ? one : many }
+            if malformed > 0 { Console.err("shadow-keys: WARNING: \(malformed) \(plural(malformed, "line is", "lines are")) improperly formatted") }
+            if unreadable > 0 { Console.err("shadow-keys: WARNING: \(unreadable) listed \(plural(unreadable, "file", "files")) could not be read") }
+            if mismatched > 0 { Console.err("shadow-keys: WARNING: \(mismatched) computed \(plural(mismatched, "checksum", "checksums")) did NOT match") }
+        }
+        return mismatched > 0 || unreadable > 0
+    }
+}
