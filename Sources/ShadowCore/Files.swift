@@ -5,6 +5,7 @@ import Darwin
 #elseif canImport(Musl)
 import Musl
 #endif
+import Dispatch
 import Synchronization
 
 /// A failed file-system operation, naming the path and the system's reason.
@@ -205,7 +206,8 @@ private let Glibc_write = Darwin.write
 package final class AtomicFileWriter {
     package let path: String
     private let temporary: String
-    private var fd: Int32
+    /// The temporary file's descriptor, for writers that write to it directly.
+    package private(set) var fd: Int32
     private var committed = false
 
     /// Starts a file that will become `path`, with permission bits `mode`.
@@ -306,5 +308,43 @@ extension Files {
             total += count
         }
         return total
+    }
+}
+
+/// Writes batches to a descriptor on a background thread, in order, with at most `depth`
+/// batches in flight, so that the kernel's copying overlaps the caller's work.
+package final class PipelinedWriter: Sendable {
+    private let fd: Int32
+    private let path: String
+    private let queue = DispatchQueue(label: "shadow-keys.pipelined-writer")
+    private let slots: DispatchSemaphore
+    private let failure = Mutex<FileError?>(nil)
+
+    package init(fd: Int32, path: String, depth: Int = 2) {
+        self.fd = fd
+        self.path = path
+        slots = DispatchSemaphore(value: depth)
+    }
+
+    /// Queues `bytes` for writing; throws a failure from an earlier batch.
+    package func submit(_ bytes: [UInt8]) throws {
+        if let failure = failure.withLock({ $0 }) { throw failure }
+        guard !bytes.isEmpty else { return }
+        slots.wait()
+        queue.async { [self] in
+            defer { slots.signal() }
+            guard failure.withLock({ $0 == nil }) else { return }
+            do { try Files.writeAll(fd, bytes, path: path) } catch let error as FileError {
+                failure.withLock { $0 = error }
+            } catch {
+                failure.withLock { $0 = FileError("write", path, errno: EIO) }
+            }
+        }
+    }
+
+    /// Waits for every queued batch; throws the first failure.
+    package func drain() throws {
+        queue.sync {}
+        if let failure = failure.withLock({ $0 }) { throw failure }
     }
 }

@@ -160,6 +160,14 @@ struct EnvelopeSealer {
     func seal(_ plaintext: some DataProtocol, counter: UInt32, last: Bool) throws -> [UInt8] {
         try AES256GCM.seal(plaintext, key: keys.payloadKey, nonce: keys.nonce(counter: counter, last: last), aad: chunkAAD)
     }
+
+    /// Seals a chunk and appends ciphertext and tag to `out` (no intermediate arrays).
+    func seal(_ plaintext: UnsafeRawBufferPointer, counter: UInt32, last: Bool, appendingTo out: inout [UInt8]) throws {
+        let nonce = try AES.GCM.Nonce(data: keys.nonce(counter: counter, last: last))
+        let box = try AES.GCM.seal(plaintext, using: keys.payloadKey, nonce: nonce, authenticating: chunkAAD)
+        box.ciphertext.withUnsafeBytes { out.append(contentsOf: $0) }
+        box.tag.withUnsafeBytes { out.append(contentsOf: $0) }
+    }
 }
 
 /// Unwraps the data key, checks the header tag, and opens chunks.
@@ -195,5 +203,19 @@ struct EnvelopeOpener {
 
     func open(_ sealed: some DataProtocol, counter: UInt32, last: Bool) throws -> [UInt8] {
         try AES256GCM.open(sealed, key: keys.payloadKey, nonce: keys.nonce(counter: counter, last: last), aad: chunkAAD)
+    }
+
+    /// Opens a sealed chunk and appends its plaintext to `out`.
+    func open(_ sealed: UnsafeRawBufferPointer, counter: UInt32, last: Bool, appendingTo out: inout [UInt8]) throws {
+        guard sealed.count >= AES256GCM.tagBytes else { throw ShadowCryptoError.authenticationFailure }
+        do {
+            let nonce = try AES.GCM.Nonce(data: keys.nonce(counter: counter, last: last))
+            let split = sealed.count - AES256GCM.tagBytes
+            let box = try AES.GCM.SealedBox(nonce: nonce, ciphertext: UnsafeRawBufferPointer(rebasing: sealed[..<split]), tag: UnsafeRawBufferPointer(rebasing: sealed[split...]))
+            let plaintext = try AES.GCM.open(box, using: keys.payloadKey, authenticating: chunkAAD)
+            plaintext.withUnsafeBytes { out.append(contentsOf: $0) }
+        } catch {
+            throw ShadowCryptoError.authenticationFailure
+        }
     }
 }

@@ -11,7 +11,7 @@ public enum EnvelopeFiles {
         progress: ((Int) -> Void)? = nil
     ) throws {
         var encryptor = try EnvelopeStreamEncryptor(kek: kek, context: context, chunkSize: chunkSize)
-        try encrypt(input: input, encryptor: &encryptor, chunkSize: chunkSize, progress: progress) { try Files.writeAll(output, $0, path: "output") }
+        try encrypt(input: input, encryptor: &encryptor, chunkSize: chunkSize, output: output, progress: progress)
     }
 
     /// Encrypts `input` into a new file at `path` (mode 0600), atomically.
@@ -21,24 +21,41 @@ public enum EnvelopeFiles {
     ) throws {
         let writer = try AtomicFileWriter(path: path)
         var encryptor = try EnvelopeStreamEncryptor(kek: kek, context: context, chunkSize: chunkSize)
-        try encrypt(input: input, encryptor: &encryptor, chunkSize: chunkSize, progress: progress) { try writer.write($0) }
+        try encrypt(input: input, encryptor: &encryptor, chunkSize: chunkSize, output: writer.fd, progress: progress)
         try writer.commit()
     }
 
+    /// Bytes read and written per system call.
+    static let batchBytes = 1 << 20
+
+    /// Reads `input` in large batches, seals them, and writes the envelope to `output` on a
+    /// background thread, so that reading, sealing and the kernel's copying overlap.
     package static func encrypt(
-        input: Int32, encryptor: inout EnvelopeStreamEncryptor, chunkSize: Int, progress: ((Int) -> Void)?, write: ([UInt8]) throws -> Void
+        input: Int32, encryptor: inout EnvelopeStreamEncryptor, chunkSize: Int, output: Int32, progress: ((Int) -> Void)?
     ) throws {
-        var buffer = [UInt8](repeating: 0, count: chunkSize)
+        let batch = max(batchBytes, chunkSize)
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: batch, alignment: 64)
+        defer { buffer.deallocate() }
+        let writer = PipelinedWriter(fd: output, path: "output")
         var consumed = 0
-        while true {
-            let count = try buffer.withUnsafeMutableBytes { try Files.readFull(input, into: $0) }
-            if count == 0 { break }
-            try write(try encryptor.update(buffer[0..<count]))
-            consumed += count
-            progress?(consumed)
-            if count < chunkSize { break }
+        do {
+            while true {
+                let count = try Files.readFull(input, into: buffer)
+                if count == 0 { break }
+                var out = [UInt8]()
+                out.reserveCapacity(count + count / 64 * AES256GCM.tagBytes + EnvelopeHeader.maxBytes + 2 * AES256GCM.tagBytes)
+                try encryptor.update(UnsafeRawBufferPointer(rebasing: buffer[0..<count]), appendingTo: &out)
+                try writer.submit(out)
+                consumed += count
+                progress?(consumed)
+                if count < batch { break }
+            }
+            try writer.submit(try encryptor.finish())
+        } catch {
+            try? writer.drain()
+            throw error
         }
-        try write(try encryptor.finish())
+        try writer.drain()
     }
 
     /// Decrypts `input` into a new file at `path` (mode 0600). Nothing appears at `path` unless the
@@ -47,7 +64,8 @@ public enum EnvelopeFiles {
         input: Int32, toFile path: String, kek: KeyEncryptionKey, context: EnvelopeContext = .none, progress: ((Int) -> Void)? = nil
     ) throws {
         let writer = try AtomicFileWriter(path: path)
-        try decrypt(input: input, kek: kek, context: context, progress: progress) { try writer.write($0) }
+        var decryptor = EnvelopeStreamDecryptor(kek: kek, context: context)
+        try decrypt(input: input, decryptor: &decryptor, output: writer.fd, progress: progress)
         try writer.commit()
     }
 
@@ -58,23 +76,41 @@ public enum EnvelopeFiles {
     ) throws {
         let writer = try AtomicFileWriter(path: stagingDirectory + "/.shadow-keys-decrypt")
         defer { writer.abort() }
-        try decrypt(input: input, kek: kek, context: context, progress: progress) { try writer.write($0) }
+        var decryptor = EnvelopeStreamDecryptor(kek: kek, context: context)
+        try decrypt(input: input, decryptor: &decryptor, output: writer.fd, progress: progress)
         try writer.copyContents(to: output)
     }
 
-    private static func decrypt(input: Int32, kek: KeyEncryptionKey, context: EnvelopeContext, progress: ((Int) -> Void)?, write: ([UInt8]) throws -> Void) throws {
-        var decryptor = EnvelopeStreamDecryptor(kek: kek, context: context)
-        var buffer = [UInt8](repeating: 0, count: Envelope.defaultChunkSize + AES256GCM.tagBytes)
-        var consumed = 0
-        while true {
-            let count = try buffer.withUnsafeMutableBytes { try Files.readFull(input, into: $0) }
-            if count == 0 { break }
-            let plaintext = try decryptor.update(buffer[0..<count])
-            if !plaintext.isEmpty { try write(plaintext) }
-            consumed += count
-            progress?(consumed)
-            if count < buffer.count { break }
+    /// Feeds `input` to `decryptor` in large reads; released plaintext goes to `output` on a
+    /// background thread. `output` must be a staging file: plaintext lands there chunk by chunk
+    /// and is authentic as a whole only when this returns.
+    package static func decrypt(input: Int32, decryptor: inout EnvelopeStreamDecryptor, initial: [UInt8] = [], output: Int32, progress: ((Int) -> Void)?) throws {
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: batchBytes, alignment: 64)
+        defer { buffer.deallocate() }
+        let writer = PipelinedWriter(fd: output, path: "output")
+        var consumed = initial.count
+        do {
+            if !initial.isEmpty {
+                var out = [UInt8]()
+                try initial.withUnsafeBytes { try decryptor.update($0, appendingTo: &out) }
+                try writer.submit(out)
+            }
+            while true {
+                let count = try Files.readFull(input, into: buffer)
+                if count == 0 { break }
+                var out = [UInt8]()
+                out.reserveCapacity(count + (16 << 20))
+                try decryptor.update(UnsafeRawBufferPointer(rebasing: buffer[0..<count]), appendingTo: &out)
+                try writer.submit(out)
+                consumed += count
+                progress?(consumed)
+                if count < batchBytes { break }
+            }
+            try writer.submit(try decryptor.finish())
+        } catch {
+            try? writer.drain()
+            throw error
         }
-        try write(try decryptor.finish())
+        try writer.drain()
     }
 }

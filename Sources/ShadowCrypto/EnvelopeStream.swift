@@ -3,6 +3,7 @@ import FoundationEssentials
 #else
 import Foundation
 #endif
+import Crypto
 /// Encrypts a stream in fixed-size chunks, in memory bounded by the chunk size.
 ///
 /// Feed plaintext with ``update(_:)`` and write out what it returns; ``finish()`` seals the last
@@ -34,26 +35,44 @@ public struct EnvelopeStreamEncryptor {
 
     /// Takes more plaintext; returns the header (first time) and every chunk now known not to be the last.
     public mutating func update(_ data: some Collection<UInt8>) throws -> [UInt8] {
-        precondition(!finished, "update after finish")
-        var out = takeHeader()
-        var remaining = data[...]
-        while !remaining.isEmpty {
-            if pending.count == chunkSize {
-                out += try sealer.seal(pending, counter: try nextCounter(), last: false)
-                pending.removeAll(keepingCapacity: true)
-            }
-            let take = min(chunkSize - pending.count, remaining.count)
-            pending += remaining.prefix(take)
-            remaining = remaining.dropFirst(take)
+        var out: [UInt8] = []
+        if try data.withContiguousStorageIfAvailable({ try update(UnsafeRawBufferPointer($0), appendingTo: &out) }) == nil {
+            try Array(data).withUnsafeBytes { try update($0, appendingTo: &out) }
         }
         return out
+    }
+
+    /// Takes more plaintext, appending the header (first time) and every sealed chunk now known
+    /// not to be the last to `out`. Whole chunks are sealed straight from `data`.
+    package mutating func update(_ data: UnsafeRawBufferPointer, appendingTo out: inout [UInt8]) throws {
+        precondition(!finished, "update after finish")
+        out += takeHeader()
+        var offset = 0
+        while offset < data.count {
+            if pending.count == chunkSize {
+                try pending.withUnsafeBytes { try sealer.seal($0, counter: try nextCounter(), last: false, appendingTo: &out) }
+                pending.removeAll(keepingCapacity: true)
+            }
+            // With nothing pending, whole chunks that are surely not last are sealed in place.
+            if pending.isEmpty {
+                while data.count - offset > chunkSize {
+                    try sealer.seal(UnsafeRawBufferPointer(rebasing: data[offset..<offset + chunkSize]), counter: try nextCounter(), last: false, appendingTo: &out)
+                    offset += chunkSize
+                }
+            }
+            let take = min(chunkSize - pending.count, data.count - offset)
+            pending.append(contentsOf: UnsafeRawBufferPointer(rebasing: data[offset..<offset + take]))
+            offset += take
+        }
     }
 
     /// Seals the final chunk (possibly empty, possibly full).
     public mutating func finish() throws -> [UInt8] {
         precondition(!finished, "finish twice")
         finished = true
-        return takeHeader() + (try sealer.seal(pending, counter: try nextCounter(), last: true))
+        var out = takeHeader()
+        try pending.withUnsafeBytes { try sealer.seal($0, counter: try nextCounter(), last: true, appendingTo: &out) }
+        return out
     }
 
     private mutating func takeHeader() -> [UInt8] {
@@ -93,24 +112,48 @@ public struct EnvelopeStreamDecryptor {
 
     /// Takes more ciphertext; returns plaintext of every chunk now known not to be the last.
     public mutating func update(_ data: some Collection<UInt8>) throws -> [UInt8] {
-        buffer += data
+        var out: [UInt8] = []
+        if try data.withContiguousStorageIfAvailable({ try update(UnsafeRawBufferPointer($0), appendingTo: &out) }) == nil {
+            try Array(data).withUnsafeBytes { try update($0, appendingTo: &out) }
+        }
+        return out
+    }
+
+    /// Takes more ciphertext, appending to `out` the plaintext of every chunk now known not to be
+    /// the last. Sealed chunks are opened straight from `data` when nothing is buffered.
+    package mutating func update(_ data: UnsafeRawBufferPointer, appendingTo out: inout [UInt8]) throws {
+        var offset = 0
         if opener == nil {
-            guard let (header, length) = try EnvelopeHeader.parse(buffer) else { return [] }
+            buffer.append(contentsOf: data)
+            offset = data.count
+            guard let (header, length) = try EnvelopeHeader.parse(buffer) else { return }
             guard header.form == .stream else { throw ShadowCryptoError(.invalidParameter, "this is a record envelope; open it with Envelope.open") }
             opener = try EnvelopeOpener(header: header, kek: kek, context: context)
             buffer.removeFirst(length)
         }
-        guard let opener else { return [] }
+        guard let opener else { return }
         let sealedChunk = Int(opener.header.chunkSize) + AES256GCM.tagBytes
-        var out: [UInt8] = []
-        var start = 0
-        // A full chunk followed by at least one more byte cannot be the last.
-        while buffer.count - start > sealedChunk {
-            out += try opener.open(buffer[start..<start + sealedChunk], counter: try nextCounter(), last: false)
-            start += sealedChunk
+        // Complete a partly buffered chunk first.
+        if !buffer.isEmpty {
+            let take = min(sealedChunk + 1 - buffer.count, data.count - offset)
+            if take > 0 {
+                buffer.append(contentsOf: UnsafeRawBufferPointer(rebasing: data[offset..<offset + take]))
+                offset += take
+            }
+            // A full chunk followed by at least one more byte cannot be the last.
+            guard buffer.count > sealedChunk else { return }
+            try buffer.withUnsafeBytes { try opener.open(UnsafeRawBufferPointer(rebasing: $0[..<sealedChunk]), counter: try nextCounter(), last: false, appendingTo: &out) }
+            buffer.removeFirst(sealedChunk)
         }
-        if start > 0 { buffer.removeFirst(start) }
-        return out
+        while buffer.isEmpty && data.count - offset > sealedChunk {
+            try opener.open(UnsafeRawBufferPointer(rebasing: data[offset..<offset + sealedChunk]), counter: try nextCounter(), last: false, appendingTo: &out)
+            offset += sealedChunk
+        }
+        buffer.append(contentsOf: UnsafeRawBufferPointer(rebasing: data[offset...]))
+        while buffer.count > sealedChunk {
+            try buffer.withUnsafeBytes { try opener.open(UnsafeRawBufferPointer(rebasing: $0[..<sealedChunk]), counter: try nextCounter(), last: false, appendingTo: &out) }
+            buffer.removeFirst(sealedChunk)
+        }
     }
 
     /// Opens the final chunk; fails if the stream was cut short.
@@ -124,7 +167,10 @@ public struct EnvelopeStreamDecryptor {
         }
         guard buffer.count >= AES256GCM.tagBytes else { throw ShadowCryptoError.authenticationFailure }
         defer { buffer.removeAll() }
-        return try opener.open(buffer, counter: try nextCounter(), last: true)
+        var out: [UInt8] = []
+        let counter = try nextCounter()
+        try buffer.withUnsafeBytes { try opener.open($0, counter: counter, last: true, appendingTo: &out) }
+        return out
     }
 
     private mutating func nextCounter() throws -> UInt32 {

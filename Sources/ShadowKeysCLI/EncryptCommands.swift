@@ -61,15 +61,16 @@ final class Progress {
     func finish() { if enabled { Console.err("") } }
 }
 
-/// Writes a command's output to a file atomically, or to stdout.
-func withOutput(_ path: String, _ body: (_ write: ([UInt8]) throws -> Void) throws -> Void) throws {
+/// Runs `body` with the descriptor to write to: a new file that appears atomically when `body`
+/// succeeds, or stdout.
+func withOutput(_ path: String, _ body: (_ fd: Int32) throws -> Void) throws {
     if path == "-" {
         guard isatty(1) == 0 else { throw CLIError(.usage, "refusing to write binary data to a terminal; use -o FILE or a pipe") }
-        try body { try Files.writeAll(1, $0, path: "stdout") }
+        try body(1)
         return
     }
     let writer = try AtomicFileWriter(path: path)
-    try body { try writer.write($0) }
+    try body(writer.fd)
     try writer.commit()
 }
 
@@ -116,15 +117,15 @@ struct Encrypt: AsyncParsableCommand {
             let source = try InputFile(input)
             defer { source.close() }
             let progress = Progress(verb: "encrypting", total: source.size)
-            try withOutput(output) { write in
+            try withOutput(output) { fd in
                 if record {
                     guard let plaintext = try Files.readAll(source.fd, limit: Envelope.maxRecordBytes, path: source.name) else {
                         throw CLIError(.malformedInput, "the record form holds at most \(Envelope.maxRecordBytes) bytes; drop --record to use the stream form")
                     }
-                    try write(try Envelope.seal(plaintext, kek: kek, context: context))
+                    try Files.writeAll(fd, try Envelope.seal(plaintext, kek: kek, context: context), path: output)
                 } else {
                     var encryptor = try EnvelopeStreamEncryptor(kek: kek, context: context, chunkSize: chunkSize)
-                    try EnvelopeFiles.encrypt(input: source.fd, encryptor: &encryptor, chunkSize: chunkSize, progress: progress.update, write: write)
+                    try EnvelopeFiles.encrypt(input: source.fd, encryptor: &encryptor, chunkSize: chunkSize, output: fd, progress: progress.update)
                 }
             }
             progress.finish()
@@ -180,17 +181,7 @@ struct Decrypt: AsyncParsableCommand {
                 try writer.write(try Envelope.open(head + rest, kek: kek, context: context))
             } else {
                 var decryptor = EnvelopeStreamDecryptor(kek: kek, context: context)
-                try writer.write(try decryptor.update(head))
-                var buffer = [UInt8](repeating: 0, count: 1 << 20)
-                var done = head.count
-                while true {
-                    let count = try buffer.withUnsafeMutableBytes { try Files.readFull(source.fd, into: $0, path: source.name) }
-                    if count == 0 { break }
-                    try writer.write(try decryptor.update(buffer[0..<count]))
-                    done += count
-                    progress.update(done)
-                }
-                try writer.write(try decryptor.finish())
+                try EnvelopeFiles.decrypt(input: source.fd, decryptor: &decryptor, initial: head, output: writer.fd, progress: progress.update)
             }
             progress.finish()
             if output == "-" { try writer.copyContents(to: 1) } else { try writer.commit() }
