@@ -1,3 +1,4 @@
+import Dispatch
 import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -41,11 +42,13 @@ public final class URLSessionTransport: HTTPTransport {
         let exchange = Exchange(limit: request.maxResponseBytes)
         let task = session.dataTask(with: urlRequest)
         delegate.register(exchange, for: task)
-        let deadline = Task {
-            try await Task.sleep(nanoseconds: UInt64(max(request.timeout, 0) * 1e9))
+        // The deadline runs on a Dispatch timer, not on Swift's cooperative pool, so that it fires
+        // on time even when every pool thread is busy.
+        let deadline = DispatchWorkItem {
             exchange.fail(HTTPTransportError(.timeout, "no complete response from \(request.url) within \(request.timeout) s"))
             task.cancel()
         }
+        DispatchQueue.global().asyncAfter(deadline: .now() + max(request.timeout, 0), execute: deadline)
         defer { deadline.cancel() }
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
