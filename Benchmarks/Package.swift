@@ -17,6 +17,7 @@ let package = Package(
             dependencies: [
                 .product(name: "ShadowKeys", package: "ShadowKeys"),
                 .product(name: "ShadowJWKS", package: "ShadowKeys"),
+                .product(name: "ShadowCrypto", package: "ShadowKeys"),
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "CryptoExtras", package: "swift-crypto"),

@@ -6,6 +6,11 @@ import Darwin
 import Musl
 #endif
 import Dispatch
+#if canImport(FoundationEssentials)
+package import FoundationEssentials
+#else
+package import Foundation
+#endif
 import Synchronization
 
 /// A failed file-system operation, naming the path and the system's reason.
@@ -79,14 +84,66 @@ package enum Files {
 
     /// Writes every byte, retrying short writes and interruptions.
     package static func writeAll(_ fd: Int32, _ bytes: [UInt8], path: String) throws {
+        try bytes.withUnsafeBytes { try writeAll(fd, $0, path: path) }
+    }
+
+    /// Writes every byte of a buffer, retrying short writes and interruptions.
+    package static func writeAll(_ fd: Int32, _ buffer: UnsafeRawBufferPointer, path: String) throws {
         var offset = 0
-        while offset < bytes.count {
-            let written = bytes.withUnsafeBytes { Glibc_write(fd, $0.baseAddress! + offset, bytes.count - offset) }
+        while offset < buffer.count {
+            let written = Glibc_write(fd, buffer.baseAddress! + offset, buffer.count - offset)
             if written < 0 {
                 if errno == EINTR { continue }
                 throw FileError("write", path)
             }
             offset += written
+        }
+    }
+
+    /// Writes pieces in order with as few system calls as writev allows.
+    package static func writeAll(_ fd: Int32, _ pieces: [Data], path: String) throws {
+        var index = 0
+        while index < pieces.count {
+            let group = pieces[index..<min(pieces.count, index + 64)]
+            index += group.count
+            var iovecs: [iovec] = []
+            iovecs.reserveCapacity(group.count)
+            try withIOVecs(group, &iovecs) { try writeVector(fd, $0, path: path) }
+        }
+    }
+
+    /// Calls `body` with iovecs for every piece, each pointer valid inside its own
+    /// `withUnsafeBytes` scope, which encloses the call.
+    private static func withIOVecs(_ pieces: ArraySlice<Data>, _ iovecs: inout [iovec], _ body: ([iovec]) throws -> Void) throws {
+        guard let first = pieces.first else { return try body(iovecs) }
+        try first.withUnsafeBytes { bytes in
+            if bytes.count > 0 { iovecs.append(iovec(iov_base: UnsafeMutableRawPointer(mutating: bytes.baseAddress), iov_len: bytes.count)) }
+            try withIOVecs(pieces.dropFirst(), &iovecs, body)
+        }
+    }
+
+    private static func writeVector(_ fd: Int32, _ vectors: [iovec], path: String) throws {
+        var vectors = vectors
+        var cursor = 0
+        var remaining = vectors.reduce(0) { $0 + $1.iov_len }
+        while remaining > 0 {
+            let written = vectors[cursor...].withUnsafeBufferPointer { writev(fd, $0.baseAddress, Int32($0.count)) }
+            if written < 0 {
+                if errno == EINTR { continue }
+                throw FileError("write", path)
+            }
+            remaining -= written
+            var advance = written
+            while advance > 0 && cursor < vectors.count {
+                if advance >= vectors[cursor].iov_len {
+                    advance -= vectors[cursor].iov_len
+                    cursor += 1
+                } else {
+                    vectors[cursor].iov_base += advance
+                    vectors[cursor].iov_len -= advance
+                    advance = 0
+                }
+            }
         }
     }
 
@@ -295,6 +352,23 @@ extension Files {
         return bytes
     }
 
+    /// Reads up to `count` bytes from the start of a file without moving its offset.
+    package static func peek(_ fd: Int32, count: Int, path: String = "input") throws -> [UInt8] {
+        var bytes = [UInt8](repeating: 0, count: count)
+        var total = 0
+        while total < count {
+            let read = bytes.withUnsafeMutableBytes { pread(fd, $0.baseAddress! + total, count - total, off_t(total)) }
+            if read < 0 {
+                if errno == EINTR { continue }
+                throw FileError("read", path)
+            }
+            if read == 0 { break }
+            total += read
+        }
+        bytes.removeLast(count - total)
+        return bytes
+    }
+
     /// Reads until `buffer` is full or the input ends; returns the bytes read.
     package static func readFull(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, path: String = "input") throws -> Int {
         var total = 0
@@ -328,13 +402,21 @@ package final class PipelinedWriter: Sendable {
 
     /// Queues `bytes` for writing; throws a failure from an earlier batch.
     package func submit(_ bytes: [UInt8]) throws {
-        if let failure = failure.withLock({ $0 }) { throw failure }
         guard !bytes.isEmpty else { return }
+        try submit([Data(bytes)])
+    }
+
+    /// Queues pieces to be written in order, as one batch.
+    package func submit(_ pieces: [Data]) throws {
+        if let failure = failure.withLock({ $0 }) { throw failure }
+        guard !pieces.isEmpty else { return }
         slots.wait()
         queue.async { [self] in
             defer { slots.signal() }
             guard failure.withLock({ $0 == nil }) else { return }
-            do { try Files.writeAll(fd, bytes, path: path) } catch let error as FileError {
+            do {
+                try Files.writeAll(fd, pieces, path: path)
+            } catch let error as FileError {
                 failure.withLock { $0 = error }
             } catch {
                 failure.withLock { $0 = FileError("write", path, errno: EIO) }
@@ -346,5 +428,36 @@ package final class PipelinedWriter: Sendable {
     package func drain() throws {
         queue.sync {}
         if let failure = failure.withLock({ $0 }) { throw failure }
+    }
+}
+
+/// A regular file mapped read-only, for reading large inputs without copying them through
+/// read(2). Pages already consumed can be dropped so the mapping never grows the resident set.
+package final class MappedInput {
+    package let bytes: UnsafeRawBufferPointer
+    private let length: Int
+
+    /// Maps `fd` when it is a non-empty regular file; `nil` otherwise (pipes, terminals).
+    package init?(fd: Int32) {
+        var info = stat()
+        guard fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG, info.st_size > 0, lseek(fd, 0, SEEK_CUR) == 0 else { return nil }
+        let length = Int(info.st_size)
+        guard let base = mmap(nil, length, PROT_READ, MAP_PRIVATE, fd, 0), base != MAP_FAILED else { return nil }
+        _ = madvise(base, length, MADV_SEQUENTIAL)
+        self.length = length
+        bytes = UnsafeRawBufferPointer(start: base, count: length)
+    }
+
+    /// Drops the pages of `range` (rounded inward to whole pages) from the resident set.
+    package func release(_ range: Range<Int>) {
+        let page = Int(sysconf(Int32(_SC_PAGESIZE)))
+        let start = (range.lowerBound + page - 1) / page * page
+        let end = range.upperBound / page * page
+        guard end > start, let base = bytes.baseAddress else { return }
+        _ = madvise(UnsafeMutableRawPointer(mutating: base + start), end - start, MADV_DONTNEED)
+    }
+
+    deinit {
+        if let base = bytes.baseAddress { munmap(UnsafeMutableRawPointer(mutating: base), length) }
     }
 }

@@ -161,12 +161,12 @@ struct EnvelopeSealer {
         try AES256GCM.seal(plaintext, key: keys.payloadKey, nonce: keys.nonce(counter: counter, last: last), aad: chunkAAD)
     }
 
-    /// Seals a chunk and appends ciphertext and tag to `out` (no intermediate arrays).
-    func seal(_ plaintext: UnsafeRawBufferPointer, counter: UInt32, last: Bool, appendingTo out: inout [UInt8]) throws {
+    /// Seals a chunk, handing ciphertext and tag to `emit` as swift-crypto returns them (no copies).
+    func seal(_ plaintext: UnsafeRawBufferPointer, counter: UInt32, last: Bool, emit: (Data) throws -> Void) throws {
         let nonce = try AES.GCM.Nonce(data: keys.nonce(counter: counter, last: last))
         let box = try AES.GCM.seal(plaintext, using: keys.payloadKey, nonce: nonce, authenticating: chunkAAD)
-        box.ciphertext.withUnsafeBytes { out.append(contentsOf: $0) }
-        box.tag.withUnsafeBytes { out.append(contentsOf: $0) }
+        try emit(box.ciphertext)
+        try emit(box.tag)
     }
 }
 
@@ -205,15 +205,17 @@ struct EnvelopeOpener {
         try AES256GCM.open(sealed, key: keys.payloadKey, nonce: keys.nonce(counter: counter, last: last), aad: chunkAAD)
     }
 
-    /// Opens a sealed chunk and appends its plaintext to `out`.
-    func open(_ sealed: UnsafeRawBufferPointer, counter: UInt32, last: Bool, appendingTo out: inout [UInt8]) throws {
+    /// Opens a sealed chunk, handing its plaintext to `emit` as swift-crypto returns it.
+    func open(_ sealed: UnsafeRawBufferPointer, counter: UInt32, last: Bool, emit: (Data) throws -> Void) throws {
         guard sealed.count >= AES256GCM.tagBytes else { throw ShadowCryptoError.authenticationFailure }
         do {
             let nonce = try AES.GCM.Nonce(data: keys.nonce(counter: counter, last: last))
             let split = sealed.count - AES256GCM.tagBytes
             let box = try AES.GCM.SealedBox(nonce: nonce, ciphertext: UnsafeRawBufferPointer(rebasing: sealed[..<split]), tag: UnsafeRawBufferPointer(rebasing: sealed[split...]))
             let plaintext = try AES.GCM.open(box, using: keys.payloadKey, authenticating: chunkAAD)
-            plaintext.withUnsafeBytes { out.append(contentsOf: $0) }
+            try emit(plaintext)
+        } catch let error as ShadowCryptoError {
+            throw error
         } catch {
             throw ShadowCryptoError.authenticationFailure
         }

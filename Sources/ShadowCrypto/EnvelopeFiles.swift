@@ -1,3 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
 import ShadowCore
 
 /// Stream-form envelope encryption between file descriptors and files, in memory bounded by
@@ -34,18 +39,38 @@ public enum EnvelopeFiles {
         input: Int32, encryptor: inout EnvelopeStreamEncryptor, chunkSize: Int, output: Int32, progress: ((Int) -> Void)?
     ) throws {
         let batch = max(batchBytes, chunkSize)
+        let writer = PipelinedWriter(fd: output, path: "output")
+        // A regular file is sealed straight from a read-only mapping, batch by batch.
+        if let mapped = MappedInput(fd: input) {
+            do {
+                var offset = 0
+                while offset < mapped.bytes.count {
+                    let end = min(offset + batch, mapped.bytes.count)
+                    var pieces: [Data] = []
+                    try encryptor.update(UnsafeRawBufferPointer(rebasing: mapped.bytes[offset..<end])) { pieces.append($0) }
+                    try writer.submit(pieces)
+                    mapped.release(max(0, offset - batch)..<offset)
+                    offset = end
+                    progress?(offset)
+                }
+                try writer.submit(try encryptor.finish())
+            } catch {
+                try? writer.drain()
+                throw error
+            }
+            try writer.drain()
+            return
+        }
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: batch, alignment: 64)
         defer { buffer.deallocate() }
-        let writer = PipelinedWriter(fd: output, path: "output")
         var consumed = 0
         do {
             while true {
                 let count = try Files.readFull(input, into: buffer)
                 if count == 0 { break }
-                var out = [UInt8]()
-                out.reserveCapacity(count + count / 64 * AES256GCM.tagBytes + EnvelopeHeader.maxBytes + 2 * AES256GCM.tagBytes)
-                try encryptor.update(UnsafeRawBufferPointer(rebasing: buffer[0..<count]), appendingTo: &out)
-                try writer.submit(out)
+                var pieces: [Data] = []
+                try encryptor.update(UnsafeRawBufferPointer(rebasing: buffer[0..<count])) { pieces.append($0) }
+                try writer.submit(pieces)
                 consumed += count
                 progress?(consumed)
                 if count < batch { break }
@@ -85,23 +110,42 @@ public enum EnvelopeFiles {
     /// background thread. `output` must be a staging file: plaintext lands there chunk by chunk
     /// and is authentic as a whole only when this returns.
     package static func decrypt(input: Int32, decryptor: inout EnvelopeStreamDecryptor, initial: [UInt8] = [], output: Int32, progress: ((Int) -> Void)?) throws {
+        let writer = PipelinedWriter(fd: output, path: "output")
+        if initial.isEmpty, let mapped = MappedInput(fd: input) {
+            do {
+                var offset = 0
+                while offset < mapped.bytes.count {
+                    let end = min(offset + batchBytes, mapped.bytes.count)
+                    var pieces: [Data] = []
+                    try decryptor.update(UnsafeRawBufferPointer(rebasing: mapped.bytes[offset..<end])) { pieces.append($0) }
+                    try writer.submit(pieces)
+                    mapped.release(max(0, offset - batchBytes)..<offset)
+                    offset = end
+                    progress?(offset)
+                }
+                try writer.submit(try decryptor.finish())
+            } catch {
+                try? writer.drain()
+                throw error
+            }
+            try writer.drain()
+            return
+        }
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: batchBytes, alignment: 64)
         defer { buffer.deallocate() }
-        let writer = PipelinedWriter(fd: output, path: "output")
         var consumed = initial.count
         do {
             if !initial.isEmpty {
-                var out = [UInt8]()
-                try initial.withUnsafeBytes { try decryptor.update($0, appendingTo: &out) }
-                try writer.submit(out)
+                var pieces: [Data] = []
+                try initial.withUnsafeBytes { try decryptor.update($0) { pieces.append($0) } }
+                try writer.submit(pieces)
             }
             while true {
                 let count = try Files.readFull(input, into: buffer)
                 if count == 0 { break }
-                var out = [UInt8]()
-                out.reserveCapacity(count + (16 << 20))
-                try decryptor.update(UnsafeRawBufferPointer(rebasing: buffer[0..<count]), appendingTo: &out)
-                try writer.submit(out)
+                var pieces: [Data] = []
+                try decryptor.update(UnsafeRawBufferPointer(rebasing: buffer[0..<count])) { pieces.append($0) }
+                try writer.submit(pieces)
                 consumed += count
                 progress?(consumed)
                 if count < batchBytes { break }

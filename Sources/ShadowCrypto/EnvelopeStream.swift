@@ -1,7 +1,7 @@
 #if canImport(FoundationEssentials)
-import FoundationEssentials
+package import FoundationEssentials
 #else
-import Foundation
+package import Foundation
 #endif
 import Crypto
 /// Encrypts a stream in fixed-size chunks, in memory bounded by the chunk size.
@@ -36,27 +36,30 @@ public struct EnvelopeStreamEncryptor {
     /// Takes more plaintext; returns the header (first time) and every chunk now known not to be the last.
     public mutating func update(_ data: some Collection<UInt8>) throws -> [UInt8] {
         var out: [UInt8] = []
-        if try data.withContiguousStorageIfAvailable({ try update(UnsafeRawBufferPointer($0), appendingTo: &out) }) == nil {
-            try Array(data).withUnsafeBytes { try update($0, appendingTo: &out) }
+        out.reserveCapacity(data.count + (data.count / chunkSize + 2) * AES256GCM.tagBytes + EnvelopeHeader.maxBytes)
+        let emit: (Data) -> Void = { piece in piece.withUnsafeBytes { out.append(contentsOf: $0) } }
+        if try data.withContiguousStorageIfAvailable({ try update(UnsafeRawBufferPointer($0), emit: emit) }) == nil {
+            try Array(data).withUnsafeBytes { try update($0, emit: emit) }
         }
         return out
     }
 
-    /// Takes more plaintext, appending the header (first time) and every sealed chunk now known
-    /// not to be the last to `out`. Whole chunks are sealed straight from `data`.
-    package mutating func update(_ data: UnsafeRawBufferPointer, appendingTo out: inout [UInt8]) throws {
+    /// Takes more plaintext, handing the header (first time) and every sealed chunk now known
+    /// not to be the last to `emit`. Whole chunks are sealed straight from `data`.
+    package mutating func update(_ data: UnsafeRawBufferPointer, emit: (Data) throws -> Void) throws {
         precondition(!finished, "update after finish")
-        out += takeHeader()
+        let header = takeHeader()
+        if !header.isEmpty { try emit(Data(header)) }
         var offset = 0
         while offset < data.count {
             if pending.count == chunkSize {
-                try pending.withUnsafeBytes { try sealer.seal($0, counter: try nextCounter(), last: false, appendingTo: &out) }
+                try pending.withUnsafeBytes { try sealer.seal($0, counter: try nextCounter(), last: false, emit: emit) }
                 pending.removeAll(keepingCapacity: true)
             }
             // With nothing pending, whole chunks that are surely not last are sealed in place.
             if pending.isEmpty {
                 while data.count - offset > chunkSize {
-                    try sealer.seal(UnsafeRawBufferPointer(rebasing: data[offset..<offset + chunkSize]), counter: try nextCounter(), last: false, appendingTo: &out)
+                    try sealer.seal(UnsafeRawBufferPointer(rebasing: data[offset..<offset + chunkSize]), counter: try nextCounter(), last: false, emit: emit)
                     offset += chunkSize
                 }
             }
@@ -71,7 +74,7 @@ public struct EnvelopeStreamEncryptor {
         precondition(!finished, "finish twice")
         finished = true
         var out = takeHeader()
-        try pending.withUnsafeBytes { try sealer.seal($0, counter: try nextCounter(), last: true, appendingTo: &out) }
+        try pending.withUnsafeBytes { try sealer.seal($0, counter: try nextCounter(), last: true) { piece in piece.withUnsafeBytes { out.append(contentsOf: $0) } } }
         return out
     }
 
@@ -113,23 +116,32 @@ public struct EnvelopeStreamDecryptor {
     /// Takes more ciphertext; returns plaintext of every chunk now known not to be the last.
     public mutating func update(_ data: some Collection<UInt8>) throws -> [UInt8] {
         var out: [UInt8] = []
-        if try data.withContiguousStorageIfAvailable({ try update(UnsafeRawBufferPointer($0), appendingTo: &out) }) == nil {
-            try Array(data).withUnsafeBytes { try update($0, appendingTo: &out) }
+        out.reserveCapacity(data.count)
+        let emit: (Data) -> Void = { piece in piece.withUnsafeBytes { out.append(contentsOf: $0) } }
+        if try data.withContiguousStorageIfAvailable({ try update(UnsafeRawBufferPointer($0), emit: emit) }) == nil {
+            try Array(data).withUnsafeBytes { try update($0, emit: emit) }
         }
         return out
     }
 
-    /// Takes more ciphertext, appending to `out` the plaintext of every chunk now known not to be
-    /// the last. Sealed chunks are opened straight from `data` when nothing is buffered.
-    package mutating func update(_ data: UnsafeRawBufferPointer, appendingTo out: inout [UInt8]) throws {
+    /// Takes more ciphertext, handing to `emit` the plaintext of every chunk now known not to be
+    /// the last. Sealed chunks are opened straight from `data` when nothing is buffered; at most
+    /// one sealed chunk (plus a header) is ever buffered.
+    package mutating func update(_ data: UnsafeRawBufferPointer, emit: (Data) throws -> Void) throws {
         var offset = 0
         if opener == nil {
-            buffer.append(contentsOf: data)
-            offset = data.count
-            guard let (header, length) = try EnvelopeHeader.parse(buffer) else { return }
+            // Buffer only what the header can need, then continue from `data` itself.
+            let before = buffer.count
+            let take = min(data.count, EnvelopeHeader.maxBytes - before)
+            buffer.append(contentsOf: UnsafeRawBufferPointer(rebasing: data[0..<take]))
+            guard let (header, length) = try EnvelopeHeader.parse(buffer) else {
+                if buffer.count >= EnvelopeHeader.maxBytes { throw ShadowCryptoError(.malformedInput, "the envelope header is malformed") }
+                return
+            }
             guard header.form == .stream else { throw ShadowCryptoError(.invalidParameter, "this is a record envelope; open it with Envelope.open") }
             opener = try EnvelopeOpener(header: header, kek: kek, context: context)
-            buffer.removeFirst(length)
+            buffer.removeAll()
+            offset = length - before
         }
         guard let opener else { return }
         let sealedChunk = Int(opener.header.chunkSize) + AES256GCM.tagBytes
@@ -142,18 +154,25 @@ public struct EnvelopeStreamDecryptor {
             }
             // A full chunk followed by at least one more byte cannot be the last.
             guard buffer.count > sealedChunk else { return }
-            try buffer.withUnsafeBytes { try opener.open(UnsafeRawBufferPointer(rebasing: $0[..<sealedChunk]), counter: try nextCounter(), last: false, appendingTo: &out) }
+            let counter = try nextCounter()
+            try buffer.withUnsafeBytes { try opener.open(UnsafeRawBufferPointer(rebasing: $0[..<sealedChunk]), counter: counter, last: false, emit: emit) }
             buffer.removeFirst(sealedChunk)
         }
-        while buffer.isEmpty && data.count - offset > sealedChunk {
-            try opener.open(UnsafeRawBufferPointer(rebasing: data[offset..<offset + sealedChunk]), counter: try nextCounter(), last: false, appendingTo: &out)
-            offset += sealedChunk
+        while data.count - offset + buffer.count > sealedChunk {
+            if buffer.isEmpty {
+                try opener.open(UnsafeRawBufferPointer(rebasing: data[offset..<offset + sealedChunk]), counter: try nextCounter(), last: false, emit: emit)
+                offset += sealedChunk
+            } else {
+                // One byte carried over from above: finish that chunk from `data`.
+                let take = sealedChunk - buffer.count
+                buffer.append(contentsOf: UnsafeRawBufferPointer(rebasing: data[offset..<offset + take]))
+                offset += take
+                let counter = try nextCounter()
+                try buffer.withUnsafeBytes { try opener.open($0, counter: counter, last: false, emit: emit) }
+                buffer.removeAll(keepingCapacity: true)
+            }
         }
         buffer.append(contentsOf: UnsafeRawBufferPointer(rebasing: data[offset...]))
-        while buffer.count > sealedChunk {
-            try buffer.withUnsafeBytes { try opener.open(UnsafeRawBufferPointer(rebasing: $0[..<sealedChunk]), counter: try nextCounter(), last: false, appendingTo: &out) }
-            buffer.removeFirst(sealedChunk)
-        }
     }
 
     /// Opens the final chunk; fails if the stream was cut short.
@@ -169,7 +188,7 @@ public struct EnvelopeStreamDecryptor {
         defer { buffer.removeAll() }
         var out: [UInt8] = []
         let counter = try nextCounter()
-        try buffer.withUnsafeBytes { try opener.open($0, counter: counter, last: true, appendingTo: &out) }
+        try buffer.withUnsafeBytes { try opener.open($0, counter: counter, last: true) { piece in piece.withUnsafeBytes { out.append(contentsOf: $0) } } }
         return out
     }
 

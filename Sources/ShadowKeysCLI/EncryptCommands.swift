@@ -173,15 +173,17 @@ struct Decrypt: AsyncParsableCommand {
             // Both forms go through the stream reader, which knows a record by its header.
             let writer = try AtomicFileWriter(path: output == "-" ? stagingDirectory + "/.shadow-keys-decrypt" : output)
             defer { writer.abort() }
-            let head = try Files.readFull(source.fd, count: 512, path: source.name)
+            // A regular file is peeked at with pread, so the stream path can map it whole.
+            let seekable = source.size != nil
+            let head = seekable ? try Files.peek(source.fd, count: 512, path: source.name) : try Files.readFull(source.fd, count: 512, path: source.name)
             if (try? Envelope.describe(head))?.form == .record {
-                guard let rest = try Files.readAll(source.fd, limit: Envelope.maxRecordBytes + 1024, path: source.name) else {
+                guard let whole = try Files.readAll(source.fd, limit: Envelope.maxRecordBytes + 1024, path: source.name) else {
                     throw CLIError(.malformedInput, "a record envelope holds at most \(Envelope.maxRecordBytes) bytes")
                 }
-                try writer.write(try Envelope.open(head + rest, kek: kek, context: context))
+                try writer.write(try Envelope.open(seekable ? whole : head + whole, kek: kek, context: context))
             } else {
                 var decryptor = EnvelopeStreamDecryptor(kek: kek, context: context)
-                try EnvelopeFiles.decrypt(input: source.fd, decryptor: &decryptor, initial: head, output: writer.fd, progress: progress.update)
+                try EnvelopeFiles.decrypt(input: source.fd, decryptor: &decryptor, initial: seekable ? [] : head, output: writer.fd, progress: progress.update)
             }
             progress.finish()
             if output == "-" { try writer.copyContents(to: 1) } else { try writer.commit() }

@@ -141,10 +141,18 @@ enum Harness {
 
     /// Runs a program with stdin, stdout and stderr on /dev/null and returns its exit status.
     static func spawnAndWait(_ path: String, _ arguments: [String], environment: [String]) throws -> Int32 {
+        try spawn(path, arguments, environment: environment).status
+    }
+
+    /// Runs a program (stdin from /dev/null, stdout to `stdout` or /dev/null, stderr to
+    /// /dev/null); returns its exit status and peak resident set in KiB.
+    static func spawn(_ path: String, _ arguments: [String], environment: [String], stdout: String = "/dev/null") throws -> (status: Int32, maxRSSKiB: Int) {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
-        for fd: Int32 in [0, 1, 2] { posix_spawn_file_actions_addopen(&actions, fd, "/dev/null", fd == 0 ? O_RDONLY : O_WRONLY, 0) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, stdout, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
         let argv = ([path] + arguments).map { strdup($0) } + [nil]
         let envp = environment.map { strdup($0) } + [nil]
         defer {
@@ -155,8 +163,9 @@ enum Harness {
         let result = posix_spawn(&pid, path, &actions, nil, argv, envp)
         guard result == 0 else { throw BenchError("cannot run \(path): error \(result)") }
         var status: Int32 = 0
-        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
-        return (status >> 8) & 0xFF
+        var usage = rusage()
+        while wait4(pid, &status, 0, &usage) < 0 && errno == EINTR {}
+        return ((status >> 8) & 0xFF, Int(usage.ru_maxrss))
     }
 }
 
@@ -170,6 +179,8 @@ func report(_ rows: [BenchRow], to path: String) throws {
     func format(_ value: Double?, unit: String) -> String {
         guard let value else { return "—" }
         if unit == "count" { return String(Int(value)) }
+        if unit == "B/s" { return String(format: "%.2f GB/s", value / 1e9) }
+        if unit == "op/s" { return String(format: "%.2f ms", 1000 / value) }
         if unit == "ms/run" { return String(format: "%.2f ms", 1000 / value) }
         if value >= 1e6 { return String(format: "%.2fM/s", value / 1e6) }
         if value >= 1e3 { return String(format: "%.1fk/s", value / 1e3) }
