@@ -38,7 +38,7 @@ let package = Package(
         .target(name: "ShadowJOSE", dependencies: ["ShadowCore", crypto, cryptoExtras], swiftSettings: strictSettings),
         .target(name: "ShadowJWKS", dependencies: ["ShadowCore", "ShadowJOSE", crypto, logging], swiftSettings: strictSettings),
         .target(name: "ShadowCrypto", dependencies: ["ShadowCore", crypto, cryptoExtras], swiftSettings: strictSettings),
-        .target(name: "ShadowApple", dependencies: ["ShadowCore", "ShadowJOSE", "ShadowJWKS", crypto], swiftSettings: strictSettings),
+        .target(name: "ShadowApple", dependencies: ["ShadowCore", "ShadowJOSE", "ShadowJWKS", "ShadowCrypto", crypto, cryptoExtras], swiftSettings: strictSettings),
         // URLSession lives apart from ShadowJWKS: on Linux, linking FoundationNetworking (and libcurl)
         // adds ~9 ms to every process start, so the CLI reaches it through `shadow-keys-fetch`.
         .target(name: "ShadowURLSession", dependencies: ["ShadowJWKS"], swiftSettings: strictSettings),
@@ -60,7 +60,7 @@ let package = Package(
         .testTarget(name: "ShadowJOSETests", dependencies: ["ShadowJOSE", "ShadowSelfTest", "ShadowTestSupport", crypto, cryptoExtras], swiftSettings: strictSettings),
         .testTarget(name: "ShadowJWKSTests", dependencies: ["ShadowJWKS", "ShadowURLSession", "ShadowTestSupport", "ShadowJOSE", logging], swiftSettings: strictSettings),
         .testTarget(name: "ShadowCryptoTests", dependencies: ["ShadowCrypto", "ShadowCore", "ShadowSelfTest", "ShadowTestSupport", crypto], swiftSettings: strictSettings),
-        .testTarget(name: "ShadowAppleTests", dependencies: ["ShadowApple", "ShadowJWKS", "ShadowTestSupport", "ShadowJOSE"], swiftSettings: strictSettings),
+        .testTarget(name: "ShadowAppleTests", dependencies: ["ShadowApple", "ShadowJWKS", "ShadowURLSession", "ShadowCrypto", "ShadowCore", "ShadowTestSupport", "ShadowJOSE", crypto, cryptoExtras], swiftSettings: strictSettings),
         .testTarget(name: "ShadowKeysCLITests", dependencies: ["ShadowKeysCLI", "ShadowTestSupport", "ShadowJOSE", "ShadowCore", crypto], swiftSettings: strictSettings),
     ]
 )
