@@ -46,7 +46,7 @@ let package = Package(
         // depending on that library: SwiftPM links an executable dependency's libraries into the
         // dependent executable, and this one must stay out of the CLI.
         .executableTarget(name: "ShadowKeysFetch", dependencies: ["ShadowJWKS", "ShadowCore"], swiftSettings: strictSettings),
-        .target(name: "ShadowSelfTest", dependencies: ["ShadowCore", "ShadowJOSE", "ShadowCrypto", crypto, cryptoExtras], swiftSettings: strictSettings),
+        .target(name: "ShadowSelfTest", dependencies: ["ShadowCore", "ShadowJOSE", "ShadowCrypto", "ShadowApple", crypto, cryptoExtras], swiftSettings: strictSettings),
         .target(name: "ShadowKeys", dependencies: ["ShadowCore", "ShadowJOSE", "ShadowJWKS", "ShadowURLSession", "ShadowApple"], swiftSettings: strictSettings),
         .executableTarget(
             name: "ShadowKeysCLI",
@@ -61,6 +61,6 @@ let package = Package(
         .testTarget(name: "ShadowJWKSTests", dependencies: ["ShadowJWKS", "ShadowURLSession", "ShadowTestSupport", "ShadowJOSE", logging], swiftSettings: strictSettings),
         .testTarget(name: "ShadowCryptoTests", dependencies: ["ShadowCrypto", "ShadowCore", "ShadowSelfTest", "ShadowTestSupport", crypto], swiftSettings: strictSettings),
         .testTarget(name: "ShadowAppleTests", dependencies: ["ShadowApple", "ShadowJWKS", "ShadowURLSession", "ShadowCrypto", "ShadowCore", "ShadowTestSupport", "ShadowJOSE", crypto, cryptoExtras], swiftSettings: strictSettings),
-        .testTarget(name: "ShadowKeysCLITests", dependencies: ["ShadowKeysCLI", "ShadowTestSupport", "ShadowJOSE", "ShadowCore", crypto], swiftSettings: strictSettings),
+        .testTarget(name: "ShadowKeysCLITests", dependencies: ["ShadowKeysCLI", "ShadowTestSupport", "ShadowJOSE", "ShadowCore", "ShadowApple", crypto, cryptoExtras], swiftSettings: strictSettings),
     ]
 )

@@ -83,6 +83,17 @@ public final class JWKSProvider: Sendable {
         self.state = Mutex(State())
     }
 
+    /// A provider that serves a local key set and never fetches (for code that takes a provider).
+    public static func serving(_ keySet: JWKSet, clock: Clock = .system) throws -> JWKSProvider {
+        let provider = try JWKSProvider(configuration: .init(url: "https://local.invalid/jwks"), transport: nil, clock: clock)
+        provider.state.withLock { state in
+            state.loaded = true
+            state.keySet = keySet
+            state.snapshot.expiresAt = .distantFuture
+        }
+        return provider
+    }
+
     // MARK: - Lifecycle
 
     /// Fetches the key set now, so the first verification does not wait. Failures are logged

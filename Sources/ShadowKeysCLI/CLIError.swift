@@ -1,4 +1,5 @@
 import ArgumentParser
+import ShadowApple
 import ShadowCore
 import ShadowJOSE
 import ShadowCrypto
@@ -13,6 +14,9 @@ enum ExitStatus: Int32 {
     case claimsRejected = 12
     case keysUnavailable = 13
     case authenticationFailed = 20
+    case appleInvalidGrant = 40
+    case appleRejected = 41
+    case appleUnavailable = 42
     case usage = 64
     case malformedInput = 65
     case noInput = 66
@@ -87,6 +91,8 @@ func reportingFailures(json: Bool, _ body: () async throws -> Void) async throws
         try fail(error, json: json)
     } catch let error as JOSEError {
         try fail(CLIError(error), json: json)
+    } catch let error as AppleError {
+        try fail(CLIError(error.exitStatus, code: error.code.name, error.reason), json: json)
     } catch let error as ShadowCryptoError {
         let status: ExitStatus
         switch error.code {

@@ -41,6 +41,9 @@ package enum SelfTest {
         Suite(module: "ShadowJOSE", name: "Wycheproof RSA-2048 PKCS#1 v1.5 (RS256)", path: "wycheproof/rsa_signature_2048_sha256_test.json", embedded: false) {
             SignatureSuites.rsaPKCS1(try WycheproofFile(json: $0))
         },
+        Suite(module: "ShadowApple", name: "Client secret sign/verify (RFC 7515 A.3 key)", path: "rfc/rfc7515-a3-es256.json", embedded: true) {
+            AppleSuites.clientSecret($0)
+        },
         Suite(module: "ShadowCrypto", name: "FIPS 180-4 SHA-256 examples", path: "", embedded: true) { _ in CryptoSuites.fips180Examples() },
         Suite(module: "ShadowCrypto", name: "NIST SHA256ShortMsg", path: "nist-cavp/SHA2/SHA256ShortMsg.rsp", embedded: false) {
             CryptoSuites.sha256Messages(String(decoding: $0, as: UTF8.self))
