@@ -18,6 +18,7 @@ let package = Package(
                 .product(name: "ShadowKeys", package: "ShadowKeys"),
                 .product(name: "ShadowJWKS", package: "ShadowKeys"),
                 .product(name: "ShadowCrypto", package: "ShadowKeys"),
+                .product(name: "ShadowApple", package: "ShadowKeys"),
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "CryptoExtras", package: "swift-crypto"),

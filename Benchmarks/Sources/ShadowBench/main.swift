@@ -27,5 +27,6 @@ var rows: [BenchRow] = []
 if wants("jwt") { rows += try await JWTBenchmarks.run() }
 if wants("jwks") { rows += try await JWKSBenchmarks.run() }
 if wants("crypto") { rows += try await CryptoBenchmarks.run(binary: binary, workDirectory: work) }
+if wants("apple") { rows += try await AppleBenchmarks.run(binary: binary, workDirectory: work) }
 if wants("cli") { rows += try CLIBenchmarks.run(binary: binary, workDirectory: work) }
 try report(rows, to: output)
