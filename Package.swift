@@ -25,6 +25,7 @@ let package = Package(
         .library(name: "ShadowURLSession", targets: ["ShadowURLSession"]),
         .library(name: "ShadowApple", targets: ["ShadowApple"]),
         .library(name: "ShadowCrypto", targets: ["ShadowCrypto"]),
+        .library(name: "ShadowVault", targets: ["ShadowVault"]),
         .executable(name: "shadow-keys", targets: ["ShadowKeysCLI"]),
         .executable(name: "shadow-keys-fetch", targets: ["ShadowKeysFetch"]),
     ],
@@ -38,6 +39,7 @@ let package = Package(
         .target(name: "ShadowJOSE", dependencies: ["ShadowCore", crypto, cryptoExtras], swiftSettings: strictSettings),
         .target(name: "ShadowJWKS", dependencies: ["ShadowCore", "ShadowJOSE", crypto, logging], swiftSettings: strictSettings),
         .target(name: "ShadowCrypto", dependencies: ["ShadowCore", crypto, cryptoExtras], swiftSettings: strictSettings),
+        .target(name: "ShadowVault", dependencies: ["ShadowCore", "ShadowCrypto", crypto], swiftSettings: strictSettings),
         .target(name: "ShadowApple", dependencies: ["ShadowCore", "ShadowJOSE", "ShadowJWKS", "ShadowCrypto", crypto, cryptoExtras], swiftSettings: strictSettings),
         // URLSession lives apart from ShadowJWKS: on Linux, linking FoundationNetworking (and libcurl)
         // adds ~9 ms to every process start, so the CLI reaches it through `shadow-keys-fetch`.
@@ -47,11 +49,11 @@ let package = Package(
         // dependent executable, and this one must stay out of the CLI.
         .executableTarget(name: "ShadowKeysFetch", dependencies: ["ShadowJWKS", "ShadowCore"], swiftSettings: strictSettings),
         .target(name: "ShadowSelfTest", dependencies: ["ShadowCore", "ShadowJOSE", "ShadowCrypto", "ShadowApple", crypto, cryptoExtras], swiftSettings: strictSettings),
-        .target(name: "ShadowKeys", dependencies: ["ShadowCore", "ShadowJOSE", "ShadowJWKS", "ShadowURLSession", "ShadowApple"], swiftSettings: strictSettings),
+        .target(name: "ShadowKeys", dependencies: ["ShadowCore", "ShadowJOSE", "ShadowJWKS", "ShadowURLSession", "ShadowApple", "ShadowCrypto", "ShadowVault"], swiftSettings: strictSettings),
         .executableTarget(
             name: "ShadowKeysCLI",
             // ShadowKeysFetch is a build-order dependency only: it is built beside the CLI, not linked into it.
-            dependencies: ["ShadowCore", "ShadowJOSE", "ShadowJWKS", "ShadowApple", "ShadowCrypto", "ShadowSelfTest", "ShadowKeysFetch", argumentParser, logging],
+            dependencies: ["ShadowCore", "ShadowJOSE", "ShadowJWKS", "ShadowApple", "ShadowCrypto", "ShadowVault", "ShadowSelfTest", "ShadowKeysFetch", argumentParser, logging],
             swiftSettings: strictSettings
         ),
 
@@ -60,6 +62,7 @@ let package = Package(
         .testTarget(name: "ShadowJOSETests", dependencies: ["ShadowJOSE", "ShadowSelfTest", "ShadowTestSupport", crypto, cryptoExtras], swiftSettings: strictSettings),
         .testTarget(name: "ShadowJWKSTests", dependencies: ["ShadowJWKS", "ShadowURLSession", "ShadowTestSupport", "ShadowJOSE", logging], swiftSettings: strictSettings),
         .testTarget(name: "ShadowCryptoTests", dependencies: ["ShadowCrypto", "ShadowCore", "ShadowSelfTest", "ShadowTestSupport", crypto], swiftSettings: strictSettings),
+        .testTarget(name: "ShadowVaultTests", dependencies: ["ShadowVault", "ShadowCrypto", "ShadowCore", "ShadowTestSupport"], swiftSettings: strictSettings),
         .testTarget(name: "ShadowAppleTests", dependencies: ["ShadowApple", "ShadowJWKS", "ShadowURLSession", "ShadowCrypto", "ShadowCore", "ShadowTestSupport", "ShadowJOSE", crypto, cryptoExtras], swiftSettings: strictSettings),
         .testTarget(name: "ShadowKeysCLITests", dependencies: ["ShadowKeysCLI", "ShadowTestSupport", "ShadowJOSE", "ShadowCore", "ShadowApple", crypto, cryptoExtras], swiftSettings: strictSettings),
     ]

@@ -4,3 +4,5 @@
 @_exported public import ShadowJWKS
 @_exported public import ShadowURLSession
 @_exported public import ShadowApple
+@_exported public import ShadowCrypto
+@_exported public import ShadowVault

@@ -1,0 +1,333 @@
+import Crypto
+import Dispatch
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+public import ShadowCore
+public import ShadowCrypto
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// How to open a vault.
+public enum VaultUnlock: Sendable, CustomStringConvertible {
+    /// A passphrase, stretched with PBKDF2-HMAC-SHA256 (salt and iterations in the header).
+    case passphrase(SecretBytes)
+    /// A raw 256-bit key.
+    case key(SecretBytes)
+
+    public var description: String {
+        switch self {
+        case .passphrase: return "VaultUnlock.passphrase(redacted)"
+        case .key: return "VaultUnlock.key(redacted)"
+        }
+    }
+}
+
+/// What the header of a vault says, readable without a key.
+public struct VaultHeaderInfo: Sendable {
+    public let version: Int
+    /// "key" or "passphrase".
+    public let keyKind: String
+    /// PBKDF2 iterations, for a passphrase vault.
+    public let iterations: Int?
+    public let saltBytes: Int?
+    public let generation: UInt64
+    /// Hex of the random vault id.
+    public let vaultID: String
+    public let fileBytes: Int
+}
+
+/// Everything inside a vault: entries by name, and named sections other modules keep there.
+public struct VaultContents: Sendable {
+    public internal(set) var generation: UInt64
+    public var entries: [String: VaultEntry]
+    /// Named JSON sections (the credential-state store keeps its state here).
+    public var sections: JSONObject
+
+    init(generation: UInt64 = 0, entries: [String: VaultEntry] = [:], sections: JSONObject = [:]) {
+        self.generation = generation
+        self.entries = entries
+        self.sections = sections
+    }
+}
+
+/// An encrypted, crash-safe, multi-process store for tokens and keys: one file whose header is
+/// authenticated and whose body (names, secrets, metadata) is encrypted. Format and guarantees:
+/// Docs/vault-format.md.
+///
+/// Writes hold an advisory lock across read-modify-write and replace the file atomically
+/// (temporary file, fsync, rename, fsync of the directory). Reads take no lock.
+public final class TokenVault: Sendable {
+    /// The vault file.
+    public let path: String
+    /// How long a write waits for another process's lock, in seconds.
+    public let lockTimeout: Double
+    private let unlock: VaultUnlock
+    private let clock: Clock
+    /// The last master key derived, by (salt, iterations), so one process stretches a passphrase once.
+    private let masterCache = Mutex<(salt: [UInt8], iterations: UInt32, key: SymmetricKey)?>(nil)
+
+    /// The largest vault file read.
+    public static let maxFileBytes = 64 << 20
+
+    /// The default path: `$SHADOW_KEYS_VAULT`, else `$XDG_DATA_HOME/shadow-keys/vault.skv`, else
+    /// `~/.local/share/shadow-keys/vault.skv`.
+    public static func defaultPath(environment: [String: String]? = nil) -> String {
+        let environment = environment ?? ProcessInfo.processInfo.environment
+        if let path = environment["SHADOW_KEYS_VAULT"], !path.isEmpty { return path }
+        if let xdg = environment["XDG_DATA_HOME"], xdg.hasPrefix("/") { return xdg + "/shadow-keys/vault.skv" }
+        return (environment["HOME"] ?? "/tmp") + "/.local/share/shadow-keys/vault.skv"
+    }
+
+    /// A handle on the vault at `path`; nothing is read until it is used.
+    public init(path: String, unlock: VaultUnlock, lockTimeout: Double = 10, clock: Clock = .system) {
+        self.path = path
+        self.unlock = unlock
+        self.lockTimeout = lockTimeout
+        self.clock = clock
+    }
+
+    // MARK: - Creating and inspecting
+
+    /// Creates an empty vault (folder 0700, file 0600). Fails if one exists.
+    @discardableResult
+    public static func create(at path: String, unlock: VaultUnlock, iterations: Int = PBKDF2.defaultIterations, clock: Clock = .system) throws -> TokenVault {
+        if case .key(let key) = unlock, key.count != 32 { throw VaultError(.invalidParameter, "a vault key is 32 bytes, not \(key.count)") }
+        guard iterations >= PBKDF2.minimumIterations, iterations <= VaultHeader.maxIterations else {
+            throw VaultError(.invalidParameter, "PBKDF2 iterations must be \(PBKDF2.minimumIterations) to \(VaultHeader.maxIterations)")
+        }
+        try io { try Files.makeDirectory(Files.parentDirectory(path)) }
+        let vault = TokenVault(path: path, unlock: unlock, clock: clock)
+        try vault.withLock {
+            guard try io({ try Files.ownerAndMode(path) }) == nil else { throw VaultError(.alreadyExists, "a vault already exists at \(path)") }
+            try vault.write(VaultContents(), previous: nil, iterations: UInt32(iterations))
+        }
+        return vault
+    }
+
+    /// Reads the header only; no key needed.
+    public static func headerInfo(path: String) throws -> VaultHeaderInfo {
+        let bytes = try readFile(path)
+        let (header, _) = try VaultHeader.parse(bytes)
+        return VaultHeaderInfo(
+            version: Int(VaultHeader.version), keyKind: header.kind == .key ? "key" : "passphrase",
+            iterations: header.kind == .passphrase ? Int(header.iterations) : nil, saltBytes: header.kind == .passphrase ? header.salt.count : nil,
+            generation: header.generation, vaultID: Hex.encode(header.vaultID), fileBytes: bytes.count)
+    }
+
+    /// Warnings about loose permissions on the vault file or its folder.
+    public static func permissionWarnings(path: String) -> [String] {
+        var warnings: [String] = []
+        if let (_, mode) = (try? Files.ownerAndMode(path)) ?? nil, mode & 0o077 != 0 {
+            warnings.append("the vault file \(path) has mode \(String(mode, radix: 8)); it should be 600")
+        }
+        let folder = Files.parentDirectory(path)
+        if let (_, mode) = (try? Files.ownerAndMode(folder)) ?? nil, mode & 0o077 != 0 {
+            warnings.append("the vault folder \(folder) has mode \(String(mode, radix: 8)); it should be 700")
+        }
+        return warnings
+    }
+
+    // MARK: - Synchronous operations (the CLI's)
+
+    /// Everything in the vault.
+    package func contents() throws -> VaultContents {
+        try open(try Self.readFile(path)).contents
+    }
+
+    /// The entry named `name`.
+    package func entrySync(named name: String) throws -> VaultEntry {
+        guard var entry = try contents().entries[name] else { throw VaultError(.noSuchEntry, "no entry named \(name.quotedForMessage)") }
+        entry.expired = entry.isExpired(at: clock.now)
+        return entry
+    }
+
+    /// Adds or replaces an entry, stamping `updatedAt`; a replacement keeps the original `createdAt`.
+    package func putSync(_ entry: VaultEntry) throws {
+        try VaultEntry.checkName(entry.name)
+        try update { contents in
+            var entry = entry
+            let now = clock.now
+            entry.updatedAt = now
+            entry.createdAt = contents.entries[entry.name]?.createdAt ?? now
+            entry.expired = false
+            contents.entries[entry.name] = entry
+        }
+    }
+
+    /// Removes an entry.
+    package func removeSync(named name: String) throws {
+        try update { contents in
+            guard contents.entries.removeValue(forKey: name) != nil else { throw VaultError(.noSuchEntry, "no entry named \(name.quotedForMessage)") }
+        }
+    }
+
+    /// Reads, changes and writes the vault under its lock; the write happens only if `body` returns.
+    package func update<R>(_ body: (inout VaultContents) throws -> R) throws -> R {
+        try withLock {
+            let bytes = try Self.readFile(path)
+            let opened = try open(bytes)
+            var contents = opened.contents
+            let result = try body(&contents)
+            try write(contents, previous: opened.header, iterations: nil)
+            return result
+        }
+    }
+
+    /// Re-encrypts under a new passphrase or key (a passphrase gets a new salt), atomically.
+    package func rekeySync(to newUnlock: VaultUnlock, iterations: Int = PBKDF2.defaultIterations) throws {
+        if case .key(let key) = newUnlock, key.count != 32 { throw VaultError(.invalidParameter, "a vault key is 32 bytes, not \(key.count)") }
+        guard iterations >= PBKDF2.minimumIterations, iterations <= VaultHeader.maxIterations else {
+            throw VaultError(.invalidParameter, "PBKDF2 iterations must be \(PBKDF2.minimumIterations) to \(VaultHeader.maxIterations)")
+        }
+        try withLock {
+            let opened = try open(try Self.readFile(path))
+            let replacement = TokenVault(path: path, unlock: newUnlock, lockTimeout: lockTimeout, clock: clock)
+            try replacement.write(opened.contents, previous: opened.header, iterations: UInt32(iterations))
+        }
+    }
+
+    // MARK: - Async API
+
+    /// The entry named `name`, with ``VaultEntry/expired`` set by the vault's clock.
+    public func entry(named name: String) async throws -> VaultEntry { try await offload { try self.entrySync(named: name) } }
+
+    /// Every entry's metadata, never secrets, sorted by name.
+    public func list() async throws -> [VaultEntryInfo] {
+        try await offload {
+            let now = self.clock.now
+            return try self.contents().entries.values.sorted { $0.name < $1.name }.map {
+                VaultEntryInfo(name: $0.name, provider: $0.provider, kind: $0.kind, subject: $0.subject, createdAt: $0.createdAt, updatedAt: $0.updatedAt,
+                               expiresAt: $0.expiresAt, labels: $0.labels, expired: $0.isExpired(at: now))
+            }
+        }
+    }
+
+    /// Adds or replaces an entry.
+    public func put(_ entry: VaultEntry) async throws { try await offload { try self.putSync(entry) } }
+
+    /// Removes an entry; ``VaultError/Code/noSuchEntry`` when there is none.
+    public func remove(named name: String) async throws { try await offload { try self.removeSync(named: name) } }
+
+    /// Changes the passphrase or key, or raises the iterations, atomically.
+    public func rekey(to newUnlock: VaultUnlock, iterations: Int = PBKDF2.defaultIterations) async throws {
+        try await offload { try self.rekeySync(to: newUnlock, iterations: iterations) }
+    }
+
+    /// Runs blocking file work on a Dispatch thread, keeping Swift's cooperative pool free.
+    private func offload<R: Sendable>(_ work: @escaping @Sendable () throws -> R) async throws -> R {
+        try await withCheckedThrowingContinuation { continuation in
+            DispatchQueue.global().async { continuation.resume(with: Result { try work() }) }
+        }
+    }
+
+    // MARK: - Reading and writing
+
+    private static func io<R>(_ body: () throws -> R) throws -> R {
+        do { return try body() } catch let error as FileError { throw VaultError(.io, error.description) }
+    }
+
+    static func readFile(_ path: String) throws -> [UInt8] {
+        do {
+            guard let bytes = try Files.read(path, limit: maxFileBytes) else { throw VaultError(.corrupted, "the vault file exceeds \(maxFileBytes) bytes") }
+            return bytes
+        } catch let error as FileError {
+            if error.isNotFound { throw VaultError(.notFound, "no vault at \(path); create one with `shadow-keys vault init`") }
+            throw VaultError(.io, error.description)
+        }
+    }
+
+    private func masterKey(for header: VaultHeader) throws -> SymmetricKey {
+        switch (unlock, header.kind) {
+        case (.key(let key), .key):
+            guard key.count == 32 else { throw VaultError(.wrongKey, "wrong passphrase or key (a vault key is 32 bytes)") }
+            return key.symmetricKey
+        case (.passphrase(let passphrase), .passphrase):
+            if let cached = masterCache.withLock({ $0 }), cached.salt == header.salt, cached.iterations == header.iterations { return cached.key }
+            let key = try PBKDF2.deriveKey(passphrase: passphrase, salt: header.salt, iterations: Int(header.iterations)).symmetricKey
+            masterCache.withLock { $0 = (header.salt, header.iterations, key) }
+            return key
+        case (.key, .passphrase):
+            throw VaultError(.wrongKey, "wrong passphrase or key: this vault is locked with a passphrase, not a key")
+        case (.passphrase, .key):
+            throw VaultError(.wrongKey, "wrong passphrase or key: this vault is locked with a key, not a passphrase")
+        }
+    }
+
+    /// Checks the key, then decrypts and reads the body.
+    private func open(_ bytes: [UInt8]) throws -> (header: VaultHeader, contents: VaultContents) {
+        let (header, length) = try VaultHeader.parse(bytes)
+        guard bytes.count - length == Int(header.bodyLength) else {
+            throw VaultError(.corrupted, bytes.count - length < Int(header.bodyLength) ? "the vault file is truncated" : "the vault file has bytes after its body")
+        }
+        let keys = VaultKeys(master: try masterKey(for: header), vaultID: header.vaultID)
+        guard ConstantTime.equals(keys.keyCheck(header), header.keyCheck) else { throw VaultError(.wrongKey, "wrong passphrase or key") }
+        let plaintext: [UInt8]
+        do {
+            plaintext = try AES256GCM.open(bytes[length...], key: keys.bodyKey, nonce: header.nonce, aad: header.serialized)
+        } catch {
+            throw VaultError(.corrupted, "the vault body does not authenticate: the file was altered or damaged")
+        }
+        let contents = try VaultBody.decode(plaintext)
+        guard contents.generation == header.generation else { throw VaultError(.corrupted, "the body's generation does not match the header's") }
+        return (header, contents)
+    }
+
+    /// Writes `contents` as the next generation, atomically.
+    private func write(_ contents: VaultContents, previous: VaultHeader?, iterations: UInt32?) throws {
+        var contents = contents
+        contents.generation = (previous?.generation ?? 0) + 1
+        let plaintext = VaultBody.encode(contents)
+        let kind: VaultHeader.Kind
+        var salt: [UInt8] = []
+        var rounds: UInt32 = 0
+        switch unlock {
+        case .key: kind = .key
+        case .passphrase:
+            kind = .passphrase
+            // Keep the salt and count unless the caller sets new ones (rekey, create).
+            if let previous, previous.kind == .passphrase, iterations == nil {
+                salt = previous.salt
+                rounds = previous.iterations
+            } else {
+                salt = randomBytes(16)
+                rounds = iterations ?? UInt32(PBKDF2.defaultIterations)
+            }
+        }
+        var header = VaultHeader(
+            kind: kind, vaultID: previous.map(\.vaultID) ?? randomBytes(16), generation: contents.generation, iterations: rounds, salt: salt,
+            nonce: randomBytes(12), bodyLength: UInt32(plaintext.count + AES256GCM.tagBytes), keyCheck: [])
+        let keys = VaultKeys(master: try masterKey(for: header), vaultID: header.vaultID)
+        header.keyCheck = keys.keyCheck(header)
+        let body = try AES256GCM.seal(plaintext, key: keys.bodyKey, nonce: header.nonce, aad: header.serialized)
+        try Self.io {
+            try Files.writeAtomically(path, header.serialized + body, mode: 0o600)
+        }
+    }
+
+    /// Holds the vault's lock (`<path>.lock`) around `body`; removes temporary files that a
+    /// killed writer left behind, which only a lock holder can safely do.
+    private func withLock<R>(_ body: () throws -> R) throws -> R {
+        let lock: FileLock?
+        do { lock = try FileLock.acquire(path + ".lock", timeout: lockTimeout) } catch let error as FileError {
+            throw VaultError(.io, error.description)
+        }
+        guard let lock else { throw VaultError(.lockTimeout, "another process held the vault's lock for more than \(lockTimeout) s") }
+        defer { lock.release() }
+        removeStaleTemporaries()
+        return try body()
+    }
+
+    private func removeStaleTemporaries() {
+        let folder = Files.parentDirectory(path)
+        let prefix = "." + Files.baseName(path) + ".tmp-"
+        guard let names = try? FileManager.default.contentsOfDirectory(atPath: folder) else { return }
+        for name in names where name.hasPrefix(prefix) { unlink(folder + "/" + name) }
+    }
+}

@@ -1,0 +1,94 @@
+#if canImport(FoundationEssentials)
+public import FoundationEssentials
+#else
+public import Foundation
+#endif
+public import ShadowCrypto
+
+/// One secret in the vault, with its metadata.
+public struct VaultEntry: Sendable, CustomStringConvertible {
+    /// Who issued the secret.
+    public enum Provider: String, Sendable, CaseIterable {
+        case apple, google, other
+    }
+
+    /// What the secret is.
+    public enum Kind: String, Sendable, CaseIterable {
+        case refreshToken = "refresh-token"
+        case accessToken = "access-token"
+        case idToken = "id-token"
+        case key
+        case other
+    }
+
+    /// The entry's name: 1 to 255 bytes of printable UTF-8. Names are compared as Swift strings
+    /// compare, so two canonically equivalent spellings name the same entry.
+    public var name: String
+    /// The secret; it never prints.
+    public var secret: SecretBytes
+    public var provider: Provider
+    public var kind: Kind
+    /// The user the secret belongs to (a `sub`), if any.
+    public var subject: String?
+    /// Set by the vault when the entry is first stored.
+    public internal(set) var createdAt: Date
+    /// Set by the vault on every store.
+    public internal(set) var updatedAt: Date
+    public var expiresAt: Date?
+    /// Free labels, kept sorted by key.
+    public var labels: [String: String]
+    /// Set on read: whether the entry had expired by the vault's clock when it was read.
+    public internal(set) var expired = false
+
+    /// An entry to store; the vault sets `createdAt` and `updatedAt` from its clock.
+    public init(
+        name: String, secret: SecretBytes, provider: Provider = .other, kind: Kind = .other, subject: String? = nil, expiresAt: Date? = nil,
+        labels: [String: String] = [:]
+    ) {
+        self.init(
+            name: name, secret: secret, provider: provider, kind: kind, subject: subject, createdAt: Date(timeIntervalSince1970: 0),
+            updatedAt: Date(timeIntervalSince1970: 0), expiresAt: expiresAt, labels: labels)
+    }
+
+    init(
+        name: String, secret: SecretBytes, provider: Provider, kind: Kind, subject: String?, createdAt: Date, updatedAt: Date, expiresAt: Date?,
+        labels: [String: String]
+    ) {
+        self.name = name
+        self.secret = secret
+        self.provider = provider
+        self.kind = kind
+        self.subject = subject
+        self.createdAt = createdAt
+        self.updatedAt = updatedAt
+        self.expiresAt = expiresAt
+        self.labels = labels
+    }
+
+    /// True when `expiresAt` is at or before `now`.
+    public func isExpired(at now: Date) -> Bool { expiresAt.map { $0 <= now } ?? false }
+
+    public var description: String {
+        "VaultEntry(\(name), \(provider.rawValue) \(kind.rawValue), subject: \(subject ?? "none"), secret redacted)"
+    }
+
+    static func checkName(_ name: String) throws {
+        guard (1...255).contains(name.utf8.count), name.unicodeScalars.allSatisfy({ $0.value >= 0x20 && $0.value != 0x7F }) else {
+            throw VaultError(.invalidParameter, "entry names are 1 to 255 bytes of printable text")
+        }
+    }
+}
+
+/// What a reader learns about a stored entry: everything but the secret.
+public struct VaultEntryInfo: Sendable {
+    public let name: String
+    public let provider: VaultEntry.Provider
+    public let kind: VaultEntry.Kind
+    public let subject: String?
+    public let createdAt: Date
+    public let updatedAt: Date
+    public let expiresAt: Date?
+    public let labels: [String: String]
+    /// Whether it had expired when read.
+    public let expired: Bool
+}
