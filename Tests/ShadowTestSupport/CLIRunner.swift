@@ -46,40 +46,9 @@ public enum CLIRunner {
     public static func run(
         executable: URL, _ arguments: [String], stdin: Data?, environment: [String: String] = [:], currentDirectory: URL? = nil, timeout: TimeInterval = 60
     ) throws -> CLIResult {
-        let process = Process()
-        process.executableURL = executable
-        process.arguments = arguments
-        var env = ProcessInfo.processInfo.environment
-        for (key, value) in environment { env[key] = value }
-        process.environment = env
-        if let currentDirectory { process.currentDirectoryURL = currentDirectory }
-        let out = Pipe(), err = Pipe(), input = Pipe()
-        process.standardOutput = out
-        process.standardError = err
-        process.standardInput = input
-        try process.run()
-
-        let group = DispatchGroup()
-        nonisolated(unsafe) var outData = Data()
-        nonisolated(unsafe) var errData = Data()
-        group.enter()
-        DispatchQueue.global().async {
-            outData = out.fileHandleForReading.readDataToEndOfFile()
-            group.leave()
+        let child = try ChildProcess(executable.path, arguments, stdin: stdin, environment: environment, currentDirectory: currentDirectory?.path)
+        do { return try child.wait(timeout: timeout) } catch {
+            throw CLIRunnerError("\(executable.lastPathComponent) \(arguments.joined(separator: " ")) did not finish within \(timeout) s")
         }
-        group.enter()
-        DispatchQueue.global().async {
-            errData = err.fileHandleForReading.readDataToEndOfFile()
-            group.leave()
-        }
-        if let stdin { try? input.fileHandleForWriting.write(contentsOf: stdin) }
-        try? input.fileHandleForWriting.close()
-
-        if group.wait(timeout: .now() + timeout) == .timedOut {
-            process.terminate()
-            throw CLIRunnerError("shadow-keys \(arguments.joined(separator: " ")) did not finish within \(timeout) s")
-        }
-        process.waitUntilExit()
-        return CLIResult(status: process.terminationStatus, stdout: String(decoding: outData, as: UTF8.self), stderr: String(decoding: errData, as: UTF8.self))
     }
 }
