@@ -4,6 +4,7 @@ import ShadowCore
 import ShadowJOSE
 import ShadowCrypto
 import ShadowJWKS
+import ShadowVault
 
 /// The exit codes scripts rely on (Docs/cli.md).
 enum ExitStatus: Int32 {
@@ -14,6 +15,10 @@ enum ExitStatus: Int32 {
     case claimsRejected = 12
     case keysUnavailable = 13
     case authenticationFailed = 20
+    case vaultWrongKey = 30
+    case vaultCorrupted = 31
+    case vaultNoSuchEntry = 32
+    case vaultLockTimeout = 33
     case appleInvalidGrant = 40
     case appleRejected = 41
     case appleUnavailable = 42
@@ -99,6 +104,18 @@ func reportingFailures(json: Bool, _ body: () async throws -> Void) async throws
         case .authenticationFailed: status = .authenticationFailed
         case .malformedInput: status = .malformedInput
         case .weakParameters, .invalidParameter: status = .usage
+        default: status = .failure
+        }
+        try fail(CLIError(status, code: error.code.name, error.reason), json: json)
+    } catch let error as VaultError {
+        let status: ExitStatus
+        switch error.code {
+        case .wrongKey: status = .vaultWrongKey
+        case .corrupted: status = .vaultCorrupted
+        case .noSuchEntry: status = .vaultNoSuchEntry
+        case .lockTimeout: status = .vaultLockTimeout
+        case .notFound: status = .noInput
+        case .invalidParameter: status = .usage
         default: status = .failure
         }
         try fail(CLIError(status, code: error.code.name, error.reason), json: json)

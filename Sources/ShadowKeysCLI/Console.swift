@@ -19,25 +19,35 @@ enum Console {
     /// Writes `text` to stderr without a newline (progress lines).
     static func errNoNewline(_ text: String) { write(2, text) }
 
+    /// Writes raw bytes to stdout, then a newline if asked.
+    static func outBytes(_ bytes: UnsafeRawBufferPointer, newline: Bool) {
+        write(1, bytes)
+        if newline { write(1, "\n") }
+    }
+
     /// Writes a JSON value as one line on stdout.
     static func json(_ value: JSONValue) { out(value.serialized()) }
 
     private static func write(_ fd: Int32, _ text: String) {
         var text = text
-        text.withUTF8 { buffer in
-            var offset = 0
-            while offset < buffer.count {
-                #if canImport(Glibc) || canImport(Musl)
-                let written = Glibc.write(fd, buffer.baseAddress! + offset, buffer.count - offset)
-                #else
-                let written = Darwin.write(fd, buffer.baseAddress! + offset, buffer.count - offset)
-                #endif
-                if written < 0 {
-                    if errno == EINTR { continue }
-                    return
-                }
-                offset += written
+        text.withUTF8 { write(fd, UnsafeRawBufferPointer($0)) }
+    }
+
+    private static func write(_ fd: Int32, _ buffer: UnsafeRawBufferPointer) {
+        guard var pointer = buffer.baseAddress else { return }
+        var remaining = buffer.count
+        while remaining > 0 {
+            #if canImport(Glibc) || canImport(Musl)
+            let written = Glibc.write(fd, pointer, remaining)
+            #else
+            let written = Darwin.write(fd, pointer, remaining)
+            #endif
+            if written < 0 {
+                if errno == EINTR { continue }
+                return
             }
+            pointer += written
+            remaining -= written
         }
     }
 

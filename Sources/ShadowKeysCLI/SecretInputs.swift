@@ -67,11 +67,23 @@ func readKeyFile(_ path: String) throws -> SecretBytes {
     }
     defer { for index in bytes.indices { bytes[index] = 0 } }
     if bytes.count == 32 { return SecretBytes(bytes) }
+    guard let key = parseTextKey(bytes) else { throw CLIError(.usage, "key file \(path) holds neither 32 raw bytes, 64 hex digits, nor base64 of 32 bytes") }
+    return key
+}
+
+/// Reads a 256-bit key from an environment variable: 64 hex digits, or base64/base64url of 32 bytes.
+func readKeyEnvironment(_ name: String) throws -> SecretBytes {
+    guard let value = ProcessInfo.processInfo.environment[name] else { throw CLIError(.usage, "environment variable \(name) is not set") }
+    guard let key = parseTextKey(Array(value.utf8)) else { throw CLIError(.usage, "environment variable \(name) holds neither 64 hex digits nor base64 of 32 bytes") }
+    return key
+}
+
+private func parseTextKey(_ bytes: [UInt8]) -> SecretBytes? {
     let text = String(decoding: trimWhitespace(bytes), as: UTF8.self)
     if text.utf8.count == 64, let hex = try? Hex.decode(text) { return SecretBytes(hex) }
     let urlSafe = text.replacing("+", with: "-").replacing("/", with: "_").filter { $0 != "=" }
     if let decoded = try? Base64URL.decode(urlSafe), decoded.count == 32 { return SecretBytes(decoded) }
-    throw CLIError(.usage, "key file \(path) holds neither 32 raw bytes, 64 hex digits, nor base64 of 32 bytes")
+    return nil
 }
 
 /// Warns on stderr when a secret file can be read by group or others.

@@ -72,6 +72,9 @@ package enum SelfTest {
         Suite(module: "ShadowCrypto", name: "ShadowKeys envelope v1 vectors", path: "shadow/envelope/vectors.json", embedded: true) {
             EnvelopeSuites.vectors($0)
         },
+        Suite(module: "ShadowVault", name: "ShadowKeys vault v1 vectors", path: "shadow/vault/vectors.json", embedded: true) {
+            VaultSuites.vectors($0)
+        },
     ]
 
     /// Runs every suite. Files not compiled in are read from `directory`; without one, those

@@ -29,6 +29,28 @@ public enum VaultUnlock: Sendable, CustomStringConvertible {
     }
 }
 
+/// The random values a vault file is sealed with (injected only to reproduce vectors).
+package struct VaultRandomness: Sendable {
+    package var vaultID: [UInt8]
+    package var salt: [UInt8]
+    package var nonce: [UInt8]
+
+    package init(vaultID: [UInt8], salt: [UInt8], nonce: [UInt8]) {
+        self.vaultID = vaultID
+        self.salt = salt
+        self.nonce = nonce
+    }
+}
+
+extension VaultUnlock {
+    var headerKind: VaultHeader.Kind {
+        switch self {
+        case .key: return .key
+        case .passphrase: return .passphrase
+        }
+    }
+}
+
 /// What the header of a vault says, readable without a key.
 public struct VaultHeaderInfo: Sendable {
     public let version: Int
@@ -45,12 +67,12 @@ public struct VaultHeaderInfo: Sendable {
 
 /// Everything inside a vault: entries by name, and named sections other modules keep there.
 public struct VaultContents: Sendable {
-    public internal(set) var generation: UInt64
+    public package(set) var generation: UInt64
     public var entries: [String: VaultEntry]
     /// Named JSON sections (the credential-state store keeps its state here).
     public var sections: JSONObject
 
-    init(generation: UInt64 = 0, entries: [String: VaultEntry] = [:], sections: JSONObject = [:]) {
+    package init(generation: UInt64 = 0, entries: [String: VaultEntry] = [:], sections: JSONObject = [:]) {
         self.generation = generation
         self.entries = entries
         self.sections = sections
@@ -243,16 +265,25 @@ public final class TokenVault: Sendable {
         }
     }
 
+    /// The master key for `header`: the raw key, or the passphrase stretched (once per process
+    /// for a given salt and count).
     private func masterKey(for header: VaultHeader) throws -> SymmetricKey {
+        if case .passphrase(let passphrase) = unlock, header.kind == .passphrase {
+            if let cached = masterCache.withLock({ $0 }), cached.salt == header.salt, cached.iterations == header.iterations { return cached.key }
+            let key = try Self.masterKey(unlock: .passphrase(passphrase), header: header)
+            masterCache.withLock { $0 = (header.salt, header.iterations, key) }
+            return key
+        }
+        return try Self.masterKey(unlock: unlock, header: header)
+    }
+
+    static func masterKey(unlock: VaultUnlock, header: VaultHeader) throws -> SymmetricKey {
         switch (unlock, header.kind) {
         case (.key(let key), .key):
             guard key.count == 32 else { throw VaultError(.wrongKey, "wrong passphrase or key (a vault key is 32 bytes)") }
             return key.symmetricKey
         case (.passphrase(let passphrase), .passphrase):
-            if let cached = masterCache.withLock({ $0 }), cached.salt == header.salt, cached.iterations == header.iterations { return cached.key }
-            let key = try PBKDF2.deriveKey(passphrase: passphrase, salt: header.salt, iterations: Int(header.iterations)).symmetricKey
-            masterCache.withLock { $0 = (header.salt, header.iterations, key) }
-            return key
+            return try PBKDF2.deriveKey(passphrase: passphrase, salt: header.salt, iterations: Int(header.iterations)).symmetricKey
         case (.key, .passphrase):
             throw VaultError(.wrongKey, "wrong passphrase or key: this vault is locked with a passphrase, not a key")
         case (.passphrase, .key):
@@ -260,13 +291,22 @@ public final class TokenVault: Sendable {
         }
     }
 
-    /// Checks the key, then decrypts and reads the body.
     private func open(_ bytes: [UInt8]) throws -> (header: VaultHeader, contents: VaultContents) {
+        try Self.open(bytes, masterKey: masterKey(for:))
+    }
+
+    /// Opens a vault file's bytes (for vectors and tools that hold the bytes already).
+    package static func open(_ bytes: [UInt8], unlock: VaultUnlock) throws -> VaultContents {
+        try open(bytes) { try masterKey(unlock: unlock, header: $0) }.contents
+    }
+
+    /// Checks the digest and the key, then decrypts and reads the body.
+    static func open(_ bytes: [UInt8], masterKey: (VaultHeader) throws -> SymmetricKey) throws -> (header: VaultHeader, contents: VaultContents) {
         let (header, length) = try VaultHeader.parse(bytes)
         guard bytes.count - length == Int(header.bodyLength) else {
             throw VaultError(.corrupted, bytes.count - length < Int(header.bodyLength) ? "the vault file is truncated" : "the vault file has bytes after its body")
         }
-        let keys = VaultKeys(master: try masterKey(for: header), vaultID: header.vaultID)
+        let keys = VaultKeys(master: try masterKey(header), vaultID: header.vaultID)
         guard ConstantTime.equals(keys.keyCheck(header), header.keyCheck) else { throw VaultError(.wrongKey, "wrong passphrase or key") }
         let plaintext: [UInt8]
         do {
@@ -279,36 +319,41 @@ public final class TokenVault: Sendable {
         return (header, contents)
     }
 
-    /// Writes `contents` as the next generation, atomically.
+    /// The bytes of a vault file holding `contents` at `contents.generation`, sealed with the
+    /// given random values: the writer's core, and how vectors are reproduced.
+    package static func seal(_ contents: VaultContents, unlock: VaultUnlock, iterations: Int, randomness: VaultRandomness) throws -> [UInt8] {
+        try seal(contents, kind: unlock.headerKind, iterations: UInt32(iterations), randomness: randomness) { try masterKey(unlock: unlock, header: $0) }
+    }
+
+    static func seal(
+        _ contents: VaultContents, kind: VaultHeader.Kind, iterations: UInt32, randomness: VaultRandomness, masterKey: (VaultHeader) throws -> SymmetricKey
+    ) throws -> [UInt8] {
+        let plaintext = VaultBody.encode(contents)
+        guard randomness.vaultID.count == 16, randomness.nonce.count == 12, kind == .key || (16...64).contains(randomness.salt.count) else {
+            throw VaultError(.invalidParameter, "vault randomness has the wrong sizes")
+        }
+        var header = VaultHeader(
+            kind: kind, vaultID: randomness.vaultID, generation: contents.generation, iterations: kind == .passphrase ? iterations : 0,
+            salt: kind == .passphrase ? randomness.salt : [], nonce: randomness.nonce, bodyLength: UInt32(plaintext.count + AES256GCM.tagBytes),
+            keyCheck: [])
+        let keys = VaultKeys(master: try masterKey(header), vaultID: header.vaultID)
+        header.keyCheck = keys.keyCheck(header)
+        let serialized = header.serialized
+        return serialized + (try AES256GCM.seal(plaintext, key: keys.bodyKey, nonce: header.nonce, aad: serialized))
+    }
+
+    /// Writes `contents` as the next generation, atomically. A passphrase vault keeps its salt
+    /// and count unless `iterations` sets new ones (create, rekey), which also draws a new salt.
     private func write(_ contents: VaultContents, previous: VaultHeader?, iterations: UInt32?) throws {
         var contents = contents
         contents.generation = (previous?.generation ?? 0) + 1
-        let plaintext = VaultBody.encode(contents)
-        let kind: VaultHeader.Kind
-        var salt: [UInt8] = []
-        var rounds: UInt32 = 0
-        switch unlock {
-        case .key: kind = .key
-        case .passphrase:
-            kind = .passphrase
-            // Keep the salt and count unless the caller sets new ones (rekey, create).
-            if let previous, previous.kind == .passphrase, iterations == nil {
-                salt = previous.salt
-                rounds = previous.iterations
-            } else {
-                salt = randomBytes(16)
-                rounds = iterations ?? UInt32(PBKDF2.defaultIterations)
-            }
-        }
-        var header = VaultHeader(
-            kind: kind, vaultID: previous.map(\.vaultID) ?? randomBytes(16), generation: contents.generation, iterations: rounds, salt: salt,
-            nonce: randomBytes(12), bodyLength: UInt32(plaintext.count + AES256GCM.tagBytes), keyCheck: [])
-        let keys = VaultKeys(master: try masterKey(for: header), vaultID: header.vaultID)
-        header.keyCheck = keys.keyCheck(header)
-        let body = try AES256GCM.seal(plaintext, key: keys.bodyKey, nonce: header.nonce, aad: header.serialized)
-        try Self.io {
-            try Files.writeAtomically(path, header.serialized + body, mode: 0o600)
-        }
+        let kind = unlock.headerKind
+        let keepSalt = previous?.kind == .passphrase && kind == .passphrase && iterations == nil
+        let randomness = VaultRandomness(
+            vaultID: previous?.vaultID ?? randomBytes(16), salt: keepSalt ? previous?.salt ?? [] : randomBytes(16), nonce: randomBytes(12))
+        let rounds = keepSalt ? previous?.iterations ?? 0 : iterations ?? UInt32(PBKDF2.defaultIterations)
+        let bytes = try Self.seal(contents, kind: kind, iterations: rounds, randomness: randomness, masterKey: masterKey(for:))
+        try Self.io { try Files.writeAtomically(path, bytes, mode: 0o600) }
     }
 
     /// Holds the vault's lock (`<path>.lock`) around `body`; removes temporary files that a

@@ -6,7 +6,8 @@ import Foundation
 import ShadowCore
 import ShadowCrypto
 
-/// The decrypted body: canonical JSON (RFC 8785 order), entries sorted by name.
+/// The decrypted body: compact JSON with members in a fixed order (Docs/vault-format.md),
+/// entries sorted by the UTF-8 bytes of their names. Readers accept any member order.
 enum VaultBody {
     static let format = "shadow-keys-vault"
 
@@ -35,28 +36,38 @@ enum VaultBody {
         }
         guard object["format"]?.stringValue == format else { throw corrupt("unknown format") }
         guard let generation = object["generation"]?.numberValue?.int64Value, generation >= 0 else { throw corrupt("no generation") }
-        var contents = VaultContents(generation: UInt64(generation), sections: object["sections"]?.objectValue ?? [:])
+        guard let entries = object["entries"]?.arrayValue, let sections = object["sections"]?.objectValue else { throw corrupt("no entries or sections") }
+        var contents = VaultContents(generation: UInt64(generation), sections: sections)
         func date(_ value: JSONValue?) throws -> Date? {
             switch value {
-            case .none, .null?: return nil
+            case .null?: return nil
             case .number(let number)?:
                 guard let ms = number.int64Value else { throw corrupt("a time is not an integer") }
                 return Date(timeIntervalSince1970: Double(ms) / 1000)
-            default: throw corrupt("a time is not a number")
+            default: throw corrupt("a time is missing or not a number")
             }
         }
-        for value in object["entries"]?.arrayValue ?? [] {
+        for value in entries {
             guard let entry = value.objectValue, let name = entry["name"]?.stringValue, let secret = entry["secret"]?.stringValue,
                 let provider = entry["provider"]?.stringValue.flatMap(VaultEntry.Provider.init(rawValue:)),
                 let kind = entry["kind"]?.stringValue.flatMap(VaultEntry.Kind.init(rawValue:)),
-                let created = try date(entry["createdAtMs"]), let updated = try date(entry["updatedAtMs"])
+                let created = try date(entry["createdAtMs"]), let updated = try date(entry["updatedAtMs"]), let labelObject = entry["labels"]?.objectValue
             else { throw corrupt("an entry is incomplete") }
+            let subject: String?
+            switch entry["subject"] {
+            case .string(let value)?: subject = value
+            case .null?: subject = nil
+            default: throw corrupt("an entry's subject is missing or not a string")
+            }
             var labels: [String: String] = [:]
-            for member in entry["labels"]?.objectValue ?? [:] { labels[member.name] = member.value.stringValue ?? "" }
+            for member in labelObject {
+                guard let text = member.value.stringValue else { throw corrupt("a label is not a string") }
+                labels[member.name] = text
+            }
             guard let secretBytes = try? Base64URL.decode(secret) else { throw corrupt("a secret is not base64url") }
             guard contents.entries[name] == nil else { throw corrupt("two entries are named \(name.quotedForMessage)") }
             contents.entries[name] = VaultEntry(
-                name: name, secret: SecretBytes(secretBytes), provider: provider, kind: kind, subject: entry["subject"]?.stringValue, createdAt: created,
+                name: name, secret: SecretBytes(secretBytes), provider: provider, kind: kind, subject: subject, createdAt: created,
                 updatedAt: updated, expiresAt: try date(entry["expiresAtMs"]), labels: labels)
         }
         return contents

@@ -50,7 +50,7 @@ public struct VaultEntry: Sendable, CustomStringConvertible {
             updatedAt: Date(timeIntervalSince1970: 0), expiresAt: expiresAt, labels: labels)
     }
 
-    init(
+    package init(
         name: String, secret: SecretBytes, provider: Provider, kind: Kind, subject: String?, createdAt: Date, updatedAt: Date, expiresAt: Date?,
         labels: [String: String]
     ) {

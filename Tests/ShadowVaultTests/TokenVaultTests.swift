@@ -1,6 +1,7 @@
 import Foundation
 import ShadowCore
 import ShadowCrypto
+import ShadowSelfTest
 import ShadowTestSupport
 import ShadowVault
 import Testing
@@ -141,7 +142,7 @@ import Testing
         let damaged = directory.path + "/damaged.skv"
         let reader = TokenVault(path: damaged, unlock: .key(key))
         func outcome(_ bytes: [UInt8]) -> VaultError.Code? {
-            FileManager.default.createFile(atPath: damaged, contents: Data(bytes))
+            guard FileManager.default.createFile(atPath: damaged, contents: Data(bytes)) else { return .io }
             do {
                 _ = try reader.contents()
                 return nil
@@ -277,5 +278,14 @@ import Testing
         #expect(FileManager.default.createFile(atPath: leftover, contents: Data("half".utf8)))
         try await vault.put(entry("a"))
         #expect(!FileManager.default.fileExists(atPath: leftover))
+    }
+}
+
+/// TestVectors/shadow/vault, made by an independent implementation of Docs/vault-format.md.
+@Suite struct VaultVectorTests {
+    @Test func everyVectorOpensReSealsOrFailsAsStated() throws {
+        let cases = VaultSuites.vectors(try PackagePaths.vector("shadow/vault/vectors.json"))
+        #expect(cases.count == 26)
+        for result in cases { #expect(result.passed, "\(result.detail)") }
     }
 }

@@ -1,0 +1,265 @@
+import Foundation
+import ShadowCore
+import ShadowCrypto
+import ShadowTestSupport
+import ShadowVault
+import Synchronization
+import Testing
+
+/// `shadow-keys vault`, as scripts use it: the contract, then crash, concurrency and damage.
+@Suite struct VaultCLITests {
+    let directory: TemporaryDirectory
+    let keyFile: String
+    let vault: String
+    let keyHex = "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"
+
+    init() throws {
+        directory = try TemporaryDirectory()
+        keyFile = try directory.write("vault.key", keyHex + "\n", mode: 0o600)
+        vault = directory.path + "/store/vault.skv"
+    }
+
+    private func run(_ arguments: [String], stdin: String? = nil, environment: [String: String] = [:]) throws -> CLIResult {
+        try CLIRunner.run(["vault"] + arguments, stdin: stdin, environment: environment, currentDirectory: directory.url)
+    }
+
+    /// Runs a vault subcommand on this suite's vault with its key file.
+    private func keyed(_ arguments: [String], stdin: String? = nil) throws -> CLIResult {
+        try run(arguments + ["--vault", vault, "--key-file", keyFile], stdin: stdin)
+    }
+
+    private func library() -> TokenVault { TokenVault(path: vault, unlock: .key(SecretBytes(try! Hex.decode(keyHex)))) }
+
+    @Test func theContractHolds() throws {
+        let created = try keyed(["init", "--json"])
+        #expect(created.status == 0, "\(created.stderr)")
+        #expect(try created.json()["created"] as? Bool == true)
+        #expect(try Files.ownerAndMode(vault)?.mode == 0o600)
+        #expect(try Files.ownerAndMode(directory.path + "/store")?.mode == 0o700)
+        // A second init changes nothing.
+        let before = try Data(contentsOf: URL(fileURLWithPath: vault))
+        let again = try keyed(["init"])
+        #expect(again.status == 1 && again.stderr.contains("already exists"))
+        #expect(try Data(contentsOf: URL(fileURLWithPath: vault)) == before)
+
+        let put = try keyed(
+            ["put", "apple/refresh", "--provider", "apple", "--kind", "refresh-token", "--subject", "001.abc", "--expires-in", "3600", "--label", "team=T1",
+             "--label", "app=notes"], stdin: "r.live-token\n")
+        #expect(put.status == 0, "\(put.stderr)")
+        #expect(put.stdout.isEmpty)
+
+        // get prints exactly the secret.
+        let get = try keyed(["get", "apple/refresh"])
+        #expect(get.status == 0 && get.stdout == "r.live-token\n" && get.stderr.isEmpty, "\(get.stderr)")
+        #expect(try keyed(["get", "apple/refresh", "-n"]).stdout == "r.live-token")
+        let entry = try keyed(["get", "apple/refresh", "--json"]).json()
+        #expect(entry["secret"] as? String == "r.live-token" && entry["provider"] as? String == "apple" && entry["kind"] as? String == "refresh-token")
+        #expect(entry["subject"] as? String == "001.abc" && entry["expired"] as? Bool == false)
+        #expect(entry["labels"] as? [String: String] == ["app": "notes", "team": "T1"])
+
+        // --raw keeps the newline; an expired entry warns but still prints.
+        #expect(try keyed(["put", "raw", "--raw"], stdin: "bytes\n").status == 0)
+        #expect(try keyed(["get", "raw"]).stdout == "bytes\n\n")
+        #expect(try keyed(["put", "old", "--expires", "2020-01-01T00:00:00Z"], stdin: "stale").status == 0)
+        let old = try keyed(["get", "old"])
+        #expect(old.status == 0 && old.stdout == "stale\n" && old.stderr.contains("expired at 2020-01-01T00:00:00Z"))
+
+        // list never prints secrets.
+        let list = try keyed(["list"])
+        #expect(list.status == 0 && list.stdout.split(separator: "\n").map { $0.split(separator: "\t")[0] } == ["apple/refresh", "old", "raw"])
+        #expect(!list.stdout.contains("r.live-token") && list.stdout.contains("(expired)"))
+        let listed = try keyed(["list", "--json"])
+        #expect(!listed.stdout.contains("live-token") && !listed.stdout.contains("secret"))
+        #expect((try listed.json()["entries"] as? [[String: Any]])?.count == 3)
+
+        // info: header without a key, the count with one.
+        let header = try run(["info", "--vault", vault, "--json"]).json()
+        #expect(header["format_version"] as? Int == 1 && header["key_kind"] as? String == "key" && header["entries"] is NSNull)
+        #expect(header["generation"] as? Int == 4 && header["verified"] as? Bool == false)
+        let counted = try keyed(["info", "--json"]).json()
+        #expect(counted["entries"] as? Int == 3 && counted["verified"] as? Bool == true)
+
+        // rm, then the entry is gone: 32 for get and for a second rm.
+        #expect(try keyed(["rm", "old"]).status == 0)
+        let gone = try keyed(["get", "old"])
+        #expect(gone.status == 32 && gone.stdout.isEmpty && gone.stderr.contains("no entry named \"old\""))
+        #expect(try keyed(["rm", "old"]).status == 32)
+        let json = try keyed(["get", "old", "--json"]).json()
+        #expect((json["error"] as? [String: Any])?["code"] as? String == "no_such_entry")
+    }
+
+    @Test func keysAndPassphrasesComeFromFilesOrTheEnvironment() throws {
+        #expect(try run(["init", "--vault", vault, "--passphrase-env", "PW", "--iterations", "100000"], environment: ["PW": "correct horse"]).status == 0)
+        let info = try run(["info", "--vault", vault, "--json"]).json()
+        #expect((info["kdf"] as? [String: Any])?["iterations"] as? Int == 100_000 && info["key_kind"] as? String == "passphrase")
+        #expect(try run(["put", "a", "--vault", vault, "--passphrase-env", "PW"], stdin: "s1", environment: ["PW": "correct horse"]).status == 0)
+
+        // Wrong passphrase, key where a passphrase is needed: 30, and nothing printed.
+        let wrong = try run(["get", "a", "--vault", vault, "--passphrase-env", "PW"], environment: ["PW": "correct horsf"])
+        #expect(wrong.status == 30 && wrong.stdout.isEmpty && wrong.stderr.contains("wrong passphrase or key"))
+        #expect(try keyed(["get", "a"]).status == 30)
+
+        // rekey to a key from the environment, then from a file.
+        let rekey = try run(["rekey", "--vault", vault, "--passphrase-env", "PW", "--new-key-env", "VK", "--json"], environment: ["PW": "correct horse", "VK": keyHex])
+        #expect(rekey.status == 0, "\(rekey.stderr)")
+        #expect(try run(["get", "a", "--vault", vault, "--passphrase-env", "PW"], environment: ["PW": "correct horse"]).status == 30)
+        #expect(try run(["get", "a", "--vault", vault, "--key-env", "VK"], environment: ["VK": keyHex]).stdout == "s1\n")
+        #expect(try keyed(["get", "a"]).stdout == "s1\n")
+        // Raising the iterations of a passphrase vault.
+        #expect(try run(["rekey", "--vault", vault, "--key-file", keyFile, "--new-passphrase-stdin", "--iterations", "150000"], stdin: "new phrase\n").status == 0)
+        #expect(try run(["info", "--vault", vault, "--json"]).json()["kdf"].flatMap { ($0 as? [String: Any])?["iterations"] as? Int } == 150_000)
+        #expect(try run(["get", "a", "--vault", vault, "--passphrase-stdin"], stdin: "new phrase\n").stdout == "s1\n")
+    }
+
+    @Test func usageErrorsAreExit64AndTouchNothing() throws {
+        #expect(try keyed(["init"]).status == 0)
+        for arguments in [
+            ["put", "a", "--vault", vault],  // no key
+            ["put", "a", "--vault", vault, "--key-file", keyFile, "--passphrase-env", "PW"],  // two keys
+            ["put", "a", "--vault", vault, "--passphrase-stdin"],  // stdin is the secret's
+            ["put", "a", "--vault", vault, "--key-file", keyFile, "--provider", "facebook"],
+            ["put", "a", "--vault", vault, "--key-file", keyFile, "--kind", "password"],
+            ["put", "a", "--vault", vault, "--key-file", keyFile, "--expires", "tomorrow"],
+            ["put", "a", "--vault", vault, "--key-file", keyFile, "--expires", "2030-01-01T00:00:00Z", "--expires-in", "10"],
+            ["put", "a", "--vault", vault, "--key-file", keyFile, "--label", "novalue"],
+            ["put", "a", "--vault", vault, "--key-file", keyFile, "--label", "k=1", "--label", "k=2"],
+            ["put", "", "--vault", vault, "--key-file", keyFile],
+            ["put", "a", "--vault", vault, "--secret", "in-argv"],
+            ["rekey", "--vault", vault, "--key-file", keyFile],
+            ["rekey", "--vault", vault, "--passphrase-stdin", "--new-passphrase-stdin"],
+            ["init", "--vault", directory.path + "/weak.skv", "--passphrase-env", "PW", "--iterations", "1000"],
+            ["get", "a", "--vault", vault, "--key-env", "BAD"],
+        ] {
+            let result = try run(arguments, stdin: "secret", environment: ["PW": "pw", "BAD": "not-a-key"])
+            #expect(result.status == 64, "\(arguments): \(result.status) \(result.stderr)")
+        }
+        // An empty secret is refused.
+        #expect(try keyed(["put", "a"], stdin: "\n").status == 64)
+        #expect(try keyed(["list"]).stdout.isEmpty)
+        #expect(try TokenVault.headerInfo(path: vault).generation == 1)
+        #expect(!FileManager.default.fileExists(atPath: directory.path + "/weak.skv"))
+        // No vault: 66.
+        #expect(try run(["get", "a", "--vault", directory.path + "/none.skv", "--key-file", keyFile]).status == 66)
+    }
+
+    @Test func theDefaultPathFollowsTheEnvironment() throws {
+        let data = directory.path + "/xdg"
+        let environment = ["XDG_DATA_HOME": data, "SHADOW_KEYS_VAULT": ""]
+        #expect(try run(["init", "--key-file", keyFile], environment: environment).status == 0)
+        #expect(FileManager.default.fileExists(atPath: data + "/shadow-keys/vault.skv"))
+        let chosen = directory.path + "/chosen.skv"
+        #expect(try run(["init", "--key-file", keyFile], environment: ["SHADOW_KEYS_VAULT": chosen]).status == 0)
+        #expect(try run(["put", "x", "--key-file", keyFile], stdin: "v", environment: ["SHADOW_KEYS_VAULT": chosen]).status == 0)
+        #expect(try run(["get", "x", "--vault", chosen, "--key-file", keyFile]).stdout == "v\n")
+    }
+
+    @Test func looseModesWarnAndAHeldLockTimesOut() throws {
+        #expect(try keyed(["init"]).status == 0)
+        chmod(vault, 0o644)
+        let warned = try keyed(["list"])
+        #expect(warned.status == 0 && warned.stderr.contains("should be 600"))
+
+        let holder = try #require(try FileLock.acquire(vault + ".lock", timeout: 1))
+        defer { holder.release() }
+        let blocked = try run(["put", "a", "--vault", vault, "--key-file", keyFile, "--lock-timeout", "0.3"], stdin: "s")
+        #expect(blocked.status == 33 && blocked.stderr.contains("lock"), "\(blocked.stderr)")
+        #expect(try keyed(["get", "a"]).status == 32)
+    }
+
+    // MARK: - Reliability
+
+    @Test func aWriterKilledAtAnyMomentLeavesTheOldVaultOrTheNew() throws {
+        #expect(try keyed(["init"]).status == 0)
+        let library = library()
+        // Time a few puts, then kill later ones anywhere in that window (and a little past it).
+        var durations: [Double] = []
+        for index in 0..<3 {
+            let start = monotonicSeconds()
+            #expect(try keyed(["put", "warm-up-\(index)"], stdin: "s").status == 0)
+            durations.append(monotonicSeconds() - start)
+        }
+        let window = min(durations.sorted()[1], 0.25)
+        var committed: Set<String> = ["warm-up-0", "warm-up-1", "warm-up-2"]
+        var killed = 0, finished = 0
+        for round in 0..<200 {
+            let name = "entry-\(round)"
+            let child = try ChildProcess(
+                CLIRunner.executable.path, ["vault", "put", name, "--vault", vault, "--key-file", keyFile], stdin: Data("secret-\(round)".utf8))
+            usleep(UInt32(Double.random(in: 0...(window * 1.2)) * 1_000_000))
+            child.kill()
+            let result = try child.wait()
+            let names = Set(try library.contents().entries.keys)
+            if result.status == 0 {
+                finished += 1
+                committed.insert(name)
+                #expect(names == committed, "round \(round): a completed put is missing")
+            } else {
+                #expect(result.status == 128 + SIGKILL, "round \(round): \(result.stderr)")
+                killed += 1
+                // The interrupted put either landed whole or not at all.
+                #expect(names == committed || names == committed.union([name]), "round \(round): \(names.symmetricDifference(committed))")
+                if names.contains(name) { committed.insert(name) }
+            }
+        }
+        #expect(killed >= 50, "only \(killed) of 200 puts were interrupted (\(finished) finished; window \(window) s)")
+        // A later write clears the temporary files killed writers left.
+        #expect(try keyed(["put", "final"], stdin: "s").status == 0)
+        let leftovers = try FileManager.default.contentsOfDirectory(atPath: directory.path + "/store").filter { $0.contains(".tmp-") }
+        #expect(leftovers.isEmpty)
+        #expect(try library.contents().entries.count == committed.count + 1)
+    }
+
+    @Test func eightProcessesPuttingFiftyEachLoseNothing() throws {
+        #expect(try keyed(["init"]).status == 0)
+        let failures = Mutex<[String]>([])
+        DispatchQueue.concurrentPerform(iterations: 8) { writer in
+            for index in 0..<50 {
+                do {
+                    let result = try CLIRunner.run(
+                        ["vault", "put", "w\(writer)-\(index)", "--vault", vault, "--key-file", keyFile, "--lock-timeout", "60"], stdin: "secret-\(writer)-\(index)")
+                    if result.status != 0 { failures.withLock { $0.append("w\(writer)-\(index): \(result.status) \(result.stderr)") } }
+                } catch {
+                    failures.withLock { $0.append("w\(writer)-\(index): \(error)") }
+                }
+            }
+        }
+        #expect(failures.withLock { $0 }.isEmpty, "\(failures.withLock { $0 })")
+        let contents = try library().contents()
+        #expect(contents.entries.count == 400)
+        #expect(contents.generation == 401)
+        for writer in 0..<8 {
+            for index in 0..<50 {
+                let secret = contents.entries["w\(writer)-\(index)"]?.secret.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }
+                #expect(secret == "secret-\(writer)-\(index)")
+            }
+        }
+    }
+
+    @Test func everyFlippedByteAndTruncationExits31() throws {
+        #expect(try keyed(["init"]).status == 0)
+        #expect(try keyed(["put", "apple/refresh", "--provider", "apple", "--subject", "001.abc"], stdin: "r.token").status == 0)
+        let original = [UInt8](try Data(contentsOf: URL(fileURLWithPath: vault)))
+        let flips: [(String, [UInt8])] = original.indices.map { index in
+            var bytes = original
+            bytes[index] ^= 0x01
+            return ("flip byte \(index)", bytes)
+        }
+        let cases = flips + (0..<original.count).map { ("truncate to \($0)", Array(original[..<$0])) } + [("append a byte", original + [0])]
+        let failures = Mutex<[String]>([])
+        let workers = 4
+        DispatchQueue.concurrentPerform(iterations: workers) { worker in
+            let path = directory.path + "/damaged-\(worker).skv"
+            for (label, bytes) in cases.enumerated().filter({ $0.offset % workers == worker }).map(\.element) {
+                do {
+                    try Data(bytes).write(to: URL(fileURLWithPath: path))
+                    let result = try CLIRunner.run(["vault", "get", "apple/refresh", "--vault", path, "--key-file", keyFile], stdin: nil)
+                    if result.status != 31 || !result.stdout.isEmpty { failures.withLock { $0.append("\(label): exit \(result.status) \(result.stderr)") } }
+                } catch {
+                    failures.withLock { $0.append("\(label): \(error)") }
+                }
+            }
+        }
+        #expect(failures.withLock { $0 }.isEmpty, "\(failures.withLock { $0 }.prefix(10))")
+        #expect(try keyed(["get", "apple/refresh"]).stdout == "r.token\n")
+    }
+}
