@@ -39,7 +39,17 @@ package enum Files {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { throw FileError("open", path) }
         defer { close(fd) }
-        return try readAll(fd, limit: limit, path: path)
+        // A regular file is read straight into a buffer of its size, without growing copies.
+        var info = stat()
+        guard fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG, info.st_size > 0 else { return try readAll(fd, limit: limit, path: path) }
+        let size = Int(info.st_size)
+        if size > limit { return nil }
+        var result = [UInt8](repeating: 0, count: size)
+        let count = try result.withUnsafeMutableBytes { try readFull(fd, into: $0, path: path) }
+        guard count == size else { return Array(result[..<count]) }
+        // The file may have grown since fstat: read the rest the slow way.
+        guard let rest = try readAll(fd, limit: limit - size, path: path) else { return nil }
+        return rest.isEmpty ? result : result + rest
     }
 
     /// Reads a descriptor to its end; `nil` when more than `limit` bytes arrive.
@@ -74,7 +84,9 @@ package enum Files {
         do {
             defer { close(fd) }
             guard fchmod(fd, mode_t(mode)) == 0 else { throw FileError("chmod", temporary) }
-            try writeAll(fd, Array(bytes), path: temporary)
+            if try bytes.withContiguousStorageIfAvailable({ try writeAll(fd, UnsafeRawBufferPointer($0), path: temporary) }) == nil {
+                try writeAll(fd, Array(bytes), path: temporary)
+            }
             guard fsync(fd) == 0 else { throw FileError("fsync", temporary) }
         }
         guard rename(temporary, path) == 0 else { throw FileError("rename into", path) }

@@ -29,9 +29,9 @@ public enum AES256GCM {
     public static func open(_ sealed: some DataProtocol, key: SymmetricKey, nonce: some DataProtocol, aad: some DataProtocol) throws -> [UInt8] {
         guard key.bitCount == 256 else { throw ShadowCryptoError(.invalidParameter, "AES-256-GCM needs a 32-byte key") }
         guard sealed.count >= tagBytes else { throw ShadowCryptoError.authenticationFailure }
-        let bytes = Array(sealed)
         do {
-            let box = try AES.GCM.SealedBox(nonce: try makeNonce(nonce), ciphertext: bytes[..<(bytes.count - tagBytes)], tag: bytes[(bytes.count - tagBytes)...])
+            let split = sealed.index(sealed.endIndex, offsetBy: -tagBytes)
+            let box = try AES.GCM.SealedBox(nonce: try makeNonce(nonce), ciphertext: sealed[..<split], tag: sealed[split...])
             return Array(try AES.GCM.open(box, using: key, authenticating: aad))
         } catch {
             throw ShadowCryptoError.authenticationFailure

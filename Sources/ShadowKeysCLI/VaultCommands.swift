@@ -177,7 +177,7 @@ struct VaultCommand: AsyncParsableCommand {
             try await reportingFailures(json: json) {
                 let opened = try vault.open()
                 let now = Date()
-                let entries = try opened.contents().entries.values.sorted { Array($0.name.utf8).lexicographicallyPrecedes(Array($1.name.utf8)) }
+                let entries = try opened.contents().entries
                 if json {
                     Console.json(["entries": .array(entries.map { .object(entryJSON($0, expired: $0.isExpired(at: now))) })])
                     return
@@ -297,7 +297,7 @@ struct VaultCommand: AsyncParsableCommand {
                 var generation = header.generation
                 if vault.hasKey {
                     let contents = try vault.open().contents()
-                    entries = contents.entries.count
+                    entries = contents.count
                     generation = contents.generation
                 } else {
                     for warning in TokenVault.permissionWarnings(path: vault.path) { Console.err("shadow-keys: warning: \(warning)") }

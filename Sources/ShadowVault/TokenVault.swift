@@ -65,20 +65,6 @@ public struct VaultHeaderInfo: Sendable {
     public let fileBytes: Int
 }
 
-/// Everything inside a vault: entries by name, and named sections other modules keep there.
-public struct VaultContents: Sendable {
-    public package(set) var generation: UInt64
-    public var entries: [String: VaultEntry]
-    /// Named JSON sections (the credential-state store keeps its state here).
-    public var sections: JSONObject
-
-    package init(generation: UInt64 = 0, entries: [String: VaultEntry] = [:], sections: JSONObject = [:]) {
-        self.generation = generation
-        self.entries = entries
-        self.sections = sections
-    }
-}
-
 /// An encrypted, crash-safe, multi-process store for tokens and keys: one file whose header is
 /// authenticated and whose body (names, secrets, metadata) is encrypted. Format and guarantees:
 /// Docs/vault-format.md.
@@ -165,28 +151,27 @@ public final class TokenVault: Sendable {
 
     /// The entry named `name`.
     package func entrySync(named name: String) throws -> VaultEntry {
-        guard var entry = try contents().entries[name] else { throw VaultError(.noSuchEntry, "no entry named \(name.quotedForMessage)") }
+        guard var entry = try contents().entry(named: name) else { throw VaultError(.noSuchEntry, "no entry named \(name.quotedForMessage)") }
         entry.expired = entry.isExpired(at: clock.now)
         return entry
     }
 
     /// Adds or replaces an entry, stamping `updatedAt`; a replacement keeps the original `createdAt`.
-    package func putSync(_ entry: VaultEntry) throws {
-        try VaultEntry.checkName(entry.name)
+    package func putSync(_ entry: VaultEntry) throws { try putSync([entry]) }
+
+    /// Adds or replaces several entries in one write.
+    package func putSync(_ entries: [VaultEntry]) throws {
+        for entry in entries { try entry.validate() }
         try update { contents in
-            var entry = entry
             let now = clock.now
-            entry.updatedAt = now
-            entry.createdAt = contents.entries[entry.name]?.createdAt ?? now
-            entry.expired = false
-            contents.entries[entry.name] = entry
+            for entry in entries { contents.put(entry, now: now) }
         }
     }
 
     /// Removes an entry.
     package func removeSync(named name: String) throws {
         try update { contents in
-            guard contents.entries.removeValue(forKey: name) != nil else { throw VaultError(.noSuchEntry, "no entry named \(name.quotedForMessage)") }
+            guard contents.remove(named: name) else { throw VaultError(.noSuchEntry, "no entry named \(name.quotedForMessage)") }
         }
     }
 
@@ -220,11 +205,11 @@ public final class TokenVault: Sendable {
     /// The entry named `name`, with ``VaultEntry/expired`` set by the vault's clock.
     public func entry(named name: String) async throws -> VaultEntry { try await offload { try self.entrySync(named: name) } }
 
-    /// Every entry's metadata, never secrets, sorted by name.
+    /// Every entry's metadata, never secrets, in byte order of names.
     public func list() async throws -> [VaultEntryInfo] {
         try await offload {
             let now = self.clock.now
-            return try self.contents().entries.values.sorted { $0.name < $1.name }.map {
+            return try self.contents().entries.map {
                 VaultEntryInfo(name: $0.name, provider: $0.provider, kind: $0.kind, subject: $0.subject, createdAt: $0.createdAt, updatedAt: $0.updatedAt,
                                expiresAt: $0.expiresAt, labels: $0.labels, expired: $0.isExpired(at: now))
             }
@@ -233,6 +218,9 @@ public final class TokenVault: Sendable {
 
     /// Adds or replaces an entry.
     public func put(_ entry: VaultEntry) async throws { try await offload { try self.putSync(entry) } }
+
+    /// Adds or replaces several entries in one atomic write.
+    public func put(contentsOf entries: [VaultEntry]) async throws { try await offload { try self.putSync(entries) } }
 
     /// Removes an entry; ``VaultError/Code/noSuchEntry`` when there is none.
     public func remove(named name: String) async throws { try await offload { try self.removeSync(named: name) } }
@@ -314,7 +302,7 @@ public final class TokenVault: Sendable {
         } catch {
             throw VaultError(.corrupted, "the vault body does not authenticate: the file was altered or damaged")
         }
-        let contents = try VaultBody.decode(plaintext)
+        let contents = try VaultContents.decode(plaintext)
         guard contents.generation == header.generation else { throw VaultError(.corrupted, "the body's generation does not match the header's") }
         return (header, contents)
     }
@@ -328,7 +316,7 @@ public final class TokenVault: Sendable {
     static func seal(
         _ contents: VaultContents, kind: VaultHeader.Kind, iterations: UInt32, randomness: VaultRandomness, masterKey: (VaultHeader) throws -> SymmetricKey
     ) throws -> [UInt8] {
-        let plaintext = VaultBody.encode(contents)
+        let plaintext = contents.encode()
         guard randomness.vaultID.count == 16, randomness.nonce.count == 12, kind == .key || (16...64).contains(randomness.salt.count) else {
             throw VaultError(.invalidParameter, "vault randomness has the wrong sizes")
         }

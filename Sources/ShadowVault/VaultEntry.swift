@@ -21,8 +21,8 @@ public struct VaultEntry: Sendable, CustomStringConvertible {
         case other
     }
 
-    /// The entry's name: 1 to 255 bytes of printable UTF-8. Names are compared as Swift strings
-    /// compare, so two canonically equivalent spellings name the same entry.
+    /// The entry's name: 1 to 255 bytes of UTF-8 without control characters. Names compare byte
+    /// for byte: two spellings of "é" (precomposed and decomposed) are two names.
     public var name: String
     /// The secret; it never prints.
     public var secret: SecretBytes
@@ -72,9 +72,19 @@ public struct VaultEntry: Sendable, CustomStringConvertible {
         "VaultEntry(\(name), \(provider.rawValue) \(kind.rawValue), subject: \(subject ?? "none"), secret redacted)"
     }
 
-    static func checkName(_ name: String) throws {
-        guard (1...255).contains(name.utf8.count), name.unicodeScalars.allSatisfy({ $0.value >= 0x20 && $0.value != 0x7F }) else {
-            throw VaultError(.invalidParameter, "entry names are 1 to 255 bytes of printable text")
+    /// Names are 1 to 255 bytes of UTF-8 without control characters.
+    static func isValidName(_ name: String) -> Bool {
+        (1...255).contains(name.utf8.count) && name.unicodeScalars.allSatisfy { $0.value >= 0x20 && $0.value != 0x7F && !(0x80...0x9F).contains($0.value) }
+    }
+
+    /// Checks what the file format can hold: the name, a secret of at most 1 MiB, a subject and
+    /// label values of at most 65535 bytes, label keys of 1 to 255 bytes, at most 65535 labels.
+    func validate() throws {
+        guard Self.isValidName(name) else { throw VaultError(.invalidParameter, "entry names are 1 to 255 bytes of printable text") }
+        guard secret.count <= EntryCodec.maxSecretBytes else { throw VaultError(.invalidParameter, "a secret is at most \(EntryCodec.maxSecretBytes) bytes") }
+        guard (subject?.utf8.count ?? 0) <= 0xFFFF else { throw VaultError(.invalidParameter, "a subject is at most 65535 bytes") }
+        guard labels.count <= 0xFFFF, labels.allSatisfy({ (1...255).contains($0.key.utf8.count) && $0.value.utf8.count <= 0xFFFF }) else {
+            throw VaultError(.invalidParameter, "label keys are 1 to 255 bytes and values at most 65535 bytes")
         }
     }
 }

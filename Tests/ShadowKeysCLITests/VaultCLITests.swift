@@ -188,7 +188,7 @@ import Testing
             usleep(UInt32(Double.random(in: 0...(window * 1.2)) * 1_000_000))
             child.kill()
             let result = try child.wait()
-            let names = Set(try library.contents().entries.keys)
+            let names = Set(try library.contents().names)
             if result.status == 0 {
                 finished += 1
                 committed.insert(name)
@@ -206,7 +206,7 @@ import Testing
         #expect(try keyed(["put", "final"], stdin: "s").status == 0)
         let leftovers = try FileManager.default.contentsOfDirectory(atPath: directory.path + "/store").filter { $0.contains(".tmp-") }
         #expect(leftovers.isEmpty)
-        #expect(try library.contents().entries.count == committed.count + 1)
+        #expect(try library.contents().count == committed.count + 1)
     }
 
     @Test func eightProcessesPuttingFiftyEachLoseNothing() throws {
@@ -225,11 +225,11 @@ import Testing
         }
         #expect(failures.withLock { $0 }.isEmpty, "\(failures.withLock { $0 })")
         let contents = try library().contents()
-        #expect(contents.entries.count == 400)
+        #expect(contents.count == 400)
         #expect(contents.generation == 401)
         for writer in 0..<8 {
             for index in 0..<50 {
-                let secret = contents.entries["w\(writer)-\(index)"]?.secret.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }
+                let secret = contents.entry(named: "w\(writer)-\(index)")?.secret.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }
                 #expect(secret == "secret-\(writer)-\(index)")
             }
         }

@@ -139,6 +139,26 @@ enum Harness {
         return median(times)
     }
 
+    /// Median wall times of several commands, run in interleaved rounds so noise hits each alike.
+    /// `prepare` runs before every round (outside the timing); stdin comes from `stdin` or /dev/null.
+    static func interleavedWallTimes(
+        _ commands: [(String, [String])], stdin: String = "/dev/null", runs: Int = 41, warmup: Int = 3, prepare: () throws -> Void = {}
+    ) throws -> [Double] {
+        let environment = ProcessInfo.processInfo.environment.map { "\($0.key)=\($0.value)" }
+        var times = Array(repeating: [Double](), count: commands.count)
+        for round in 0..<(runs + warmup) {
+            for (index, command) in commands.enumerated() {
+                try prepare()
+                let start = DispatchTime.now().uptimeNanoseconds
+                let status = try spawn(command.0, command.1, environment: environment, stdin: stdin).status
+                let elapsed = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
+                guard status == 0 else { throw BenchError("\(command.0) \(command.1.joined(separator: " ")) exited \(status)") }
+                if round >= warmup { times[index].append(elapsed) }
+            }
+        }
+        return times.map(median)
+    }
+
     /// Runs a program with stdin, stdout and stderr on /dev/null and returns its exit status.
     static func spawnAndWait(_ path: String, _ arguments: [String], environment: [String]) throws -> Int32 {
         try spawn(path, arguments, environment: environment).status
@@ -146,11 +166,13 @@ enum Harness {
 
     /// Runs a program (stdin from /dev/null, stdout to `stdout` or /dev/null, stderr to
     /// /dev/null); returns its exit status and peak resident set in KiB.
-    static func spawn(_ path: String, _ arguments: [String], environment: [String], stdout: String = "/dev/null") throws -> (status: Int32, maxRSSKiB: Int) {
+    static func spawn(
+        _ path: String, _ arguments: [String], environment: [String], stdin: String = "/dev/null", stdout: String = "/dev/null"
+    ) throws -> (status: Int32, maxRSSKiB: Int) {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 0, stdin, O_RDONLY, 0)
         posix_spawn_file_actions_addopen(&actions, 1, stdout, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
         posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
         let argv = ([path] + arguments).map { strdup($0) } + [nil]
