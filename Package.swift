@@ -26,6 +26,7 @@ let package = Package(
         .library(name: "ShadowApple", targets: ["ShadowApple"]),
         .library(name: "ShadowCrypto", targets: ["ShadowCrypto"]),
         .library(name: "ShadowVault", targets: ["ShadowVault"]),
+        .library(name: "ShadowCredentials", targets: ["ShadowCredentials"]),
         .executable(name: "shadow-keys", targets: ["ShadowKeysCLI"]),
         .executable(name: "shadow-keys-fetch", targets: ["ShadowKeysFetch"]),
     ],
@@ -40,6 +41,7 @@ let package = Package(
         .target(name: "ShadowJWKS", dependencies: ["ShadowCore", "ShadowJOSE", crypto, logging], swiftSettings: strictSettings),
         .target(name: "ShadowCrypto", dependencies: ["ShadowCore", crypto, cryptoExtras], swiftSettings: strictSettings),
         .target(name: "ShadowVault", dependencies: ["ShadowCore", "ShadowCrypto", crypto], swiftSettings: strictSettings),
+        .target(name: "ShadowCredentials", dependencies: ["ShadowCore", "ShadowJOSE", "ShadowJWKS", "ShadowApple", "ShadowVault", crypto], swiftSettings: strictSettings),
         .target(name: "ShadowApple", dependencies: ["ShadowCore", "ShadowJOSE", "ShadowJWKS", "ShadowCrypto", crypto, cryptoExtras], swiftSettings: strictSettings),
         // URLSession lives apart from ShadowJWKS: on Linux, linking FoundationNetworking (and libcurl)
         // adds ~9 ms to every process start, so the CLI reaches it through `shadow-keys-fetch`.
@@ -49,11 +51,11 @@ let package = Package(
         // dependent executable, and this one must stay out of the CLI.
         .executableTarget(name: "ShadowKeysFetch", dependencies: ["ShadowJWKS", "ShadowCore"], swiftSettings: strictSettings),
         .target(name: "ShadowSelfTest", dependencies: ["ShadowCore", "ShadowJOSE", "ShadowCrypto", "ShadowApple", "ShadowVault", crypto, cryptoExtras], swiftSettings: strictSettings),
-        .target(name: "ShadowKeys", dependencies: ["ShadowCore", "ShadowJOSE", "ShadowJWKS", "ShadowURLSession", "ShadowApple", "ShadowCrypto", "ShadowVault"], swiftSettings: strictSettings),
+        .target(name: "ShadowKeys", dependencies: ["ShadowCore", "ShadowJOSE", "ShadowJWKS", "ShadowURLSession", "ShadowApple", "ShadowCrypto", "ShadowVault", "ShadowCredentials"], swiftSettings: strictSettings),
         .executableTarget(
             name: "ShadowKeysCLI",
             // ShadowKeysFetch is a build-order dependency only: it is built beside the CLI, not linked into it.
-            dependencies: ["ShadowCore", "ShadowJOSE", "ShadowJWKS", "ShadowApple", "ShadowCrypto", "ShadowVault", "ShadowSelfTest", "ShadowKeysFetch", argumentParser, logging],
+            dependencies: ["ShadowCore", "ShadowJOSE", "ShadowJWKS", "ShadowApple", "ShadowCrypto", "ShadowVault", "ShadowCredentials", "ShadowSelfTest", "ShadowKeysFetch", argumentParser, logging],
             swiftSettings: strictSettings
         ),
 
@@ -63,7 +65,8 @@ let package = Package(
         .testTarget(name: "ShadowJWKSTests", dependencies: ["ShadowJWKS", "ShadowURLSession", "ShadowTestSupport", "ShadowJOSE", logging], swiftSettings: strictSettings),
         .testTarget(name: "ShadowCryptoTests", dependencies: ["ShadowCrypto", "ShadowCore", "ShadowSelfTest", "ShadowTestSupport", crypto], swiftSettings: strictSettings),
         .testTarget(name: "ShadowVaultTests", dependencies: ["ShadowVault", "ShadowCrypto", "ShadowCore", "ShadowSelfTest", "ShadowTestSupport"], swiftSettings: strictSettings),
+        .testTarget(name: "ShadowCredentialsTests", dependencies: ["ShadowCredentials", "ShadowApple", "ShadowVault", "ShadowCrypto", "ShadowJOSE", "ShadowCore", "ShadowTestSupport"], swiftSettings: strictSettings),
         .testTarget(name: "ShadowAppleTests", dependencies: ["ShadowApple", "ShadowJWKS", "ShadowURLSession", "ShadowCrypto", "ShadowCore", "ShadowTestSupport", "ShadowJOSE", crypto, cryptoExtras], swiftSettings: strictSettings),
-        .testTarget(name: "ShadowKeysCLITests", dependencies: ["ShadowKeysCLI", "ShadowTestSupport", "ShadowJOSE", "ShadowCore", "ShadowApple", "ShadowCrypto", "ShadowVault", crypto, cryptoExtras], swiftSettings: strictSettings),
+        .testTarget(name: "ShadowKeysCLITests", dependencies: ["ShadowKeysCLI", "ShadowTestSupport", "ShadowJOSE", "ShadowCore", "ShadowApple", "ShadowCrypto", "ShadowVault", "ShadowCredentials", crypto, cryptoExtras], swiftSettings: strictSettings),
     ]
 )

@@ -6,3 +6,4 @@
 @_exported public import ShadowApple
 @_exported public import ShadowCrypto
 @_exported public import ShadowVault
+@_exported public import ShadowCredentials

@@ -177,14 +177,24 @@ public final class TokenVault: Sendable {
 
     /// Reads, changes and writes the vault under its lock; the write happens only if `body` returns.
     package func update<R>(_ body: (inout VaultContents) throws -> R) throws -> R {
+        try modify { contents in (try body(&contents), true) }
+    }
+
+    /// Like ``update(_:)``, but writes only when `body` says it changed something.
+    package func modify<R>(_ body: (inout VaultContents) throws -> (result: R, changed: Bool)) throws -> R {
         try withLock {
-            let bytes = try Self.readFile(path)
-            let opened = try open(bytes)
+            let opened = try open(try Self.readFile(path))
             var contents = opened.contents
-            let result = try body(&contents)
-            try write(contents, previous: opened.header, iterations: nil)
+            let (result, changed) = try body(&contents)
+            if changed { try write(contents, previous: opened.header, iterations: nil) }
             return result
         }
+    }
+
+    /// Reads the vault while holding its lock, so no writer runs meanwhile (for checks that read
+    /// the vault and files beside it together).
+    package func withLockedContents<R>(_ body: (VaultContents) throws -> R) throws -> R {
+        try withLock { try body(try open(try Self.readFile(path)).contents) }
     }
 
     /// Re-encrypts under a new passphrase or key (a passphrase gets a new salt), atomically.

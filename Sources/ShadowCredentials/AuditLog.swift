@@ -1,0 +1,214 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#elseif canImport(Musl)
+import Musl
+#endif
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+import Crypto
+import ShadowCore
+
+/// One line of the audit log (Docs/credential-state.md): a status change, with the subject
+/// replaced by a keyed hash.
+public struct AuditEntry: Sendable, Equatable {
+    /// 1, 2, 3… in file order.
+    public let sequence: Int
+    /// When the change was written, in milliseconds since 1970.
+    public let recordedAtMilliseconds: Int64
+    /// The event's own time, in milliseconds since 1970.
+    public let eventTimeMilliseconds: Int64
+    public let clientID: String
+    /// HMAC-SHA-256 of `client ID ‖ 0x00 ‖ subject` under the log's subject key, in hex.
+    public let subjectHash: String
+    public let old: CredentialState
+    public let new: CredentialState
+    public let cause: CredentialEvent.Kind
+    public let eventID: String
+    /// The linked (new) subject of a transfer, hashed the same way.
+    public let linkedSubjectHash: String?
+    /// Mail forwarding after the change, once an email event has been seen.
+    public let emailForwarding: Bool?
+
+    /// The line's JSON, member order fixed, `prev` last.
+    func line(previous: [UInt8]) -> [UInt8] {
+        let object: JSONObject = [
+            "seq": .int(sequence), "recorded_at_ms": .int(recordedAtMilliseconds), "event_time_ms": .int(eventTimeMilliseconds),
+            "client_id": .string(clientID), "subject": .string(subjectHash), "old": .string(old.description), "new": .string(new.description),
+            "cause": .string(cause.rawValue), "event_id": .string(eventID), "linked_subject": linkedSubjectHash.map(JSONValue.string) ?? .null,
+            "email_forwarding": emailForwarding.map(JSONValue.bool) ?? .null, "prev": .string(Hex.encode(previous)),
+        ]
+        return Array(JSONValue.object(object).serialized().utf8)
+    }
+
+    /// Reads a line, returning it with its `prev`; nil for anything that is not exactly what
+    /// ``line(previous:)`` writes.
+    static func parse(_ line: ArraySlice<UInt8>) -> (entry: AuditEntry, previous: String)? {
+        guard let object = (try? StrictJSON.parse(line, limits: .init(maxBytes: 8192, maxDepth: 2)))?.objectValue, object.count == 12,
+            let sequence = object["seq"]?.numberValue?.int64Value, let recorded = object["recorded_at_ms"]?.numberValue?.int64Value,
+            let eventTime = object["event_time_ms"]?.numberValue?.int64Value, let clientID = object["client_id"]?.stringValue,
+            let subject = object["subject"]?.stringValue, let old = object["old"]?.stringValue.flatMap(CredentialState.init(name:)),
+            let new = object["new"]?.stringValue.flatMap(CredentialState.init(name:)),
+            let cause = object["cause"]?.stringValue.flatMap(CredentialEvent.Kind.init(rawValue:)), let eventID = object["event_id"]?.stringValue,
+            let linked = object["linked_subject"], let email = object["email_forwarding"], let previous = object["prev"]?.stringValue,
+            linked == .null || linked.stringValue != nil, email == .null || email.boolValue != nil, sequence > 0, sequence <= Int64(Int.max)
+        else { return nil }
+        let entry = AuditEntry(
+            sequence: Int(sequence), recordedAtMilliseconds: recorded, eventTimeMilliseconds: eventTime, clientID: clientID, subjectHash: subject, old: old,
+            new: new, cause: cause, eventID: eventID, linkedSubjectHash: linked.stringValue, emailForwarding: email.boolValue)
+        return (entry, previous)
+    }
+}
+
+/// The audit log's keys, derived from the 32-byte secret kept (encrypted) in the vault: a chain
+/// key that links each line to the one before, and a subject key for the subject hashes.
+struct AuditKeys {
+    let chain: SymmetricKey
+    let subject: SymmetricKey
+
+    init(secret: [UInt8]) {
+        let material = SymmetricKey(data: secret)
+        chain = HKDF<SHA256>.deriveKey(inputKeyMaterial: material, info: Array("shadow-keys audit v1 chain".utf8), outputByteCount: 32)
+        subject = HKDF<SHA256>.deriveKey(inputKeyMaterial: material, info: Array("shadow-keys audit v1 subject".utf8), outputByteCount: 32)
+    }
+
+    /// The chain value before the first line.
+    var start: [UInt8] { link(Array("shadow-keys audit v1 start".utf8)[...]) }
+
+    /// The chain value after `line` (its bytes without the newline).
+    func link(_ line: ArraySlice<UInt8>) -> [UInt8] { Array(HMAC<SHA256>.authenticationCode(for: line, using: chain)) }
+
+    func subjectHash(clientID: String, subject: String) -> String {
+        Hex.encode(HMAC<SHA256>.authenticationCode(for: Array(clientID.utf8) + [0] + Array(subject.utf8), using: self.subject))
+    }
+}
+
+/// Where the log stands as of the last committed vault write.
+struct AuditHead: Equatable {
+    /// Lines committed.
+    var count: Int
+    /// Bytes committed.
+    var bytes: Int
+    /// The chain value after the last committed line (``AuditKeys/start`` for none).
+    var chain: [UInt8]
+}
+
+/// The result of checking an audit log against its committed head.
+public struct AuditReport: Sendable, Equatable {
+    /// Lines the vault has committed, all intact.
+    public let entries: Int
+    /// Correctly chained lines past the committed end: a writer stopped between writing the log
+    /// and committing the vault. The next write drops them; they never took effect.
+    public let uncommitted: Int
+    /// A partial line at the end, from the same kind of interruption.
+    public let partialTail: Bool
+
+    public init(entries: Int, uncommitted: Int, partialTail: Bool) {
+        self.entries = entries
+        self.uncommitted = uncommitted
+        self.partialTail = partialTail
+    }
+}
+
+enum AuditLog {
+    /// Checks `bytes` line by line: sequence numbers, `prev` links, the committed count, length and
+    /// final chain value. Returns the report and the committed entries.
+    static func verify(_ bytes: [UInt8], keys: AuditKeys, head: AuditHead) throws -> (report: AuditReport, entries: [AuditEntry]) {
+        func tampered(_ reason: String) -> CredentialError { CredentialError(.auditTampered, reason) }
+        guard bytes.count >= head.bytes else {
+            throw tampered("the audit log is \(bytes.count) bytes but \(head.bytes) were committed: it was truncated")
+        }
+        var entries: [AuditEntry] = []
+        var chain = keys.start
+        var offset = 0
+        var uncommitted = 0
+        var reachedHead = head.bytes == 0
+        if reachedHead, head.count != 0 || !ConstantTime.equals(head.chain, chain) {
+            throw tampered("the vault's record of the log does not match an empty log")
+        }
+        while offset < bytes.count {
+            let committed = offset < head.bytes
+            guard let newline = bytes[offset...].firstIndex(of: 0x0A) else {
+                if committed { throw tampered("line \(entries.count + 1) has no end") }
+                guard reachedHead else { throw tampered("the log's committed lines do not match the vault's record of them") }
+                return (AuditReport(entries: entries.count, uncommitted: uncommitted, partialTail: true), entries)
+            }
+            let line = bytes[offset..<newline]
+            let number = entries.count + uncommitted + 1
+            guard let (entry, previous) = AuditEntry.parse(line) else { throw tampered("line \(number) is not an audit entry") }
+            guard entry.sequence == number else { throw tampered("line \(number) carries sequence number \(entry.sequence)") }
+            guard ConstantTime.equals(Array(previous.utf8), Array(Hex.encode(chain).utf8)) else {
+                throw tampered("line \(number) does not link to the line before it: a line was edited, removed or reordered")
+            }
+            chain = keys.link(line)
+            offset = newline + 1
+            if committed {
+                entries.append(entry)
+                if offset > head.bytes { throw tampered("line \(number) runs past the committed end of the log") }
+                if offset == head.bytes {
+                    guard entries.count == head.count, ConstantTime.equals(chain, head.chain) else {
+                        throw tampered("the log's committed lines do not match the vault's record of them")
+                    }
+                    reachedHead = true
+                }
+            } else {
+                uncommitted += 1
+            }
+        }
+        guard reachedHead else { throw tampered("the log's committed lines do not match the vault's record of them") }
+        return (AuditReport(entries: entries.count, uncommitted: uncommitted, partialTail: false), entries)
+    }
+
+    /// The largest log read (about four million entries).
+    static let maxBytes = 1 << 30
+
+    /// Reads the whole log; an absent file reads as empty.
+    static func read(_ path: String) throws -> [UInt8] {
+        do {
+            guard let bytes = try Files.read(path, limit: maxBytes) else { throw CredentialError(.io, "the audit log exceeds \(maxBytes) bytes") }
+            return bytes
+        } catch let error as FileError {
+            if error.isNotFound { return [] }
+            throw CredentialError(.io, "reading the audit log: \(error)")
+        }
+    }
+
+    /// Appends `lines` at the committed end, after dropping any uncommitted tail, and syncs them
+    /// to disk. The caller holds the vault lock and commits the new head afterwards.
+    static func append(_ lines: [[UInt8]], to path: String, head: AuditHead) throws {
+        let fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw CredentialError(.io, "opening the audit log \(path): \(String(cString: strerror(errno)))") }
+        defer { close(fd) }
+        var status = stat()
+        guard fstat(fd, &status) == 0 else { throw CredentialError(.io, "reading the audit log's size: \(String(cString: strerror(errno)))") }
+        let size = Int(status.st_size)
+        if size < head.bytes {
+            throw CredentialError(.auditTampered, "the audit log is \(size) bytes but \(head.bytes) were committed: it was truncated")
+        }
+        if size > head.bytes, ftruncate(fd, off_t(head.bytes)) != 0 {
+            throw CredentialError(.io, "dropping the audit log's uncommitted tail: \(String(cString: strerror(errno)))")
+        }
+        var payload: [UInt8] = []
+        payload.reserveCapacity(lines.reduce(0) { $0 + $1.count + 1 })
+        for line in lines {
+            payload += line
+            payload.append(0x0A)
+        }
+        var written = 0
+        while written < payload.count {
+            let result = payload.withUnsafeBytes { pwrite(fd, $0.baseAddress! + written, $0.count - written, off_t(head.bytes + written)) }
+            if result < 0 && errno == EINTR { continue }
+            guard result > 0 else { throw CredentialError(.io, "writing the audit log: \(String(cString: strerror(errno)))") }
+            written += result
+        }
+        guard fsync(fd) == 0 else { throw CredentialError(.io, "syncing the audit log: \(String(cString: strerror(errno)))") }
+        if size == 0 {
+            // A new file: make its directory entry durable too.
+            do { try Files.syncDirectory(Files.parentDirectory(path)) } catch { throw CredentialError(.io, "syncing the audit log's folder: \(error)") }
+        }
+    }
+}

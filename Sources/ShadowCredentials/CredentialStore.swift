@@ -1,0 +1,136 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+public import ShadowApple
+public import ShadowJOSE
+public import ShadowJWKS
+import ShadowCore
+import Synchronization
+
+/// What applying one event did.
+public struct CredentialChange: Sendable, Equatable {
+    public let event: CredentialEvent
+    /// The subject's status before and after.
+    public let old: CredentialStatus
+    public let new: CredentialStatus
+
+    /// False for a duplicate, an event older than what the store holds, or one the state ignores
+    /// (a sign-in at or before a revocation, anything but email after a transfer). A change of
+    /// the deciding event's id alone is not a change: two events of one kind at one time are
+    /// duplicates, whatever their ids.
+    public var changed: Bool {
+        isTransition || old.since != new.since
+    }
+
+    /// A change the audit log records: of state, of the kind of revocation, of linked subject or of
+    /// mail forwarding. A later sign-in or refresh of an authorized user only moves
+    /// ``CredentialStatus/since``, and is not logged.
+    public var isTransition: Bool {
+        old.state != new.state || (new.state != .authorized && old.cause != new.cause)
+            || old.linkedSubject.map(Array.init(_:)) != new.linkedSubject.map(Array.init(_:)) || old.emailForwarding != new.emailForwarding
+    }
+
+    public init(event: CredentialEvent, old: CredentialStatus, new: CredentialStatus) {
+        self.event = event
+        self.old = old
+        self.new = new
+    }
+}
+
+/// Where credential state lives. Implementations must apply events atomically and keep the
+/// result independent of arrival order (``CredentialRecord`` does the folding).
+public protocol CredentialStateStore: Sendable {
+    /// What the store knows about `subject` under `clientID` (empty for a user never seen).
+    func record(clientID: String, subject: String) async throws -> CredentialRecord
+    /// Applies `events` together, returning one change per event in the order they were applied
+    /// (event-time order).
+    func apply(_ events: [CredentialEvent]) async throws -> [CredentialChange]
+}
+
+extension CredentialStateStore {
+    /// The subject's status: `notFound` for a user never seen.
+    public func status(clientID: String, subject: String) async throws -> CredentialStatus {
+        try await record(clientID: clientID, subject: subject).status
+    }
+
+    /// Throws ``CredentialError/Code/superseded`` when a revocation or transfer of the token's
+    /// subject happened at or after the token's `iat`.
+    public func enforce(_ token: AppleIdentityToken, clientID: String? = nil) async throws {
+        let record = try await record(clientID: clientID ?? token.audience, subject: token.subject)
+        if let mark = record.superseding(issuedAt: token.issuedAt) { throw CredentialError.superseded(by: mark, issuedAt: token.issuedAt) }
+    }
+}
+
+extension CredentialError {
+    static func superseded(by mark: CredentialRecord.Mark, issuedAt: Date) -> CredentialError {
+        let what = mark.kind.effect == .transfer ? "transferred" : "revoked (\(mark.kind.rawValue))"
+        return CredentialError(.superseded, "the token was issued at \(Timestamp.rfc3339(issuedAt)); its subject was \(what) at \(Timestamp.rfc3339(mark.time))")
+    }
+}
+
+extension AppleIdentityTokenValidator {
+    /// Verifies `token`, then refuses it if its subject's credential was revoked or transferred at
+    /// or after its `iat`. The state is looked up under `clientID`, or the token's `aud`.
+    public func validate(_ token: String, keys: JWKSet, states: some CredentialStateStore, clientID: String? = nil) async throws -> AppleIdentityToken {
+        let identity = try validate(token, keys: keys)
+        try await states.enforce(identity, clientID: clientID)
+        return identity
+    }
+
+    /// ``validate(_:keys:states:clientID:)`` against a fetched key set.
+    public func validate(_ token: String, keys provider: JWKSProvider, states: some CredentialStateStore, clientID: String? = nil) async throws
+        -> AppleIdentityToken
+    {
+        let identity = try await validate(token, keys: provider)
+        try await states.enforce(identity, clientID: clientID)
+        return identity
+    }
+}
+
+/// The identity of a (client ID, subject) pair, compared byte for byte.
+struct SubjectKey: Hashable, Sendable, Comparable {
+    let clientID: [UInt8]
+    let subject: [UInt8]
+
+    init(clientID: String, subject: String) {
+        self.clientID = Array(clientID.utf8)
+        self.subject = Array(subject.utf8)
+    }
+
+    init(_ event: CredentialEvent) { self.init(clientID: event.clientID, subject: event.subject) }
+
+    static func < (a: SubjectKey, b: SubjectKey) -> Bool {
+        a.clientID != b.clientID ? a.clientID.lexicographicallyPrecedes(b.clientID) : a.subject.lexicographicallyPrecedes(b.subject)
+    }
+}
+
+extension [CredentialEvent] {
+    /// The events in the order they are applied.
+    var applicationOrder: [CredentialEvent] { sorted(by: CredentialEvent.appliesBefore) }
+}
+
+/// A store in memory, for tests and for servers that keep state elsewhere and replay it.
+public final class InMemoryCredentialStore: CredentialStateStore {
+    private let records = Mutex<[SubjectKey: CredentialRecord]>([:])
+
+    public init() {}
+
+    public func record(clientID: String, subject: String) async throws -> CredentialRecord {
+        records.withLock { $0[SubjectKey(clientID: clientID, subject: subject)] ?? CredentialRecord() }
+    }
+
+    public func apply(_ events: [CredentialEvent]) async throws -> [CredentialChange] {
+        records.withLock { records in
+            events.applicationOrder.map { event in
+                let key = SubjectKey(event)
+                var record = records[key] ?? CredentialRecord()
+                let old = record.status
+                record.apply(event)
+                records[key] = record
+                return CredentialChange(event: event, old: old, new: record.status)
+            }
+        }
+    }
+}
