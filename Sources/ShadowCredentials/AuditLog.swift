@@ -177,11 +177,40 @@ enum AuditLog {
         }
     }
 
+    /// The longest line ``AuditEntry/line(previous:)`` can write (every string escaped at 6 bytes a
+    /// byte), rounded up.
+    static let maxLineBytes = 16 * 1024
+
+    /// Checks, in constant time and space, that the log still ends its committed part with the
+    /// line the vault's head names, so a writer never extends a log whose end was edited or
+    /// replaced. (`state audit --verify` checks every line.)
+    static func checkLastCommittedLine(_ fd: Int32, keys: AuditKeys, head: AuditHead) throws {
+        guard head.count > 0 else { return }
+        let start = max(0, head.bytes - maxLineBytes - 1)
+        var window = [UInt8](repeating: 0, count: head.bytes - start)
+        var filled = 0
+        while filled < window.count {
+            let result = window.withUnsafeMutableBytes { pread(fd, $0.baseAddress! + filled, $0.count - filled, off_t(start + filled)) }
+            if result < 0 && errno == EINTR { continue }
+            guard result > 0 else { throw CredentialError(.auditTampered, "the audit log is shorter than its committed length: it was truncated") }
+            filled += result
+        }
+        let end = window.count - 1
+        let lineStart = window[..<end].lastIndex(of: 0x0A).map { $0 + 1 } ?? (start == 0 ? 0 : -1)
+        guard window[end] == 0x0A, lineStart >= 0, ConstantTime.equals(keys.link(window[lineStart..<end]), head.chain) else {
+            throw CredentialError(.auditTampered, "the audit log's last committed line is not the one the vault recorded: the log was edited or replaced")
+        }
+    }
+
     /// Appends `lines` at the committed end, after dropping any uncommitted tail, and syncs them
     /// to disk. The caller holds the vault lock and commits the new head afterwards.
-    static func append(_ lines: [[UInt8]], to path: String, head: AuditHead) throws {
-        let fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw CredentialError(.io, "opening the audit log \(path): \(String(cString: strerror(errno)))") }
+    static func append(_ lines: [[UInt8]], to path: String, keys: AuditKeys, head: AuditHead) throws {
+        // Only an empty log may be created: a missing log with committed lines was deleted.
+        let fd = open(path, O_RDWR | O_CLOEXEC | (head.bytes == 0 ? O_CREAT : 0), 0o600)
+        guard fd >= 0 else {
+            if errno == ENOENT { throw CredentialError(.auditTampered, "the audit log \(path) is missing but \(head.count) entries were committed") }
+            throw CredentialError(.io, "opening the audit log \(path): \(String(cString: strerror(errno)))")
+        }
         defer { close(fd) }
         var status = stat()
         guard fstat(fd, &status) == 0 else { throw CredentialError(.io, "reading the audit log's size: \(String(cString: strerror(errno)))") }
@@ -189,6 +218,7 @@ enum AuditLog {
         if size < head.bytes {
             throw CredentialError(.auditTampered, "the audit log is \(size) bytes but \(head.bytes) were committed: it was truncated")
         }
+        try checkLastCommittedLine(fd, keys: keys, head: head)
         if size > head.bytes, ftruncate(fd, off_t(head.bytes)) != 0 {
             throw CredentialError(.io, "dropping the audit log's uncommitted tail: \(String(cString: strerror(errno)))")
         }

@@ -58,8 +58,15 @@ extension CredentialStateStore {
     /// Throws ``CredentialError/Code/superseded`` when a revocation or transfer of the token's
     /// subject happened at or after the token's `iat`.
     public func enforce(_ token: AppleIdentityToken, clientID: String? = nil) async throws {
-        let record = try await record(clientID: clientID ?? token.audience, subject: token.subject)
-        if let mark = record.superseding(issuedAt: token.issuedAt) { throw CredentialError.superseded(by: mark, issuedAt: token.issuedAt) }
+        try await record(clientID: clientID ?? token.audience, subject: token.subject).enforce(token)
+    }
+}
+
+extension CredentialRecord {
+    /// Throws ``CredentialError/Code/superseded`` when this record holds a revocation or transfer
+    /// at or after the token's `iat`.
+    public func enforce(_ token: AppleIdentityToken) throws {
+        if let mark = superseding(issuedAt: token.issuedAt) { throw CredentialError.superseded(by: mark, issuedAt: token.issuedAt) }
     }
 }
 

@@ -88,7 +88,7 @@ public final class VaultCredentialStore: CredentialStateStore {
                 lines.append(line)
             }
             guard dirty else { return (changes, false) }
-            if !lines.isEmpty { try AuditLog.append(lines, to: auditPath, head: state.head) }
+            if !lines.isEmpty { try AuditLog.append(lines, to: auditPath, keys: keys, head: state.head) }
             state.head = head
             contents.setSection(Self.sectionName, state.json)
             return (changes, true)
@@ -103,6 +103,9 @@ public final class VaultCredentialStore: CredentialStateStore {
     }
 
     package func verifyAuditSync() throws -> AuditReport { try checkedAudit().report }
+
+    /// Every committed audit entry, after checking the chain.
+    package func auditEntriesSync() throws -> [AuditEntry] { try checkedAudit().entries }
 
     /// Reads the log while holding the vault's lock, so no writer is between its two steps.
     func checkedAudit() throws -> (report: AuditReport, entries: [AuditEntry], keys: AuditKeys) {

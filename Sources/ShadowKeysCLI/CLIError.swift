@@ -1,6 +1,7 @@
 import ArgumentParser
 import ShadowApple
 import ShadowCore
+import ShadowCredentials
 import ShadowJOSE
 import ShadowCrypto
 import ShadowJWKS
@@ -14,6 +15,7 @@ enum ExitStatus: Int32 {
     case signatureRejected = 11
     case claimsRejected = 12
     case keysUnavailable = 13
+    case credentialRevoked = 14
     case authenticationFailed = 20
     case vaultWrongKey = 30
     case vaultCorrupted = 31
@@ -116,6 +118,15 @@ func reportingFailures(json: Bool, _ body: () async throws -> Void) async throws
         case .lockTimeout: status = .vaultLockTimeout
         case .notFound: status = .noInput
         case .invalidParameter: status = .usage
+        default: status = .failure
+        }
+        try fail(CLIError(status, code: error.code.name, error.reason), json: json)
+    } catch let error as CredentialError {
+        let status: ExitStatus
+        switch error.code {
+        case .superseded, .notAuthorized: status = .credentialRevoked
+        case .auditTampered, .corruptedState: status = .vaultCorrupted
+        case .invalidEvent: status = .malformedInput
         default: status = .failure
         }
         try fail(CLIError(status, code: error.code.name, error.reason), json: json)

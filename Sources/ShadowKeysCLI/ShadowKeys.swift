@@ -13,6 +13,6 @@ struct ShadowKeysCommand: AsyncParsableCommand {
             65 malformed input, 66 input cannot be opened, 1 anything else. See Docs/cli.md.
             """,
         version: "0.1.0",
-        subcommands: [VerifyToken.self, Decode.self, JWKSCommand.self, ClientSecretCommand.self, AppleCommand.self, DeriveKey.self, Encrypt.self, Decrypt.self, Rewrap.self, Hash.self, VaultCommand.self, SelfTestCommand.self]
+        subcommands: [VerifyToken.self, Decode.self, JWKSCommand.self, ClientSecretCommand.self, AppleCommand.self, DeriveKey.self, Encrypt.self, Decrypt.self, Rewrap.self, Hash.self, VaultCommand.self, StateCommand.self, SelfTestCommand.self]
     )
 }

@@ -1,6 +1,7 @@
 import ArgumentParser
 import ShadowApple
 import ShadowCore
+import ShadowCredentials
 import ShadowJOSE
 
 struct VerifyToken: AsyncParsableCommand {
@@ -9,7 +10,8 @@ struct VerifyToken: AsyncParsableCommand {
         abstract: "Verify a JWS/JWT against a JWK Set and a claim policy.",
         discussion: """
             Prints the verified claims and exits 0, or exits 10 (malformed), 11 (signature, key or
-            algorithm rejected), 12 (claims rejected), 13 (keys unavailable), 64 (usage).
+            algorithm rejected), 12 (claims rejected), 13 (keys unavailable), 14 (with --state: the
+            credential was revoked or transferred after the token was issued), 64 (usage).
             A --jwks URL is cached under $XDG_CACHE_HOME/shadow-keys/jwks (see Docs/jwks-caching.md).
             Pass the token as '-' (stdin), --token-file or --token-env to keep it out of argv.
             """
@@ -31,6 +33,14 @@ struct VerifyToken: AsyncParsableCommand {
     @Flag(help: "Sign in with Apple identity token: Apple's JWKS by default, iss Apple, RS256 only, --aud required; --nonce matches the raw nonce or its SHA-256 hex.")
     var apple = false
 
+    @Flag(help: "With --apple: refuse (exit 14) a token issued at or before its subject's revocation or transfer, as recorded in the vault's credential state.")
+    var state = false
+
+    @Option(name: .customLong("client-id"), help: "With --state: the client ID the state is kept under (default: the token's aud).")
+    var clientID: String?
+
+    @OptionGroup(title: "Credential state (--state)") var vault: VaultOptions
+
     @Flag(help: "Print a JSON result on stdout instead of the claims.")
     var json = false
 
@@ -39,11 +49,13 @@ struct VerifyToken: AsyncParsableCommand {
     func validate() throws {
         try tokenInput.validate()
         try keySource.validate(default: apple ? Apple.keysURL : nil)
-        if apple {
-            guard !options.audiences.isEmpty else { throw ValidationError("--apple needs --aud: the bundle IDs and Services IDs you accept") }
-            if options.algorithms.contains(where: { $0 != "RS256" }) { throw ValidationError("Apple identity tokens are RS256 only") }
-            if let issuer = options.issuer, issuer != Apple.issuer { throw ValidationError("Apple identity tokens are issued by \(Apple.issuer)") }
-            if options.allowMissingExpiration { throw ValidationError("Apple identity tokens always carry exp") }
+        if apple { try options.validateApple() }
+        if state {
+            guard apple else { throw ValidationError("--state applies to Sign in with Apple identity tokens: add --apple") }
+            try vault.requireKey()
+            if tokenInput.usesStdin && vault.passphrase.fromStdin { throw ValidationError("the token and the passphrase cannot both come from stdin") }
+        } else if vault.keySources > 0 || vault.explicitPath != nil || clientID != nil {
+            throw ValidationError("--vault, its key options and --client-id apply with --state only")
         }
         if tokenInput.usesStdin && keySource.jwks == "-" { throw ValidationError("the token and --jwks cannot both come from stdin") }
     }
@@ -59,15 +71,10 @@ struct VerifyToken: AsyncParsableCommand {
                 printVerified(try await keySource.verify(token, with: verifier), json: json)
                 return
             }
-            let validator = AppleIdentityTokenValidator(
-                clientIDs: options.audiences, nonce: options.nonce, leeway: options.leeway, maxAge: options.maxAge,
-                requiredClaims: options.requiredClaims, clock: try parseNow(options.now))
-            var appleVerifier = validator.verifier
-            appleVerifier.expectedType = options.type
-            appleVerifier.maxTokenBytes = options.maxTokenBytes
-            if let hashed = options.nonceSHA256 { appleVerifier.policy.nonce = .sha256HexOf(hashed) }
+            let (validator, appleVerifier) = try options.appleVerification()
             let verified = try await keySource.verify(token, with: appleVerifier, default: Apple.keysURL)
             let identity = try validator.token(from: verified)
+            if state { try credentialStore(vault).recordSync(clientID: clientID ?? identity.audience, subject: identity.subject).enforce(identity) }
             printVerified(verified, json: json, extra: [.init(name: "apple", value: .object(identity.json))])
         }
     }
@@ -87,5 +94,26 @@ func printVerified(_ verified: VerifiedJWT, json: Bool, extra: [JSONObject.Membe
         Console.json(.object(result))
     } else {
         Console.out(JSONValue.object(verified.claims.json).serialized(pretty: true))
+    }
+}
+
+extension VerificationOptions {
+    /// The checks `--apple` adds to the generic ones.
+    func validateApple() throws {
+        guard !audiences.isEmpty else { throw ValidationError("--apple needs --aud: the bundle IDs and Services IDs you accept") }
+        if algorithms.contains(where: { $0 != "RS256" }) { throw ValidationError("Apple identity tokens are RS256 only") }
+        if let issuer, issuer != Apple.issuer { throw ValidationError("Apple identity tokens are issued by \(Apple.issuer)") }
+        if allowMissingExpiration { throw ValidationError("Apple identity tokens always carry exp") }
+    }
+
+    /// Apple's validator with these options, and the verifier that carries them all.
+    func appleVerification() throws -> (AppleIdentityTokenValidator, JWTVerifier) {
+        let validator = AppleIdentityTokenValidator(
+            clientIDs: audiences, nonce: nonce, leeway: leeway, maxAge: maxAge, requiredClaims: requiredClaims, clock: try parseNow(now))
+        var verifier = validator.verifier
+        verifier.expectedType = type
+        verifier.maxTokenBytes = maxTokenBytes
+        if let nonceSHA256 { verifier.policy.nonce = .sha256HexOf(nonceSHA256) }
+        return (validator, verifier)
     }
 }

@@ -109,8 +109,16 @@ import Testing
         // A damaged log also stops further writes rather than extending it.
         try writeAudit(Array(original.dropLast(original.count - lines[0].count - 1)))
         await #expect(throws: CredentialError(.auditTampered, "")) { try await store.apply([try event(.signIn, at: 900)]) }
+        // So does an edited last line, even when the file is as long as before.
+        var lastEdited = lines
+        lastEdited[3] = Array(String(decoding: lines[3], as: UTF8.self).replacingOccurrences(of: "\"consent-revoked\"", with: "\"account-deleted\"").utf8)
+        #expect(lastEdited[3] != lines[3])
+        try writeAudit(joined(lastEdited))
+        await #expect(throws: CredentialError(.auditTampered, "")) { try await store.apply([try event(.signIn, at: 900)]) }
         try writeAudit(original)
         #expect(try await store.verifyAudit().entries == 4)
+        _ = try await store.apply([try event(.signIn, at: 900)])
+        #expect(try await store.verifyAudit().entries == 5)
     }
 
     @Test func anInterruptedWriteLeavesAnUncommittedTailThatTheNextWriteDrops() async throws {
