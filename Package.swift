@@ -50,7 +50,7 @@ let package = Package(
         // depending on that library: SwiftPM links an executable dependency's libraries into the
         // dependent executable, and this one must stay out of the CLI.
         .executableTarget(name: "ShadowKeysFetch", dependencies: ["ShadowJWKS", "ShadowCore"], swiftSettings: strictSettings),
-        .target(name: "ShadowSelfTest", dependencies: ["ShadowCore", "ShadowJOSE", "ShadowCrypto", "ShadowApple", "ShadowVault", crypto, cryptoExtras], swiftSettings: strictSettings),
+        .target(name: "ShadowSelfTest", dependencies: ["ShadowCore", "ShadowJOSE", "ShadowCrypto", "ShadowApple", "ShadowVault", "ShadowCredentials", crypto, cryptoExtras], swiftSettings: strictSettings),
         .target(name: "ShadowKeys", dependencies: ["ShadowCore", "ShadowJOSE", "ShadowJWKS", "ShadowURLSession", "ShadowApple", "ShadowCrypto", "ShadowVault", "ShadowCredentials"], swiftSettings: strictSettings),
         .executableTarget(
             name: "ShadowKeysCLI",
@@ -65,7 +65,7 @@ let package = Package(
         .testTarget(name: "ShadowJWKSTests", dependencies: ["ShadowJWKS", "ShadowURLSession", "ShadowTestSupport", "ShadowJOSE", logging], swiftSettings: strictSettings),
         .testTarget(name: "ShadowCryptoTests", dependencies: ["ShadowCrypto", "ShadowCore", "ShadowSelfTest", "ShadowTestSupport", crypto], swiftSettings: strictSettings),
         .testTarget(name: "ShadowVaultTests", dependencies: ["ShadowVault", "ShadowCrypto", "ShadowCore", "ShadowSelfTest", "ShadowTestSupport"], swiftSettings: strictSettings),
-        .testTarget(name: "ShadowCredentialsTests", dependencies: ["ShadowCredentials", "ShadowApple", "ShadowVault", "ShadowCrypto", "ShadowJOSE", "ShadowCore", "ShadowTestSupport"], swiftSettings: strictSettings),
+        .testTarget(name: "ShadowCredentialsTests", dependencies: ["ShadowCredentials", "ShadowSelfTest", "ShadowApple", "ShadowVault", "ShadowCrypto", "ShadowJOSE", "ShadowCore", "ShadowTestSupport"], swiftSettings: strictSettings),
         .testTarget(name: "ShadowAppleTests", dependencies: ["ShadowApple", "ShadowJWKS", "ShadowURLSession", "ShadowCrypto", "ShadowCore", "ShadowTestSupport", "ShadowJOSE", crypto, cryptoExtras], swiftSettings: strictSettings),
         .testTarget(name: "ShadowKeysCLITests", dependencies: ["ShadowKeysCLI", "ShadowTestSupport", "ShadowJOSE", "ShadowCore", "ShadowApple", "ShadowCrypto", "ShadowVault", "ShadowCredentials", crypto, cryptoExtras], swiftSettings: strictSettings),
     ]

@@ -43,8 +43,11 @@ extension CredentialEvent {
     }
 
     /// A migration result (`/auth/usermigrationinfo`): `old` became `new` at `time`.
+    /// Its id is the time: an unkeyed hash of the subjects would let the audit log be matched
+    /// against guessed subjects.
     public static func migration(clientID: String, from old: String, to new: String, at time: Date) throws -> CredentialEvent {
-        let digest = Hex.encode(SHA256.hash(data: Array((old + "\u{0}" + new).utf8)).prefix(16))
-        return try CredentialEvent(kind: .transferred, clientID: clientID, subject: old, time: time, id: "migration:" + digest, linkedSubject: new)
+        let milliseconds = Int64((time.timeIntervalSince1970 * 1000).rounded())
+        return try CredentialEvent(kind: .transferred, clientID: clientID, subject: old, timeMilliseconds: milliseconds, id: "migration:" + String(milliseconds),
+                                   linkedSubject: new)
     }
 }

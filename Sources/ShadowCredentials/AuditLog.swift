@@ -10,7 +10,7 @@ import FoundationEssentials
 #else
 import Foundation
 #endif
-import Crypto
+package import Crypto
 import ShadowCore
 
 /// One line of the audit log (Docs/credential-state.md): a status change, with the subject
@@ -35,7 +35,7 @@ public struct AuditEntry: Sendable, Equatable {
     public let emailForwarding: Bool?
 
     /// The line's JSON, member order fixed, `prev` last.
-    func line(previous: [UInt8]) -> [UInt8] {
+    package func line(previous: [UInt8]) -> [UInt8] {
         let object: JSONObject = [
             "seq": .int(sequence), "recorded_at_ms": .int(recordedAtMilliseconds), "event_time_ms": .int(eventTimeMilliseconds),
             "client_id": .string(clientID), "subject": .string(subjectHash), "old": .string(old.description), "new": .string(new.description),
@@ -47,7 +47,7 @@ public struct AuditEntry: Sendable, Equatable {
 
     /// Reads a line, returning it with its `prev`; nil for anything that is not exactly what
     /// ``line(previous:)`` writes.
-    static func parse(_ line: ArraySlice<UInt8>) -> (entry: AuditEntry, previous: String)? {
+    package static func parse(_ line: ArraySlice<UInt8>) -> (entry: AuditEntry, previous: String)? {
         guard let object = (try? StrictJSON.parse(line, limits: .init(maxBytes: 8192, maxDepth: 2)))?.objectValue, object.count == 12,
             let sequence = object["seq"]?.numberValue?.int64Value, let recorded = object["recorded_at_ms"]?.numberValue?.int64Value,
             let eventTime = object["event_time_ms"]?.numberValue?.int64Value, let clientID = object["client_id"]?.stringValue,
@@ -66,35 +66,41 @@ public struct AuditEntry: Sendable, Equatable {
 
 /// The audit log's keys, derived from the 32-byte secret kept (encrypted) in the vault: a chain
 /// key that links each line to the one before, and a subject key for the subject hashes.
-struct AuditKeys {
-    let chain: SymmetricKey
-    let subject: SymmetricKey
+package struct AuditKeys {
+    package let chain: SymmetricKey
+    package let subject: SymmetricKey
 
-    init(secret: [UInt8]) {
+    package init(secret: [UInt8]) {
         let material = SymmetricKey(data: secret)
         chain = HKDF<SHA256>.deriveKey(inputKeyMaterial: material, info: Array("shadow-keys audit v1 chain".utf8), outputByteCount: 32)
         subject = HKDF<SHA256>.deriveKey(inputKeyMaterial: material, info: Array("shadow-keys audit v1 subject".utf8), outputByteCount: 32)
     }
 
     /// The chain value before the first line.
-    var start: [UInt8] { link(Array("shadow-keys audit v1 start".utf8)[...]) }
+    package var start: [UInt8] { link(Array("shadow-keys audit v1 start".utf8)[...]) }
 
     /// The chain value after `line` (its bytes without the newline).
-    func link(_ line: ArraySlice<UInt8>) -> [UInt8] { Array(HMAC<SHA256>.authenticationCode(for: line, using: chain)) }
+    package func link(_ line: ArraySlice<UInt8>) -> [UInt8] { Array(HMAC<SHA256>.authenticationCode(for: line, using: chain)) }
 
-    func subjectHash(clientID: String, subject: String) -> String {
+    package func subjectHash(clientID: String, subject: String) -> String {
         Hex.encode(HMAC<SHA256>.authenticationCode(for: Array(clientID.utf8) + [0] + Array(subject.utf8), using: self.subject))
     }
 }
 
 /// Where the log stands as of the last committed vault write.
-struct AuditHead: Equatable {
+package struct AuditHead: Equatable {
     /// Lines committed.
-    var count: Int
+    package var count: Int
     /// Bytes committed.
-    var bytes: Int
+    package var bytes: Int
     /// The chain value after the last committed line (``AuditKeys/start`` for none).
-    var chain: [UInt8]
+    package var chain: [UInt8]
+
+    package init(count: Int, bytes: Int, chain: [UInt8]) {
+        self.count = count
+        self.bytes = bytes
+        self.chain = chain
+    }
 }
 
 /// The result of checking an audit log against its committed head.
@@ -114,10 +120,10 @@ public struct AuditReport: Sendable, Equatable {
     }
 }
 
-enum AuditLog {
+package enum AuditLog {
     /// Checks `bytes` line by line: sequence numbers, `prev` links, the committed count, length and
     /// final chain value. Returns the report and the committed entries.
-    static func verify(_ bytes: [UInt8], keys: AuditKeys, head: AuditHead) throws -> (report: AuditReport, entries: [AuditEntry]) {
+    package static func verify(_ bytes: [UInt8], keys: AuditKeys, head: AuditHead) throws -> (report: AuditReport, entries: [AuditEntry]) {
         func tampered(_ reason: String) -> CredentialError { CredentialError(.auditTampered, reason) }
         guard bytes.count >= head.bytes else {
             throw tampered("the audit log is \(bytes.count) bytes but \(head.bytes) were committed: it was truncated")

@@ -75,6 +75,9 @@ package enum SelfTest {
         Suite(module: "ShadowVault", name: "ShadowKeys vault v1 vectors", path: "shadow/vault/vectors.json", embedded: true) {
             VaultSuites.vectors($0)
         },
+        Suite(module: "ShadowCredentials", name: "ShadowKeys audit log v1 vectors", path: "shadow/audit/vectors.json", embedded: true) {
+            AuditSuites.vectors($0)
+        },
     ]
 
     /// Runs every suite. Files not compiled in are read from `directory`; without one, those

@@ -3,6 +3,7 @@ import ShadowApple
 import ShadowCore
 import ShadowCredentials
 import ShadowCrypto
+import ShadowSelfTest
 import ShadowJOSE
 import ShadowTestSupport
 import ShadowVault
@@ -200,5 +201,14 @@ import Testing
         let vault = TokenVault(path: path, unlock: .key(key))
         try vault.update { $0.setSection("credential-state", ["version": 2]) }
         await #expect(throws: CredentialError(.corruptedState, "")) { try await store().status(clientID: Self.client, subject: Self.subject) }
+    }
+}
+
+/// TestVectors/shadow/audit, made by an independent implementation of the audit log format.
+@Suite struct AuditVectorTests {
+    @Test func keysHashesValidAndTamperedLogs() throws {
+        let cases = AuditSuites.vectors(try PackagePaths.vector("shadow/audit/vectors.json"))
+        #expect(cases.count == 26)
+        for result in cases { #expect(result.passed, "\(result.detail)") }
     }
 }
