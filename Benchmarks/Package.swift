@@ -20,6 +20,7 @@ let package = Package(
                 .product(name: "ShadowCrypto", package: "ShadowKeys"),
                 .product(name: "ShadowApple", package: "ShadowKeys"),
                 .product(name: "ShadowVault", package: "ShadowKeys"),
+                .product(name: "ShadowCredentials", package: "ShadowKeys"),
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "CryptoExtras", package: "swift-crypto"),

@@ -3,7 +3,7 @@ import Foundation
 // Usage: ShadowBench <shadow-keys binary> <output json> [section ...]
 let arguments = CommandLine.arguments
 guard arguments.count >= 3 else {
-    FileHandle.standardError.write(Data("usage: ShadowBench <shadow-keys binary> <results.json> [jwt jwks crypto apple vault cli]\n".utf8))
+    FileHandle.standardError.write(Data("usage: ShadowBench <shadow-keys binary> <results.json> [jwt jwks crypto apple vault state cli]\n".utf8))
     exit(64)
 }
 let binary = arguments[1]
@@ -29,5 +29,6 @@ if wants("jwks") { rows += try await JWKSBenchmarks.run() }
 if wants("crypto") { rows += try await CryptoBenchmarks.run(binary: binary, workDirectory: work) }
 if wants("apple") { rows += try await AppleBenchmarks.run(binary: binary, workDirectory: work) }
 if wants("vault") { rows += try await VaultBenchmarks.run(binary: binary, workDirectory: work) }
+if wants("state") { rows += try await StateBenchmarks.run(binary: binary, workDirectory: work) }
 if wants("cli") { rows += try CLIBenchmarks.run(binary: binary, workDirectory: work) }
 try report(rows, to: output)
