@@ -37,7 +37,7 @@ extension CredentialEvent {
 
     /// The result of validating the user's refresh token at `time`: success, or `invalid_grant`.
     public static func refresh(succeeded: Bool, clientID: String, subject: String, at time: Date) throws -> CredentialEvent {
-        let milliseconds = Int64((time.timeIntervalSince1970 * 1000).rounded())
+        let milliseconds = time.millisecondsSince1970
         return try CredentialEvent(kind: succeeded ? .refreshSucceeded : .refreshRejected, clientID: clientID, subject: subject, timeMilliseconds: milliseconds,
                                    id: (succeeded ? "refresh-ok:" : "refresh-invalid-grant:") + String(milliseconds))
     }
@@ -46,7 +46,7 @@ extension CredentialEvent {
     /// Its id is the time: an unkeyed hash of the subjects would let the audit log be matched
     /// against guessed subjects.
     public static func migration(clientID: String, from old: String, to new: String, at time: Date) throws -> CredentialEvent {
-        let milliseconds = Int64((time.timeIntervalSince1970 * 1000).rounded())
+        let milliseconds = time.millisecondsSince1970
         return try CredentialEvent(kind: .transferred, clientID: clientID, subject: old, timeMilliseconds: milliseconds, id: "migration:" + String(milliseconds),
                                    linkedSubject: new)
     }

@@ -193,13 +193,11 @@ package enum AuditLog {
     static func checkLastCommittedLine(_ fd: Int32, keys: AuditKeys, head: AuditHead) throws {
         guard head.count > 0 else { return }
         let start = max(0, head.bytes - maxLineBytes - 1)
-        var window = [UInt8](repeating: 0, count: head.bytes - start)
-        var filled = 0
-        while filled < window.count {
-            let result = window.withUnsafeMutableBytes { pread(fd, $0.baseAddress! + filled, $0.count - filled, off_t(start + filled)) }
-            if result < 0 && errno == EINTR { continue }
-            guard result > 0 else { throw CredentialError(.auditTampered, "the audit log is shorter than its committed length: it was truncated") }
-            filled += result
+        guard lseek(fd, off_t(start), SEEK_SET) >= 0 else { throw CredentialError(.io, "reading the audit log: \(String(cString: strerror(errno)))") }
+        let window: [UInt8]
+        do { window = try Files.readFull(fd, count: head.bytes - start, path: "the audit log") } catch { throw CredentialError(.io, "reading the audit log: \(error)") }
+        guard window.count == head.bytes - start else {
+            throw CredentialError(.auditTampered, "the audit log is shorter than its committed length: it was truncated")
         }
         let end = window.count - 1
         let lineStart = window[..<end].lastIndex(of: 0x0A).map { $0 + 1 } ?? (start == 0 ? 0 : -1)
@@ -234,13 +232,8 @@ package enum AuditLog {
             payload += line
             payload.append(0x0A)
         }
-        var written = 0
-        while written < payload.count {
-            let result = payload.withUnsafeBytes { pwrite(fd, $0.baseAddress! + written, $0.count - written, off_t(head.bytes + written)) }
-            if result < 0 && errno == EINTR { continue }
-            guard result > 0 else { throw CredentialError(.io, "writing the audit log: \(String(cString: strerror(errno)))") }
-            written += result
-        }
+        guard lseek(fd, off_t(head.bytes), SEEK_SET) >= 0 else { throw CredentialError(.io, "writing the audit log: \(String(cString: strerror(errno)))") }
+        do { try Files.writeAll(fd, payload, path: path) } catch { throw CredentialError(.io, "writing the audit log: \(error)") }
         guard fsync(fd) == 0 else { throw CredentialError(.io, "syncing the audit log: \(String(cString: strerror(errno)))") }
         if size == 0 {
             // A new file: make its directory entry durable too.

@@ -77,10 +77,10 @@ public struct CredentialEvent: Sendable, Hashable {
     /// For ``Kind/transferred``: the subject the user now has.
     public let linkedSubject: String?
 
-    public var time: Date { Date(timeIntervalSince1970: Double(timeMilliseconds) / 1000) }
+    public var time: Date { Date(millisecondsSince1970: timeMilliseconds) }
 
     public init(kind: Kind, clientID: String, subject: String, time: Date, id: String, linkedSubject: String? = nil) throws {
-        try self.init(kind: kind, clientID: clientID, subject: subject, timeMilliseconds: Int64((time.timeIntervalSince1970 * 1000).rounded()), id: id,
+        try self.init(kind: kind, clientID: clientID, subject: subject, timeMilliseconds: time.millisecondsSince1970, id: id,
                       linkedSubject: linkedSubject)
     }
 
@@ -184,7 +184,7 @@ public struct CredentialRecord: Sendable, Equatable {
 
         init(_ event: CredentialEvent) { self.init(timeMilliseconds: event.timeMilliseconds, id: event.id, kind: event.kind, linkedSubject: event.linkedSubject) }
 
-        public var time: Date { Date(timeIntervalSince1970: Double(timeMilliseconds) / 1000) }
+        public var time: Date { Date(millisecondsSince1970: timeMilliseconds) }
 
         /// (time, id bytes, kind name bytes) order.
         func precedes(_ other: Mark) -> Bool {
@@ -255,9 +255,16 @@ public struct CredentialRecord: Sendable, Equatable {
     /// if any: one that happened at or after the token's `iat`. A revocation supersedes older
     /// tokens even after the user signs in again.
     public func superseding(issuedAt: Date) -> Mark? {
-        let issued = Int64((issuedAt.timeIntervalSince1970 * 1000).rounded())
+        let issued = issuedAt.millisecondsSince1970
         if let transfer, issued <= transfer.timeMilliseconds { return transfer }
         if let revocation, issued <= revocation.timeMilliseconds { return revocation }
         return nil
     }
+}
+
+extension Date {
+    /// Whole milliseconds since 1970, the unit event times are kept in.
+    var millisecondsSince1970: Int64 { Int64((timeIntervalSince1970 * 1000).rounded()) }
+
+    init(millisecondsSince1970 milliseconds: Int64) { self.init(timeIntervalSince1970: Double(milliseconds) / 1000) }
 }

@@ -4,7 +4,6 @@ import FoundationEssentials
 import Foundation
 #endif
 import Crypto
-import Dispatch
 public import ShadowCore
 public import ShadowVault
 
@@ -33,22 +32,22 @@ public final class VaultCredentialStore: CredentialStateStore {
     // MARK: - CredentialStateStore
 
     public func record(clientID: String, subject: String) async throws -> CredentialRecord {
-        try await offload { try self.recordSync(clientID: clientID, subject: subject) }
+        try await runBlocking { try self.recordSync(clientID: clientID, subject: subject) }
     }
 
     public func apply(_ events: [CredentialEvent]) async throws -> [CredentialChange] {
-        try await offload { try self.applySync(events) }
+        try await runBlocking { try self.applySync(events) }
     }
 
     /// The audit entries about `subject` under `clientID`, oldest first (committed lines only).
     public func history(clientID: String, subject: String) async throws -> [AuditEntry] {
-        try await offload { try self.historySync(clientID: clientID, subject: subject) }
+        try await runBlocking { try self.historySync(clientID: clientID, subject: subject) }
     }
 
     /// Checks the audit log's chain against the head the vault committed.
     /// - Throws: ``CredentialError/Code/auditTampered`` naming the first bad line.
     public func verifyAudit() async throws -> AuditReport {
-        try await offload { try self.verifyAuditSync() }
+        try await runBlocking { try self.verifyAuditSync() }
     }
 
     // MARK: - Synchronous core (the CLI's entry points)
@@ -59,7 +58,7 @@ public final class VaultCredentialStore: CredentialStateStore {
 
     package func applySync(_ events: [CredentialEvent]) throws -> [CredentialChange] {
         guard !events.isEmpty else { return [] }
-        let recordedAt = Int64((clock.now.timeIntervalSince1970 * 1000).rounded())
+        let recordedAt = clock.now.millisecondsSince1970
         return try vault.modify { contents in
             var state = try StoredState(contents)
             let keys = AuditKeys(secret: state.secret)
@@ -114,12 +113,6 @@ public final class VaultCredentialStore: CredentialStateStore {
             let keys = AuditKeys(secret: state.secret)
             let (report, entries) = try AuditLog.verify(try AuditLog.read(auditPath), keys: keys, head: state.head)
             return (report, entries, keys)
-        }
-    }
-
-    private func offload<R: Sendable>(_ work: @escaping @Sendable () throws -> R) async throws -> R {
-        try await withCheckedThrowingContinuation { continuation in
-            DispatchQueue.global().async { continuation.resume(with: Result { try work() }) }
         }
     }
 }

@@ -301,16 +301,21 @@ struct AppleCommand: AsyncParsableCommand {
 
         func run() async throws {
             try await reportingFailures(json: json) {
-                guard let body = try Files.readAll(0, limit: AppleNotificationVerifier.maxBodyBytes, path: "stdin") else {
-                    throw CLIError(.malformedToken, "notification body exceeds \(AppleNotificationVerifier.maxBodyBytes) bytes")
-                }
-                let verifier = AppleNotificationVerifier(clientIDs: audiences, leeway: leeway, clock: try parseNow(now))
-                let payload = try AppleNotificationVerifier.payload(fromBody: trimWhitespace(body))
-                let verified = try await keySource.verify(payload, with: verifier.verifier, default: Apple.keysURL)
-                let notification = try verifier.notification(from: verified)
+                let notification = try await readNotification(keySource: keySource, audiences: audiences, leeway: leeway, now: now)
                 if !notification.isKnownType { Console.err("shadow-keys: warning: unknown notification type \(notification.rawType.quotedForMessage)") }
                 Console.out(JSONValue.object(notification.json).serialized(pretty: !json))
             }
         }
     }
+}
+
+/// Reads a notification POST body from stdin and verifies it against `keySource` (Apple's key
+/// set by default).
+func readNotification(keySource: KeySourceOptions, audiences: [String], leeway: Double, now: String?) async throws -> AppleNotification {
+    guard let body = try Files.readAll(0, limit: AppleNotificationVerifier.maxBodyBytes, path: "stdin") else {
+        throw CLIError(.malformedToken, "notification body exceeds \(AppleNotificationVerifier.maxBodyBytes) bytes")
+    }
+    let verifier = AppleNotificationVerifier(clientIDs: audiences, leeway: leeway, clock: try parseNow(now))
+    let payload = try AppleNotificationVerifier.payload(fromBody: trimWhitespace(body))
+    return try verifier.notification(from: try await keySource.verify(payload, with: verifier.verifier, default: Apple.keysURL))
 }

@@ -92,12 +92,7 @@ struct StateCommand: AsyncParsableCommand {
 
         func run() async throws {
             try await reportingFailures(json: json) {
-                guard let body = try Files.readAll(0, limit: AppleNotificationVerifier.maxBodyBytes, path: "stdin") else {
-                    throw CLIError(.malformedToken, "notification body exceeds \(AppleNotificationVerifier.maxBodyBytes) bytes")
-                }
-                let verifier = AppleNotificationVerifier(clientIDs: acceptedAudiences, leeway: leeway, clock: try parseNow(now))
-                let payload = try AppleNotificationVerifier.payload(fromBody: trimWhitespace(body))
-                let notification = try verifier.notification(from: try await keySource.verify(payload, with: verifier.verifier, default: Apple.keysURL))
+                let notification = try await readNotification(keySource: keySource, audiences: acceptedAudiences, leeway: leeway, now: now)
                 guard let event = try CredentialEvent.notification(notification, clientID: clientID ?? notification.audience) else {
                     Console.err("shadow-keys: warning: unknown notification type \(notification.rawType.quotedForMessage); nothing applied")
                     printChanges([], json: json)
@@ -280,10 +275,7 @@ struct UserOptions: ParsableArguments {
 /// The vault's credential store.
 func credentialStore(_ vault: VaultOptions) throws -> VaultCredentialStore { VaultCredentialStore(vault: try vault.open()) }
 
-private func eventTime(_ value: String?) throws -> Date {
-    guard let value else { return Date() }
-    do { return try Timestamp.parse(value) } catch { throw ValidationError("--at: \(error)") }
-}
+private func eventTime(_ value: String?) throws -> Date { try value.map { try parseTime($0, option: "--at") } ?? Date() }
 
 private func millisecondsToDate(_ milliseconds: Int64) -> Date { Date(timeIntervalSince1970: Double(milliseconds) / 1000) }
 

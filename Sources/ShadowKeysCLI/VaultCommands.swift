@@ -380,7 +380,8 @@ private func checkIterations(_ iterations: Int) throws {
     guard iterations <= 10_000_000 else { throw ValidationError("--iterations: at most 10000000") }
 }
 
-private func parseTime(_ value: String, option: String) throws -> Date {
+/// An RFC 3339 or epoch-seconds option value; a usage error names the option.
+func parseTime(_ value: String, option: String) throws -> Date {
     do { return try Timestamp.parse(value) } catch { throw ValidationError("\(option): \(error)") }
 }
 

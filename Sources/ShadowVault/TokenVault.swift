@@ -213,11 +213,11 @@ public final class TokenVault: Sendable {
     // MARK: - Async API
 
     /// The entry named `name`, with ``VaultEntry/expired`` set by the vault's clock.
-    public func entry(named name: String) async throws -> VaultEntry { try await offload { try self.entrySync(named: name) } }
+    public func entry(named name: String) async throws -> VaultEntry { try await runBlocking { try self.entrySync(named: name) } }
 
     /// Every entry's metadata, never secrets, in byte order of names.
     public func list() async throws -> [VaultEntryInfo] {
-        try await offload {
+        try await runBlocking {
             let now = self.clock.now
             return try self.contents().entries.map {
                 VaultEntryInfo(name: $0.name, provider: $0.provider, kind: $0.kind, subject: $0.subject, createdAt: $0.createdAt, updatedAt: $0.updatedAt,
@@ -227,24 +227,17 @@ public final class TokenVault: Sendable {
     }
 
     /// Adds or replaces an entry.
-    public func put(_ entry: VaultEntry) async throws { try await offload { try self.putSync(entry) } }
+    public func put(_ entry: VaultEntry) async throws { try await runBlocking { try self.putSync(entry) } }
 
     /// Adds or replaces several entries in one atomic write.
-    public func put(contentsOf entries: [VaultEntry]) async throws { try await offload { try self.putSync(entries) } }
+    public func put(contentsOf entries: [VaultEntry]) async throws { try await runBlocking { try self.putSync(entries) } }
 
     /// Removes an entry; ``VaultError/Code/noSuchEntry`` when there is none.
-    public func remove(named name: String) async throws { try await offload { try self.removeSync(named: name) } }
+    public func remove(named name: String) async throws { try await runBlocking { try self.removeSync(named: name) } }
 
     /// Changes the passphrase or key, or raises the iterations, atomically.
     public func rekey(to newUnlock: VaultUnlock, iterations: Int = PBKDF2.defaultIterations) async throws {
-        try await offload { try self.rekeySync(to: newUnlock, iterations: iterations) }
-    }
-
-    /// Runs blocking file work on a Dispatch thread, keeping Swift's cooperative pool free.
-    private func offload<R: Sendable>(_ work: @escaping @Sendable () throws -> R) async throws -> R {
-        try await withCheckedThrowingContinuation { continuation in
-            DispatchQueue.global().async { continuation.resume(with: Result { try work() }) }
-        }
+        try await runBlocking { try self.rekeySync(to: newUnlock, iterations: iterations) }
     }
 
     // MARK: - Reading and writing
