@@ -63,15 +63,16 @@ public struct AppleIdentityToken: Sendable {
     /// Every claim, as verified.
     public let claims: JWTClaims
 
-    /// How long the token was issued for (`exp − iat`): 600 s in tokens up to 2020, 86400 s since.
+    /// How long the token was issued for (`exp - iat`): 600 s in tokens up to 2020, 86400 s since.
     public var lifetime: TimeInterval { expiresAt.timeIntervalSince(issuedAt) }
 
-    /// Reads the typed claims; ``AppleIdentityTokenValidator`` has already checked their types.
+    /// Reads the typed claims; ``AppleIdentityTokenValidator`` has already checked their types,
+    /// that `aud` is one string (the accepted client ID) and that every time is in range.
     init(claims: JWTClaims) throws {
         let json = claims.json
         guard let subject = claims.subject, let issuedAt = claims.issuedAt, let expiresAt = claims.expiresAt,
-            let audience = claims.audiences.first
-        else { throw JOSEError(.claimsRejected, "identity token lacks sub, aud, iat or exp") }
+            let audience = json["aud"]?.stringValue
+        else { throw JOSEError(.claimsRejected, "identity token lacks sub, a single-string aud, iat or exp") }
         self.claims = claims
         self.subject = subject
         self.audience = audience
@@ -177,13 +178,29 @@ public struct AppleIdentityTokenValidator: Sendable {
                 failures.append(ClaimFailure(claim: name, rule: .wrongType, expected: "a string", actual: value.typeName, message: "\(name) must be a string, found \(value.typeName)"))
             }
         }
-        if let value = claims["auth_time"], value.numberValue == nil {
-            failures.append(ClaimFailure(claim: "auth_time", rule: .wrongType, expected: "a NumericDate", actual: value.typeName, message: "auth_time must be a number, found \(value.typeName)"))
+        if let value = claims["auth_time"] {
+            if let number = value.numberValue {
+                if Timestamp(seconds: number.doubleValue) == nil {
+                    failures.append(ClaimFailure(claim: "auth_time", rule: .outOfRange, expected: "a NumericDate within \(Timestamp.rangeDescription)",
+                        actual: String(number.literal.prefix(32)), message: "auth_time lies outside \(Timestamp.rangeDescription)"))
+                }
+            } else {
+                failures.append(ClaimFailure(claim: "auth_time", rule: .wrongType, expected: "a NumericDate", actual: value.typeName, message: "auth_time must be a number, found \(value.typeName)"))
+            }
         }
         if let value = claims["sub"], value.stringValue == nil {
             failures.append(ClaimFailure(claim: "sub", rule: .wrongType, expected: "a string", actual: value.typeName, message: "sub must be a string, found \(value.typeName)"))
         }
+        failures += singleAudience(claims)
         return failures
+    }
+
+    /// Apple issues `aud` as one string: the client ID. An array is refused, so that the client
+    /// ID a token was accepted for, and under which its state is looked up, is never ambiguous.
+    static func singleAudience(_ claims: JWTClaims) -> [ClaimFailure] {
+        guard let value = claims["aud"], value.stringValue == nil else { return [] }
+        return [ClaimFailure(claim: "aud", rule: .wrongType, expected: "a single string (Apple's form)", actual: value.typeName,
+            message: "aud must be a single string as Apple issues it, found \(value.typeName)")]
     }
 
     /// `nonce` equals the raw nonce or its SHA-256 hex. A token without `nonce` passes only
@@ -191,7 +208,8 @@ public struct AppleIdentityTokenValidator: Sendable {
     static func nonceRule(_ raw: String) -> ClaimRule {
         let hash = Hex.encode(SHA256.hash(data: Array(raw.utf8)))
         return ClaimRule("apple nonce") { claims, _ in
-            let expected = "\(raw.quotedForMessage) or its SHA-256 hex \(hash)"
+            // The nonce may be a session secret: neither value appears in a failure.
+            let expected = "the expected nonce or its SHA-256 hex"
             guard let value = claims["nonce"] else {
                 if AppleIdentityToken.flexibleBool(claims["nonce_supported"]) == .some(false) { return [] }
                 return [ClaimFailure(claim: "nonce", rule: .missing, expected: expected, actual: nil,
@@ -201,8 +219,8 @@ public struct AppleIdentityTokenValidator: Sendable {
                 return [ClaimFailure(claim: "nonce", rule: .wrongType, expected: "a string", actual: value.typeName, message: "nonce must be a string, found \(value.typeName)")]
             }
             let matches = [raw, hash].contains { ConstantTime.equals(Array($0.utf8), Array(actual.utf8)) }
-            return matches ? [] : [ClaimFailure(claim: "nonce", rule: .mismatch, expected: expected, actual: actual.quotedForMessage,
-                message: "nonce \(actual.quotedForMessage) is neither the expected nonce nor its SHA-256 hex")]
+            return matches ? [] : [ClaimFailure(claim: "nonce", rule: .mismatch, expected: expected, actual: "(not shown)",
+                message: "nonce is neither the expected nonce nor its SHA-256 hex (values not shown)")]
         }
     }
 }

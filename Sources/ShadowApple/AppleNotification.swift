@@ -76,7 +76,7 @@ public struct AppleNotification: Sendable {
         [
             "jti": .string(jwtID), "aud": .string(audience), "iat": .number(JSONNumber(issuedAt.timeIntervalSince1970) ?? JSONNumber(0)),
             "type": .string(rawType), "knownType": .bool(isKnownType),
-            "sub": .string(subject), "eventTimeMs": .int(Int64((eventTime.timeIntervalSince1970 * 1000).rounded())),
+            "sub": .string(subject), "eventTimeMs": .int(Timestamp(eventTime)?.milliseconds ?? 0),
             "eventTime": .string(Timestamp.rfc3339(eventTime)), "email": email.map(JSONValue.string) ?? .null,
             "isPrivateEmail": isPrivateEmail.map(JSONValue.bool) ?? .null,
         ]
@@ -99,12 +99,12 @@ public struct AppleNotificationVerifier: Sendable {
         self.clock = clock
     }
 
-    /// The JWT verifier with Apple's rules for notifications.
+    /// The JWT verifier with Apple's rules for notifications: RS256, `iss` Apple, `aud` one
+    /// string among the client IDs, `jti`, `events` and `iat` present.
     public var verifier: JWTVerifier {
-        JWTVerifier(
-            algorithms: [.rs256],
-            policy: ClaimPolicy(issuer: Apple.issuer, audiences: clientIDs, requireExpiration: true, leeway: leeway, requiredClaims: ["jti", "events", "iat"]),
-            clock: clock)
+        var policy = ClaimPolicy(issuer: Apple.issuer, audiences: clientIDs, requireExpiration: true, leeway: leeway, requiredClaims: ["jti", "events", "iat"])
+        policy.additionalRules = [ClaimRule("apple single aud") { claims, _ in AppleIdentityTokenValidator.singleAudience(claims) }]
+        return JWTVerifier(algorithms: [.rs256], policy: policy, clock: clock)
     }
 
     /// The JWS in a notification body.
@@ -148,14 +148,18 @@ public struct AppleNotificationVerifier: Sendable {
         guard let rawType = event["type"]?.stringValue else { throw reject("events has no type") }
         guard let subject = event["sub"]?.stringValue, !subject.isEmpty else { throw reject("events has no sub") }
         guard let milliseconds = event["event_time"]?.numberValue?.doubleValue else { throw reject("events has no numeric event_time") }
-        guard let jti = claims.jwtID, let issuedAt = claims.issuedAt, let audience = claims.audiences.first else {
-            throw reject("the notification lacks jti, iat or aud")
+        // Milliseconds since 1970, from 1970 (event times never precede it) to 9999.
+        guard milliseconds >= 0, let eventTime = Timestamp(seconds: milliseconds / 1000) else {
+            throw reject("event_time \(milliseconds) ms lies outside 1970-01-01T00:00:00Z to 9999-12-31T23:59:59Z")
+        }
+        guard let jti = claims.jwtID, let issuedAt = claims.issuedAt, let audience = claims["aud"]?.stringValue else {
+            throw reject("the notification lacks jti, iat or a single-string aud")
         }
         let privateEmail = AppleIdentityToken.flexibleBool(event["is_private_email"])
         guard let isPrivateEmail = privateEmail else { throw reject("is_private_email must be a boolean or \"true\"/\"false\"") }
         return AppleNotification(
             jwtID: jti, audience: audience, issuedAt: issuedAt, type: .init(rawType), rawType: rawType, subject: subject,
-            eventTime: Date(timeIntervalSince1970: milliseconds / 1000), email: event["email"]?.stringValue, isPrivateEmail: isPrivateEmail,
+            eventTime: eventTime.date, email: event["email"]?.stringValue, isPrivateEmail: isPrivateEmail,
             claims: claims, event: event)
     }
 }

@@ -91,20 +91,25 @@ public struct ClientSecretBuilder: Sendable {
         }
     }
 
-    /// The claims of a secret issued at `now`.
-    public func claims(issuedAt now: Date) -> JSONObject {
-        let iat = Int64(now.timeIntervalSince1970.rounded(.down))
+    /// The claims of a secret issued at `now` (whole seconds).
+    /// - Throws: ``AppleError/Code/invalidParameter`` when `now` or the expiry lies outside the
+    ///   supported range (years 0001 to 9999).
+    public func claims(issuedAt now: Date) throws -> JSONObject {
+        guard let issued = Timestamp(now), let expiry = Timestamp(wholeSeconds: issued.wholeSeconds)?.adding(seconds: lifetime) else {
+            throw AppleError(.invalidParameter, "a client secret issued at \(now.timeIntervalSince1970) s lies outside \(Timestamp.rangeDescription)")
+        }
         return [
-            "iss": .string(teamID), "iat": .int(iat), "exp": .int(iat + Int64(lifetime)), "aud": .string(Apple.issuer), "sub": .string(clientID),
+            "iss": .string(teamID), "iat": .int(issued.wholeSeconds), "exp": .int(expiry.wholeSeconds), "aud": .string(Apple.issuer), "sub": .string(clientID),
         ]
     }
 
     /// A secret issued at `now`.
     public func make(issuedAt now: Date) throws -> ClientSecret {
-        let claims = claims(issuedAt: now)
+        let claims = try claims(issuedAt: now)
         let token = try signer.sign(claims: claims)
         let iat = claims["iat"]?.numberValue?.int64Value ?? 0
-        return ClientSecret(token: token, issuedAt: Date(timeIntervalSince1970: Double(iat)), expiresAt: Date(timeIntervalSince1970: Double(iat) + lifetime))
+        let exp = claims["exp"]?.numberValue?.int64Value ?? 0
+        return ClientSecret(token: token, issuedAt: Date(timeIntervalSince1970: Double(iat)), expiresAt: Date(timeIntervalSince1970: Double(exp)))
     }
 }
 

@@ -5,13 +5,11 @@ import Darwin
 #elseif canImport(Musl)
 import Musl
 #endif
-import Dispatch
 #if canImport(FoundationEssentials)
 package import FoundationEssentials
 #else
 package import Foundation
 #endif
-import Synchronization
 
 /// A failed file-system operation, naming the path and the system's reason.
 package struct FileError: Error, Equatable, Sendable, CustomStringConvertible {
@@ -34,9 +32,10 @@ package struct FileError: Error, Equatable, Sendable, CustomStringConvertible {
 /// File operations with the guarantees secrets need: atomic replacement, owner-only modes,
 /// durable writes, and advisory locks with a timeout.
 package enum Files {
-    /// Reads a whole file; `nil` when it is larger than `limit`.
-    package static func read(_ path: String, limit: Int) throws -> [UInt8]? {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
+    /// Reads a whole file; `nil` when it is larger than `limit`. With `followSymlinks: false` a
+    /// symbolic link at `path` is refused (ELOOP), for files only this program writes.
+    package static func read(_ path: String, limit: Int, followSymlinks: Bool = true) throws -> [UInt8]? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC | (followSymlinks ? 0 : O_NOFOLLOW))
         guard fd >= 0 else { throw FileError("open", path) }
         defer { close(fd) }
         // A regular file is read straight into a buffer of its size, without growing copies.
@@ -57,7 +56,7 @@ package enum Files {
         var result: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 64 * 1024)
         while true {
-            let count = chunk.withUnsafeMutableBytes { Glibc_read(fd, $0.baseAddress, $0.count) }
+            let count = chunk.withUnsafeMutableBytes { systemRead(fd, $0.baseAddress, $0.count) }
             if count < 0 {
                 if errno == EINTR { continue }
                 throw FileError("read", path)
@@ -103,7 +102,7 @@ package enum Files {
     package static func writeAll(_ fd: Int32, _ buffer: UnsafeRawBufferPointer, path: String) throws {
         var offset = 0
         while offset < buffer.count {
-            let written = Glibc_write(fd, buffer.baseAddress! + offset, buffer.count - offset)
+            let written = systemWrite(fd, buffer.baseAddress! + offset, buffer.count - offset)
             if written < 0 {
                 if errno == EINTR { continue }
                 throw FileError("write", path)
@@ -194,6 +193,31 @@ package enum Files {
     /// The current process's user id.
     package static var currentUser: UInt32 { UInt32(getuid()) }
 
+    /// Why `path` is not a folder only this user controls, or nil when it is: it must be a real
+    /// directory (not a symbolic link), owned by the current user, and not writable by group or
+    /// others. A missing folder is no problem (it will be created 0700).
+    ///
+    /// With `asParent`, `path` holds such a folder rather than files: then it may be any user's,
+    /// and writable by others if its sticky bit is set (as `/tmp` is), since others can then
+    /// neither remove nor rename what this user keeps in it.
+    package static func privateDirectoryProblem(_ path: String, asParent: Bool = false) -> String? {
+        var info = stat()
+        guard lstat(path, &info) == 0 else {
+            return errno == ENOENT ? nil : "cannot inspect the folder \(path): \(String(cString: strerror(errno)))"
+        }
+        if (info.st_mode & S_IFMT) != S_IFDIR { return "\(path) is not a directory (a symbolic link or another file)" }
+        let owner = UInt32(info.st_uid)
+        let mode = UInt32(info.st_mode & 0o7777)
+        if asParent {
+            if owner != currentUser && owner != 0 { return "the folder \(path) belongs to user \(owner), neither this user nor root" }
+            if mode & 0o022 != 0 && mode & 0o1000 == 0 { return "the folder \(path) is writable by group or others (mode \(String(mode, radix: 8))) without the sticky bit" }
+            return nil
+        }
+        if owner != currentUser { return "the folder \(path) belongs to user \(owner), not to this user (\(currentUser))" }
+        if mode & 0o022 != 0 { return "the folder \(path) is writable by group or others (mode \(String(mode, radix: 8)))" }
+        return nil
+    }
+
     /// The directory part of a path (`.` for a bare name).
     package static func parentDirectory(_ path: String) -> String {
         guard let slash = path.lastIndex(of: "/") else { return "." }
@@ -206,153 +230,6 @@ package enum Files {
         guard let slash = path.lastIndex(of: "/") else { return path }
         return String(path[path.index(after: slash)...])
     }
-}
-
-/// An advisory lock (flock) on a lock file, held until released or deinitialised.
-package final class FileLock: Sendable {
-    private let fd: Mutex<Int32>
-
-    /// Takes an exclusive lock on `path` (created 0600 if missing), polling until `timeout`
-    /// seconds pass; `nil` when the timeout expires first.
-    package static func acquire(_ path: String, timeout: Double, shared: Bool = false) throws -> FileLock? {
-        let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw FileError("open lock file", path) }
-        let deadline = monotonicSeconds() + timeout
-        var pause: UInt32 = 1_000
-        while true {
-            if flock(fd, (shared ? LOCK_SH : LOCK_EX) | LOCK_NB) == 0 { return FileLock(fd: fd) }
-            let failure = errno
-            guard failure == EWOULDBLOCK || failure == EINTR else {
-                close(fd)
-                throw FileError("lock", path, errno: failure)
-            }
-            if monotonicSeconds() >= deadline {
-                close(fd)
-                return nil
-            }
-            usleep(pause)
-            pause = min(pause * 2, 50_000)
-        }
-    }
-
-    private init(fd: Int32) { self.fd = Mutex(fd) }
-
-    /// Releases the lock.
-    package func release() {
-        fd.withLock { fd in
-            guard fd >= 0 else { return }
-            flock(fd, LOCK_UN)
-            close(fd)
-            fd = -1
-        }
-    }
-
-    deinit { release() }
-}
-
-/// Seconds on a monotonic clock, for timeouts.
-package func monotonicSeconds() -> Double {
-    var now = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &now)
-    return Double(now.tv_sec) + Double(now.tv_nsec) / 1e9
-}
-
-#if canImport(Glibc)
-private let Glibc_read = Glibc.read
-private let Glibc_write = Glibc.write
-#elseif canImport(Musl)
-private let Glibc_read = Musl.read
-private let Glibc_write = Musl.write
-#else
-private let Glibc_read = Darwin.read
-private let Glibc_write = Darwin.write
-#endif
-
-/// A file written in pieces that appears at its path only when complete: the bytes go to a
-/// temporary file in the same directory, which ``commit()`` fsyncs and renames into place. If the
-/// writer is abandoned (an error, a crash), the temporary file is removed (or, after a crash,
-/// left under a dot-name and never mistaken for the output).
-package final class AtomicFileWriter {
-    package let path: String
-    private let temporary: String
-    /// The temporary file's descriptor, for writers that write to it directly.
-    package private(set) var fd: Int32
-    private var committed = false
-
-    /// Starts a file that will become `path`, with permission bits `mode`.
-    package init(path: String, mode: UInt32 = 0o600) throws {
-        self.path = path
-        let directory = Files.parentDirectory(path)
-        var template = Array((directory + "/." + Files.baseName(path) + ".partial-XXXXXX").utf8CString)
-        let fd = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
-        guard fd >= 0 else { throw FileError("create temporary file in", directory) }
-        temporary = String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-        guard fchmod(fd, mode_t(mode)) == 0 else {
-            let failure = FileError("chmod", temporary)
-            close(fd)
-            unlink(temporary)
-            throw failure
-        }
-        self.fd = fd
-    }
-
-    /// Appends bytes.
-    package func write(_ bytes: some Collection<UInt8>) throws {
-        try Files.writeAll(fd, Array(bytes), path: temporary)
-    }
-
-    /// Appends bytes from a buffer.
-    package func write(_ buffer: UnsafeRawBufferPointer) throws {
-        var offset = 0
-        while offset < buffer.count {
-            let written = Glibc_write(fd, buffer.baseAddress! + offset, buffer.count - offset)
-            if written < 0 {
-                if errno == EINTR { continue }
-                throw FileError("write", temporary)
-            }
-            offset += written
-        }
-    }
-
-    /// Makes the file durable and moves it into place.
-    package func commit() throws {
-        guard !committed else { return }
-        guard fsync(fd) == 0 else { throw FileError("fsync", temporary) }
-        close(fd)
-        fd = -1
-        guard rename(temporary, path) == 0 else { throw FileError("rename into", path) }
-        committed = true
-        try Files.syncDirectory(Files.parentDirectory(path))
-    }
-
-    /// Copies the finished temporary file's bytes to a descriptor, then removes it.
-    package func copyContents(to output: Int32) throws {
-        guard lseek(fd, 0, SEEK_SET) == 0 else { throw FileError("seek", temporary) }
-        var buffer = [UInt8](repeating: 0, count: 1 << 20)
-        while true {
-            let count = buffer.withUnsafeMutableBytes { Glibc_read(fd, $0.baseAddress, $0.count) }
-            if count < 0 {
-                if errno == EINTR { continue }
-                throw FileError("read", temporary)
-            }
-            if count == 0 { break }
-            try Files.writeAll(output, Array(buffer[0..<count]), path: "output")
-        }
-        abort()
-    }
-
-    /// Discards the temporary file.
-    package func abort() {
-        guard !committed else { return }
-        if fd >= 0 {
-            close(fd)
-            fd = -1
-        }
-        unlink(temporary)
-        committed = true
-    }
-
-    deinit { abort() }
 }
 
 extension Files {
@@ -385,7 +262,7 @@ extension Files {
     package static func readFull(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, path: String = "input") throws -> Int {
         var total = 0
         while total < buffer.count {
-            let count = Glibc_read(fd, buffer.baseAddress! + total, buffer.count - total)
+            let count = systemRead(fd, buffer.baseAddress! + total, buffer.count - total)
             if count < 0 {
                 if errno == EINTR { continue }
                 throw FileError("read", path)
@@ -397,79 +274,14 @@ extension Files {
     }
 }
 
-/// Writes batches to a descriptor on a background thread, in order, with at most `depth`
-/// batches in flight, so that the kernel's copying overlaps the caller's work.
-package final class PipelinedWriter: Sendable {
-    private let fd: Int32
-    private let path: String
-    private let queue = DispatchQueue(label: "shadow-keys.pipelined-writer")
-    private let slots: DispatchSemaphore
-    private let failure = Mutex<FileError?>(nil)
 
-    package init(fd: Int32, path: String, depth: Int = 2) {
-        self.fd = fd
-        self.path = path
-        slots = DispatchSemaphore(value: depth)
-    }
-
-    /// Queues `bytes` for writing; throws a failure from an earlier batch.
-    package func submit(_ bytes: [UInt8]) throws {
-        guard !bytes.isEmpty else { return }
-        try submit([Data(bytes)])
-    }
-
-    /// Queues pieces to be written in order, as one batch.
-    package func submit(_ pieces: [Data]) throws {
-        if let failure = failure.withLock({ $0 }) { throw failure }
-        guard !pieces.isEmpty else { return }
-        slots.wait()
-        queue.async { [self] in
-            defer { slots.signal() }
-            guard failure.withLock({ $0 == nil }) else { return }
-            do {
-                try Files.writeAll(fd, pieces, path: path)
-            } catch let error as FileError {
-                failure.withLock { $0 = error }
-            } catch {
-                failure.withLock { $0 = FileError("write", path, errno: EIO) }
-            }
-        }
-    }
-
-    /// Waits for every queued batch; throws the first failure.
-    package func drain() throws {
-        queue.sync {}
-        if let failure = failure.withLock({ $0 }) { throw failure }
-    }
-}
-
-/// A regular file mapped read-only, for reading large inputs without copying them through
-/// read(2). Pages already consumed can be dropped so the mapping never grows the resident set.
-package final class MappedInput {
-    package let bytes: UnsafeRawBufferPointer
-    private let length: Int
-
-    /// Maps `fd` when it is a non-empty regular file; `nil` otherwise (pipes, terminals).
-    package init?(fd: Int32) {
-        var info = stat()
-        guard fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG, info.st_size > 0, lseek(fd, 0, SEEK_CUR) == 0 else { return nil }
-        let length = Int(info.st_size)
-        guard let base = mmap(nil, length, PROT_READ, MAP_PRIVATE, fd, 0), base != MAP_FAILED else { return nil }
-        _ = madvise(base, length, MADV_SEQUENTIAL)
-        self.length = length
-        bytes = UnsafeRawBufferPointer(start: base, count: length)
-    }
-
-    /// Drops the pages of `range` (rounded inward to whole pages) from the resident set.
-    package func release(_ range: Range<Int>) {
-        let page = Int(sysconf(Int32(_SC_PAGESIZE)))
-        let start = (range.lowerBound + page - 1) / page * page
-        let end = range.upperBound / page * page
-        guard end > start, let base = bytes.baseAddress else { return }
-        _ = madvise(UnsafeMutableRawPointer(mutating: base + start), end - start, MADV_DONTNEED)
-    }
-
-    deinit {
-        if let base = bytes.baseAddress { munmap(UnsafeMutableRawPointer(mutating: base), length) }
-    }
-}
+#if canImport(Glibc)
+package let systemRead = Glibc.read
+package let systemWrite = Glibc.write
+#elseif canImport(Musl)
+package let systemRead = Musl.read
+package let systemWrite = Musl.write
+#else
+package let systemRead = Darwin.read
+package let systemWrite = Darwin.write
+#endif

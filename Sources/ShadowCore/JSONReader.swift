@@ -461,8 +461,21 @@ package struct ExactName: Hashable, Sendable {
     }
 }
 
+extension Unicode.Scalar {
+    /// True for a scalar that can move a terminal's cursor, change its state or reorder text:
+    /// C0 and C1 controls, DEL, and the bidirectional overrides, embeddings and isolates
+    /// (the "Trojan Source" characters) and line and paragraph separators.
+    package var isTerminalControl: Bool {
+        switch value {
+        case 0..<0x20, 0x7F..<0xA0, 0x200E, 0x200F, 0x2028...0x202E, 0x2066...0x2069: return true
+        default: return false
+        }
+    }
+}
+
 extension String {
-    /// The string quoted for an error message: at most 64 characters, control characters escaped.
+    /// The string quoted for an error message: at most 64 characters, quotes, backslashes and
+    /// terminal controls escaped.
     package var quotedForMessage: String {
         var out = "\""
         for (count, scalar) in unicodeScalars.enumerated() {
@@ -473,10 +486,25 @@ extension String {
             switch scalar.value {
             case 0x22: out += "\\\""
             case 0x5C: out += "\\\\"
-            case 0..<0x20, 0x7F..<0xA0: out += "\\u{\(String(scalar.value, radix: 16))}"
+            case _ where scalar.isTerminalControl: out += "\\u{\(String(scalar.value, radix: 16))}"
             default: out.unicodeScalars.append(scalar)
             }
         }
         return out + "\""
+    }
+
+    /// The string with every terminal control written as `\u{…}`, for printing text that came
+    /// from outside (a `kid`, a file name, a claim) to a terminal.
+    package var terminalSafe: String {
+        guard unicodeScalars.contains(where: \.isTerminalControl) else { return self }
+        var out = ""
+        for scalar in unicodeScalars {
+            if scalar.isTerminalControl {
+                out += "\\u{\(String(scalar.value, radix: 16))}"
+            } else {
+                out.unicodeScalars.append(scalar)
+            }
+        }
+        return out
     }
 }

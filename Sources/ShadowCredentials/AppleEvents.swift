@@ -12,7 +12,8 @@ extension CredentialEvent {
     /// `transfer_sub`, the transfer of that old subject to the token's `sub`.
     public static func signIn(_ token: AppleIdentityToken, rawToken: String, clientID: String) throws -> [CredentialEvent] {
         let digest = Hex.encode(SHA256.hash(data: Array(rawToken.utf8)).prefix(16))
-        let time = Int64(token.issuedAt.timeIntervalSince1970) * 1000
+        // iat in whole seconds (the token's own precision), as event milliseconds.
+        let time = (try CredentialEvent.milliseconds(token.issuedAt)) / 1000 * 1000
         var events = [try CredentialEvent(kind: .signIn, clientID: clientID, subject: token.subject, timeMilliseconds: time, id: "sign-in:" + digest)]
         if let old = token.transferSubject, !old.exactlyEquals(token.subject) {
             events.append(try CredentialEvent(kind: .transferred, clientID: clientID, subject: old, timeMilliseconds: time, id: "transfer:" + digest,
@@ -37,7 +38,7 @@ extension CredentialEvent {
 
     /// The result of validating the user's refresh token at `time`: success, or `invalid_grant`.
     public static func refresh(succeeded: Bool, clientID: String, subject: String, at time: Date) throws -> CredentialEvent {
-        let milliseconds = time.millisecondsSince1970
+        let milliseconds = try CredentialEvent.milliseconds(time)
         return try CredentialEvent(kind: succeeded ? .refreshSucceeded : .refreshRejected, clientID: clientID, subject: subject, timeMilliseconds: milliseconds,
                                    id: (succeeded ? "refresh-ok:" : "refresh-invalid-grant:") + String(milliseconds))
     }
@@ -46,7 +47,7 @@ extension CredentialEvent {
     /// Its id is the time: an unkeyed hash of the subjects would let the audit log be matched
     /// against guessed subjects.
     public static func migration(clientID: String, from old: String, to new: String, at time: Date) throws -> CredentialEvent {
-        let milliseconds = time.millisecondsSince1970
+        let milliseconds = try CredentialEvent.milliseconds(time)
         return try CredentialEvent(kind: .transferred, clientID: clientID, subject: old, timeMilliseconds: milliseconds, id: "migration:" + String(milliseconds),
                                    linkedSubject: new)
     }

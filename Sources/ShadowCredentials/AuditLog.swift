@@ -45,9 +45,25 @@ public struct AuditEntry: Sendable, Equatable {
         return Array(JSONValue.object(object).serialized().utf8)
     }
 
-    /// Reads a line, returning it with its `prev`; nil for anything that is not exactly what
-    /// ``line(previous:)`` writes.
+    /// Reads a line, returning it with its `prev`; nil for anything that is not byte for byte
+    /// what ``line(previous:)`` writes for the values it holds: member order, escapes, number
+    /// forms, spacing and lower-case hex are all part of the format, so the line is re-encoded
+    /// and compared.
     package static func parse(_ line: ArraySlice<UInt8>) -> (entry: AuditEntry, previous: String)? {
+        guard let (entry, previous) = parseValues(line), let chain = lowerHex32(previous),
+            lowerHex32(entry.subjectHash) != nil, entry.linkedSubjectHash.map({ lowerHex32($0) != nil }) ?? true,
+            entry.line(previous: chain).elementsEqual(line)
+        else { return nil }
+        return (entry, previous)
+    }
+
+    /// 32 bytes written as exactly 64 lower-case hex digits, or nil.
+    private static func lowerHex32(_ text: String) -> [UInt8]? {
+        guard text.utf8.count == 64, text.utf8.allSatisfy({ ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x66) }) else { return nil }
+        return try? Hex.decode(text)
+    }
+
+    private static func parseValues(_ line: ArraySlice<UInt8>) -> (entry: AuditEntry, previous: String)? {
         guard let object = (try? StrictJSON.parse(line, limits: .init(maxBytes: 8192, maxDepth: 2)))?.objectValue, object.count == 12,
             let sequence = object["seq"]?.numberValue?.int64Value, let recorded = object["recorded_at_ms"]?.numberValue?.int64Value,
             let eventTime = object["event_time_ms"]?.numberValue?.int64Value, let clientID = object["client_id"]?.stringValue,

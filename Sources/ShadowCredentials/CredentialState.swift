@@ -80,8 +80,19 @@ public struct CredentialEvent: Sendable, Hashable {
     public var time: Date { Date(millisecondsSince1970: timeMilliseconds) }
 
     public init(kind: Kind, clientID: String, subject: String, time: Date, id: String, linkedSubject: String? = nil) throws {
-        try self.init(kind: kind, clientID: clientID, subject: subject, timeMilliseconds: time.millisecondsSince1970, id: id,
+        try self.init(kind: kind, clientID: clientID, subject: subject, timeMilliseconds: try Self.milliseconds(time), id: id,
                       linkedSubject: linkedSubject)
+    }
+
+    /// The event time range: 1970-01-01T00:00:00Z to 9999-12-31T23:59:59.999Z, in milliseconds.
+    public static let timeRange: ClosedRange<Int64> = 0...Timestamp.range.upperBound
+
+    /// A time as event milliseconds, or ``CredentialError/Code/invalidEvent`` outside ``timeRange``.
+    static func milliseconds(_ time: Date) throws -> Int64 {
+        guard let stamp = Timestamp(time), timeRange.contains(stamp.milliseconds) else {
+            throw CredentialError(.invalidEvent, "an event time lies outside 1970-01-01T00:00:00Z to 9999-12-31T23:59:59Z")
+        }
+        return stamp.milliseconds
     }
 
     public init(kind: Kind, clientID: String, subject: String, timeMilliseconds: Int64, id: String, linkedSubject: String? = nil) throws {
@@ -91,7 +102,9 @@ public struct CredentialEvent: Sendable, Hashable {
         guard (kind == .transferred) == (linkedSubject != nil), linkedSubject.map({ !$0.isEmpty && $0.utf8.count <= 255 }) ?? true else {
             throw CredentialError(.invalidEvent, "a transfer, and only a transfer, names the new subject")
         }
-        guard timeMilliseconds >= 0 else { throw CredentialError(.invalidEvent, "event times start at 1970") }
+        guard Self.timeRange.contains(timeMilliseconds) else {
+            throw CredentialError(.invalidEvent, "event time \(timeMilliseconds) ms lies outside 1970-01-01T00:00:00Z to 9999-12-31T23:59:59Z")
+        }
         self.kind = kind
         self.clientID = clientID
         self.subject = subject
@@ -255,7 +268,8 @@ public struct CredentialRecord: Sendable, Equatable {
     /// if any: one that happened at or after the token's `iat`. A revocation supersedes older
     /// tokens even after the user signs in again.
     public func superseding(issuedAt: Date) -> Mark? {
-        let issued = issuedAt.millisecondsSince1970
+        // A verified token's iat is in range; an out-of-range one is treated as the earliest time.
+        let issued = Timestamp(issuedAt)?.milliseconds ?? Int64.min
         if let transfer, issued <= transfer.timeMilliseconds { return transfer }
         if let revocation, issued <= revocation.timeMilliseconds { return revocation }
         return nil
@@ -263,8 +277,5 @@ public struct CredentialRecord: Sendable, Equatable {
 }
 
 extension Date {
-    /// Whole milliseconds since 1970, the unit event times are kept in.
-    var millisecondsSince1970: Int64 { Int64((timeIntervalSince1970 * 1000).rounded()) }
-
     init(millisecondsSince1970 milliseconds: Int64) { self.init(timeIntervalSince1970: Double(milliseconds) / 1000) }
 }

@@ -58,7 +58,7 @@ public final class VaultCredentialStore: CredentialStateStore {
 
     package func applySync(_ events: [CredentialEvent]) throws -> [CredentialChange] {
         guard !events.isEmpty else { return [] }
-        let recordedAt = clock.now.millisecondsSince1970
+        let recordedAt = try CredentialEvent.milliseconds(clock.now)
         return try vault.modify { contents in
             var state = try StoredState(contents)
             let keys = AuditKeys(secret: state.secret)

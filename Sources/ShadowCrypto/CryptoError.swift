@@ -15,6 +15,8 @@ public struct ShadowCryptoError: Error, Sendable, Hashable, CustomStringConverti
         public static let weakParameters = Code("weak_parameters")
         /// A parameter is out of range or malformed (key file, chunk size, context).
         public static let invalidParameter = Code("invalid_parameter")
+        /// A regular input file shrank or grew while it was read; nothing was written.
+        public static let inputChanged = Code("input_changed")
         /// Reading or writing failed.
         public static let io = Code("io")
     }

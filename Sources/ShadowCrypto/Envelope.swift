@@ -56,6 +56,8 @@ public enum Envelope {
     public static let maxRecordBytes = 1 << 20
     /// The default chunk size of the stream form.
     public static let defaultChunkSize = EnvelopeHeader.defaultChunkSize
+    /// The most PBKDF2 iterations a passphrase envelope may carry (readers refuse more).
+    public static let maxIterations = EnvelopeHeader.maxEnvelopeIterations
 
     /// Seals a record (up to 1 MiB) in one piece.
     public static func seal(_ plaintext: some Collection<UInt8>, kek: KeyEncryptionKey, context: EnvelopeContext = .none) throws -> [UInt8] {

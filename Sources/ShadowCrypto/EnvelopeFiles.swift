@@ -8,6 +8,9 @@ import ShadowCore
 /// Stream-form envelope encryption between file descriptors and files, in memory bounded by
 /// the chunk size. Output files appear only when complete; a decrypted file appears only after
 /// the whole stream has authenticated.
+///
+/// Inputs are read with read(2), never mapped: a regular file that shrinks or grows while it is
+/// read fails with ``ShadowCryptoError/Code/inputChanged`` (a mapping would die with SIGBUS).
 public enum EnvelopeFiles {
     /// Encrypts everything readable from `input` and writes the envelope to `output`.
     /// - Parameter progress: called with the plaintext bytes consumed so far.
@@ -24,137 +27,117 @@ public enum EnvelopeFiles {
         input: Int32, toFile path: String, kek: KeyEncryptionKey, context: EnvelopeContext = .none, chunkSize: Int = Envelope.defaultChunkSize,
         progress: ((Int) -> Void)? = nil
     ) throws {
-        let writer = try AtomicFileWriter(path: path)
+        let writer = try staging(path)
         var encryptor = try EnvelopeStreamEncryptor(kek: kek, context: context, chunkSize: chunkSize)
         try encrypt(input: input, encryptor: &encryptor, chunkSize: chunkSize, output: writer.fd, progress: progress)
-        try writer.commit()
+        try commit(writer)
     }
 
     /// Bytes read and written per system call.
     static let batchBytes = 1 << 20
 
     /// Reads `input` in large batches, seals them, and writes the envelope to `output` on a
-    /// background thread, so that reading, sealing and the kernel's copying overlap.
+    /// background thread, so that sealing and the kernel's copying overlap.
     package static func encrypt(
         input: Int32, encryptor: inout EnvelopeStreamEncryptor, chunkSize: Int, output: Int32, progress: ((Int) -> Void)?
     ) throws {
-        let batch = max(batchBytes, chunkSize)
-        let writer = PipelinedWriter(fd: output, path: "output")
-        // A regular file is sealed straight from a read-only mapping, batch by batch.
-        if let mapped = MappedInput(fd: input) {
-            do {
-                var offset = 0
-                while offset < mapped.bytes.count {
-                    let end = min(offset + batch, mapped.bytes.count)
-                    var pieces: [Data] = []
-                    try encryptor.update(UnsafeRawBufferPointer(rebasing: mapped.bytes[offset..<end])) { pieces.append($0) }
-                    try writer.submit(pieces)
-                    mapped.release(max(0, offset - batch)..<offset)
-                    offset = end
-                    progress?(offset)
-                }
-                try writer.submit(try encryptor.finish())
-            } catch {
-                try? writer.drain()
-                throw error
-            }
-            try writer.drain()
-            return
+        try pump(input: input, batch: max(batchBytes, chunkSize), output: output, progress: progress) { bytes, emit in
+            try encryptor.update(bytes, emit: emit)
+        } finish: {
+            try encryptor.finish()
         }
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: batch, alignment: 64)
-        defer { buffer.deallocate() }
-        var consumed = 0
-        do {
-            while true {
-                let count = try Files.readFull(input, into: buffer)
-                if count == 0 { break }
-                var pieces: [Data] = []
-                try encryptor.update(UnsafeRawBufferPointer(rebasing: buffer[0..<count])) { pieces.append($0) }
-                try writer.submit(pieces)
-                consumed += count
-                progress?(consumed)
-                if count < batch { break }
-            }
-            try writer.submit(try encryptor.finish())
-        } catch {
-            try? writer.drain()
-            throw error
-        }
-        try writer.drain()
     }
 
     /// Decrypts `input` into a new file at `path` (mode 0600). Nothing appears at `path` unless the
-    /// whole stream authenticates; the temporary file is removed on failure.
+    /// whole stream authenticates, and the staging file never has a name of its own before then
+    /// (see `AtomicFileWriter`).
     public static func decrypt(
         input: Int32, toFile path: String, kek: KeyEncryptionKey, context: EnvelopeContext = .none, progress: ((Int) -> Void)? = nil
     ) throws {
-        let writer = try AtomicFileWriter(path: path)
+        let writer = try staging(path)
         var decryptor = EnvelopeStreamDecryptor(kek: kek, context: context)
         try decrypt(input: input, decryptor: &decryptor, output: writer.fd, progress: progress)
-        try writer.commit()
+        try commit(writer)
     }
 
     /// Decrypts `input` and, only after the whole stream has authenticated, copies the
-    /// plaintext to `output` (staged in a temporary file beside `stagingDirectory`).
+    /// plaintext to `output` (staged in a file in `stagingDirectory` that has no name on Linux).
     public static func decrypt(
         input: Int32, output: Int32, stagingDirectory: String, kek: KeyEncryptionKey, context: EnvelopeContext = .none, progress: ((Int) -> Void)? = nil
     ) throws {
-        let writer = try AtomicFileWriter(path: stagingDirectory + "/.shadow-keys-decrypt")
+        let writer = try staging(stagingDirectory + "/.shadow-keys-decrypt")
         defer { writer.abort() }
         var decryptor = EnvelopeStreamDecryptor(kek: kek, context: context)
         try decrypt(input: input, decryptor: &decryptor, output: writer.fd, progress: progress)
-        try writer.copyContents(to: output)
+        do { try writer.copyContents(to: output) } catch let error as FileError { throw ShadowCryptoError(.io, error.description) }
     }
 
-    /// Feeds `input` to `decryptor` in large reads; released plaintext goes to `output` on a
-    /// background thread. `output` must be a staging file: plaintext lands there chunk by chunk
-    /// and is authentic as a whole only when this returns.
+    /// Feeds `input` (after `initial`, bytes already read from it) to `decryptor` in large reads;
+    /// released plaintext goes to `output` on a background thread. `output` must be a staging
+    /// file: plaintext lands there chunk by chunk and is authentic as a whole only when this returns.
     package static func decrypt(input: Int32, decryptor: inout EnvelopeStreamDecryptor, initial: [UInt8] = [], output: Int32, progress: ((Int) -> Void)?) throws {
-        let writer = PipelinedWriter(fd: output, path: "output")
-        if initial.isEmpty, let mapped = MappedInput(fd: input) {
-            do {
-                var offset = 0
-                while offset < mapped.bytes.count {
-                    let end = min(offset + batchBytes, mapped.bytes.count)
-                    var pieces: [Data] = []
-                    try decryptor.update(UnsafeRawBufferPointer(rebasing: mapped.bytes[offset..<end])) { pieces.append($0) }
-                    try writer.submit(pieces)
-                    mapped.release(max(0, offset - batchBytes)..<offset)
-                    offset = end
-                    progress?(offset)
-                }
-                try writer.submit(try decryptor.finish())
-            } catch {
-                try? writer.drain()
-                throw error
+        var pending = initial
+        try pump(input: input, batch: batchBytes, output: output, progress: progress) { bytes, emit in
+            if !pending.isEmpty {
+                let head = pending
+                pending = []
+                try head.withUnsafeBytes { try decryptor.update($0, emit: emit) }
             }
-            try writer.drain()
-            return
+            try decryptor.update(bytes, emit: emit)
+        } finish: {
+            if !pending.isEmpty {
+                var pieces: [UInt8] = []
+                try pending.withUnsafeBytes { try decryptor.update($0) { piece in piece.withUnsafeBytes { pieces.append(contentsOf: $0) } } }
+                pending = []
+                return pieces + (try decryptor.finish())
+            }
+            return try decryptor.finish()
         }
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: batchBytes, alignment: 64)
+    }
+
+    /// The read-transform-write loop both directions share: batches from `input` go through
+    /// `transform`, whose pieces a background writer puts on `output`; `finish` gives the tail.
+    /// Any failure is reported after the writer has drained, so no write is left in flight.
+    private static func pump(
+        input: Int32, batch: Int, output: Int32, progress: ((Int) -> Void)?,
+        _ transform: (UnsafeRawBufferPointer, (Data) throws -> Void) throws -> Void, finish: () throws -> [UInt8]
+    ) throws {
+        let writer = PipelinedWriter(fd: output, path: "output")
+        var reader = InputReader(fd: input, name: "the input")
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: batch, alignment: 64)
         defer { buffer.deallocate() }
-        var consumed = initial.count
         do {
-            if !initial.isEmpty {
-                var pieces: [Data] = []
-                try initial.withUnsafeBytes { try decryptor.update($0) { pieces.append($0) } }
-                try writer.submit(pieces)
-            }
             while true {
-                let count = try Files.readFull(input, into: buffer)
+                let count = try reader.read(into: buffer)
                 if count == 0 { break }
                 var pieces: [Data] = []
-                try decryptor.update(UnsafeRawBufferPointer(rebasing: buffer[0..<count])) { pieces.append($0) }
+                try transform(UnsafeRawBufferPointer(rebasing: buffer[0..<count])) { pieces.append($0) }
                 try writer.submit(pieces)
-                consumed += count
-                progress?(consumed)
-                if count < batchBytes { break }
+                progress?(reader.consumed)
+                if count < batch { break }
             }
-            try writer.submit(try decryptor.finish())
+            try writer.submit(try finish())
         } catch {
             try? writer.drain()
-            throw error
+            throw translated(error)
         }
-        try writer.drain()
+        do { try writer.drain() } catch { throw translated(error) }
+    }
+
+    /// File-level failures as this module's error.
+    private static func translated(_ error: any Error) -> any Error {
+        switch error {
+        case let changed as InputReader.ChangedError: return ShadowCryptoError(.inputChanged, changed.description)
+        case let file as FileError: return ShadowCryptoError(.io, file.description)
+        default: return error
+        }
+    }
+
+    private static func staging(_ path: String) throws -> AtomicFileWriter {
+        do { return try AtomicFileWriter(path: path) } catch let error as FileError { throw ShadowCryptoError(.io, error.description) }
+    }
+
+    private static func commit(_ writer: AtomicFileWriter) throws {
+        do { try writer.commit() } catch let error as FileError { throw ShadowCryptoError(.io, error.description) }
     }
 }

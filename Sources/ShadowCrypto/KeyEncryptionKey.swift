@@ -23,6 +23,10 @@ public struct KeyEncryptionKey: Sendable, CustomStringConvertible {
         guard iterations >= PBKDF2.minimumIterations else {
             throw ShadowCryptoError(.weakParameters, "PBKDF2 iterations \(iterations) is below the minimum of \(PBKDF2.minimumIterations)")
         }
+        // Readers refuse headers with more (Docs/envelope-format.md), so no writer makes one.
+        guard iterations <= EnvelopeHeader.maxEnvelopeIterations else {
+            throw ShadowCryptoError(.invalidParameter, "PBKDF2 iterations \(iterations) is above the envelope maximum of \(EnvelopeHeader.maxEnvelopeIterations)")
+        }
         guard passphrase.count > 0 else { throw ShadowCryptoError(.invalidParameter, "the passphrase is empty") }
         return try KeyEncryptionKey(material: .passphrase(passphrase, iterations: iterations), id: id)
     }

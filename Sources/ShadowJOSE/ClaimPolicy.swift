@@ -29,6 +29,8 @@ public struct ClaimFailure: Sendable, Hashable, CustomStringConvertible {
         public static let issuedInFuture = Rule("issued_in_future")
         /// `iat` is older than the maximum age.
         public static let tooOld = Rule("too_old")
+        /// A time claim lies outside the years 0001 to 9999.
+        public static let outOfRange = Rule("out_of_range")
     }
 
     /// The claim's name; header parameters are prefixed `header.` (as in `header.typ`).
@@ -150,7 +152,7 @@ public struct ClaimPolicy: Sendable {
         switch numericDate(json, Claim.exp, &failures) {
         case .some(let exp):
             if now >= exp + leeway {
-                failures.append(failure("exp", .expired, expected: "after now \(format(now)) − leeway \(format(leeway)) s", actual: format(exp),
+                failures.append(failure("exp", .expired, expected: "after now \(format(now)) - leeway \(format(leeway)) s", actual: format(exp),
                     "exp \(format(exp)) is \(format(now - exp)) s before now \(format(now)), leeway \(format(leeway)) s"))
             }
         case .none where requireExpiration && json[Claim.exp] == nil:
@@ -234,15 +236,25 @@ public struct ClaimPolicy: Sendable {
         }
     }
 
+    /// The nonce may be a session secret, so neither the expected value nor the token's appears
+    /// in a failure (which ends up in logs and `--json` output).
     private func checkNonce(_ json: JSONObject, _ rule: NonceRule, _ failures: inout [ClaimFailure]) {
         let expected: String
         switch rule {
-        case .equals(let raw): expected = raw.quotedForMessage
-        case .sha256HexOf: expected = "SHA-256 hex \(nonceCandidates[0])"
-        case .equalsOrSHA256HexOf(let raw): expected = "\(raw.quotedForMessage) or its SHA-256 hex \(nonceCandidates[1])"
+        case .equals: expected = "the expected nonce"
+        case .sha256HexOf: expected = "the SHA-256 hex of the expected nonce"
+        case .equalsOrSHA256HexOf: expected = "the expected nonce or its SHA-256 hex"
         }
-        checkString(json, Claim.nonce, expected: expected, &failures) { nonce in
-            nonceCandidates.contains { ConstantTime.equals($0.utf8, nonce.utf8) }
+        guard let value = json[Claim.nonce] else {
+            failures.append(failure("nonce", .missing, expected: expected, actual: nil, "nonce is required but absent"))
+            return
+        }
+        guard let nonce = value.stringValue else {
+            failures.append(failure("nonce", .wrongType, expected: "a string", actual: value.typeName, "nonce must be a string, found \(value.typeName)"))
+            return
+        }
+        if !nonceCandidates.contains(where: { ConstantTime.equals($0.utf8, nonce.utf8) }) {
+            failures.append(failure("nonce", .mismatch, expected: expected, actual: "(not shown)", "nonce is not \(expected) (values not shown)"))
         }
     }
 
@@ -260,13 +272,20 @@ public struct ClaimPolicy: Sendable {
         Hex.encode(SHA256.hash(data: Array(raw.utf8)))
     }
 
-    /// The claim as seconds since the epoch; records a failure when present but not a number.
+    /// The claim as seconds since the epoch; records a failure when present but not a number,
+    /// or a number outside the years 0001 to 9999.
     private func numericDate(_ json: JSONObject, _ key: MemberKey, _ failures: inout [ClaimFailure]) -> Double? {
         let name = key.name
         guard let value = json[key] else { return nil }
         guard let number = value.numberValue else {
             failures.append(failure(name, .wrongType, expected: "a NumericDate (number)", actual: value.typeName,
                 "\(name) must be a NumericDate (a number of seconds), found \(value.typeName)"))
+            return nil
+        }
+        guard Timestamp(seconds: number.doubleValue) != nil else {
+            let shown = number.literal.utf8.count <= 32 ? number.literal : String(number.literal.prefix(32)) + "…"
+            failures.append(failure(name, .outOfRange, expected: "a NumericDate within \(Timestamp.rangeDescription)", actual: shown,
+                "\(name) \(shown) lies outside \(Timestamp.rangeDescription)"))
             return nil
         }
         return number.doubleValue

@@ -43,27 +43,48 @@ public struct FileKeySetStore: KeySetStore {
     }
 
     /// `$XDG_CACHE_HOME/shadow-keys/jwks`, else `$HOME/.cache/shadow-keys/jwks`.
-    public static func defaultDirectory(environment: [String: String]? = nil) -> String {
+    ///
+    /// - Throws: ``JWKSError/Code/cacheUnavailable`` when neither variable holds an absolute path:
+    ///   there is no shared fallback such as `/tmp`, where other users could plant a cache.
+    public static func defaultDirectory(environment: [String: String]? = nil) throws -> String {
         let environment = environment ?? ProcessInfo.processInfo.environment
         if let xdg = environment["XDG_CACHE_HOME"], xdg.hasPrefix("/") { return xdg + "/shadow-keys/jwks" }
-        return (environment["HOME"] ?? "/tmp") + "/.cache/shadow-keys/jwks"
+        if let home = environment["HOME"], home.hasPrefix("/") { return home + "/.cache/shadow-keys/jwks" }
+        throw JWKSError(.cacheUnavailable, "no folder for the key-set cache: set XDG_CACHE_HOME or HOME to an absolute path")
+    }
+
+    /// Why the cache folder may not be used, or nil when it may: it must be this user's, not
+    /// a symbolic link, and writable by nobody else; its parent must not let others replace it
+    /// (this user's or root's, and not writable by others unless sticky, as `/tmp` is).
+    public var directoryProblem: String? {
+        let directory = Files.parentDirectory(path)
+        return Files.privateDirectoryProblem(directory) ?? Files.privateDirectoryProblem(Files.parentDirectory(directory), asParent: true)
     }
 
     public func load() -> KeySetSnapshot? {
-        guard let (owner, mode) = (try? Files.ownerAndMode(path)) ?? nil, owner == Files.currentUser, mode & 0o022 == 0,
-            let bytes = try? Files.read(path, limit: Self.maxFileBytes)
+        guard directoryProblem == nil,
+            let (owner, mode) = (try? Files.ownerAndMode(path)) ?? nil, owner == Files.currentUser, mode & 0o022 == 0,
+            let bytes = try? Files.read(path, limit: Self.maxFileBytes, followSymlinks: false)
         else { return nil }
         return try? Self.decode(bytes, url: url)
     }
 
     public func save(_ snapshot: KeySetSnapshot) throws {
+        let text = Array(Self.encode(snapshot, url: url).utf8)
+        // The reader refuses larger files, so the writer does not make them.
+        guard text.count <= Self.maxFileBytes else {
+            throw JWKSError(.cacheUnavailable, "the key-set cache file would be \(text.count) bytes; the limit is \(Self.maxFileBytes)")
+        }
+        if let problem = directoryProblem { throw JWKSError(.cacheUnavailable, problem) }
         try Files.makeDirectory(Files.parentDirectory(path))
-        try Files.writeAtomically(path, Array(Self.encode(snapshot, url: url).utf8), mode: 0o600)
+        if let problem = directoryProblem { throw JWKSError(.cacheUnavailable, problem) }
+        try Files.writeAtomically(path, text, mode: 0o600)
     }
 
     public func lockForRefresh(timeout: Double) -> (@Sendable () -> Void)? {
+        guard directoryProblem == nil else { return nil }
         try? Files.makeDirectory(Files.parentDirectory(path))
-        guard let lock = try? FileLock.acquire(path.dropLast(5) + ".lock", timeout: timeout) else { return nil }
+        guard directoryProblem == nil, let lock = try? FileLock.acquire(path.dropLast(5) + ".lock", timeout: timeout) else { return nil }
         return { lock.release() }
     }
 
@@ -84,11 +105,14 @@ public struct FileKeySetStore: KeySetStore {
     /// The file's text: members in code point order (as RFC 8785 sorts them), compact, with
     /// `sha256` last over the serialization of the others.
     static func encode(_ snapshot: KeySetSnapshot, url: String) -> String {
+        // Times outside the supported range (only a broken clock makes them) are written as null.
         func millis(_ date: Date?) -> JSONValue {
-            date.map { .int(Int64(($0.timeIntervalSince1970 * 1000).rounded())) } ?? .null
+            date.flatMap(Timestamp.init).map { .int($0.milliseconds) } ?? .null
         }
         func text(_ value: String?) -> JSONValue { value.map(JSONValue.string) ?? .null }
-        let unknown: [JSONValue] = snapshot.unknownKeyIDs.map { ["atMs": millis($0.at), "kid": .string($0.keyID)] }
+        let unknown: [JSONValue] = snapshot.unknownKeyIDs.compactMap { entry in
+            Timestamp(entry.at).map { ["atMs": .int($0.milliseconds), "kid": .string(entry.keyID)] }
+        }
         let body: JSONObject = [
             "body": snapshot.body.map { .string(Base64URL.encode($0)) } ?? .null,
             "etag": text(snapshot.etag),
@@ -125,8 +149,10 @@ public struct FileKeySetStore: KeySetStore {
             switch object[name] {
             case .none, .null?: return nil
             case .number(let number)?:
-                guard let ms = number.int64Value else { throw FormatError(description: "\(name) is not an integer") }
-                return Date(timeIntervalSince1970: Double(ms) / 1000)
+                guard let ms = number.int64Value, let time = Timestamp(milliseconds: ms) else {
+                    throw FormatError(description: "\(name) is not an integer within \(Timestamp.rangeDescription)")
+                }
+                return time.date
             default: throw FormatError(description: "\(name) is not a number")
             }
         }
@@ -147,10 +173,12 @@ public struct FileKeySetStore: KeySetStore {
         snapshot.lastFailure = try text("lastFailure")
         snapshot.retryNotBefore = try date("retryNotBeforeMs")
         for entry in object["unknownKids"]?.arrayValue ?? [] {
-            guard let kid = entry.objectValue?["kid"]?.stringValue, let ms = entry.objectValue?["atMs"]?.numberValue?.int64Value else {
+            guard let kid = entry.objectValue?["kid"]?.stringValue, let ms = entry.objectValue?["atMs"]?.numberValue?.int64Value,
+                let time = Timestamp(milliseconds: ms)
+            else {
                 throw FormatError(description: "malformed unknownKids entry")
             }
-            snapshot.unknownKeyIDs.append(.init(keyID: kid, at: Date(timeIntervalSince1970: Double(ms) / 1000)))
+            snapshot.unknownKeyIDs.append(.init(keyID: kid, at: time.date))
         }
         return snapshot
     }

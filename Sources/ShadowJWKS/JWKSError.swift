@@ -12,6 +12,9 @@ public struct JWKSError: Error, Sendable, Hashable, CustomStringConvertible {
         public static let fetchFailed = Code("fetch_failed")
         /// No key set can be served: nothing fetched yet, or the last good one is too stale.
         public static let keysUnavailable = Code("keys_unavailable")
+        /// The on-disk cache cannot be used: no cache folder (neither `XDG_CACHE_HOME` nor `HOME`
+        /// is an absolute path), a folder another user controls, or a file over the size limit.
+        public static let cacheUnavailable = Code("cache_unavailable")
         /// The provider was shut down.
         public static let shutDown = Code("shut_down")
     }

@@ -242,7 +242,12 @@ public final class JWKSProvider: Sendable {
         }
     }
 
+    /// The longest `kid` the negative cache remembers: a token chooses its `kid`, and the cache is
+    /// persisted, so it must not grow with what an attacker sends.
+    static let maxRememberedKeyIDBytes = 256
+
     private func remember(unknown keyID: String, at time: Date) {
+        guard keyID.utf8.count <= Self.maxRememberedKeyIDBytes else { return }
         let snapshot = state.withLock { state -> KeySetSnapshot in
             state.snapshot.unknownKeyIDs.removeAll { $0.keyID.exactlyEquals(keyID) }
             state.snapshot.unknownKeyIDs.append(.init(keyID: keyID, at: time))
@@ -302,8 +307,9 @@ public final class JWKSProvider: Sendable {
             state.snapshot.lastAttempt = started
             return state.keySet == nil ? (nil, nil) : (state.snapshot.etag, state.snapshot.lastModified)
         }
-        if let etag = conditional.0 { request.headers.add("If-None-Match", etag) }
-        if let modified = conditional.1 { request.headers.add("If-Modified-Since", modified) }
+        // Validators come from a server (or a cache file): only well-formed ones go back out.
+        if let etag = conditional.0, HTTPCaching.isSafeToEcho(etag) { request.headers.add("If-None-Match", etag) }
+        if let modified = conditional.1, HTTPCaching.isSafeToEcho(modified) { request.headers.add("If-Modified-Since", modified) }
         logger.debug("fetching key set", metadata: ["url": "\(configuration.url)", "reason": "\(reason)", "conditional": "\(conditional.0 != nil || conditional.1 != nil)"])
 
         let outcome: Result<HTTPResponse, HTTPTransportError>
@@ -335,8 +341,8 @@ public final class JWKSProvider: Sendable {
                     state.snapshot.body = response.body
                     state.snapshot.fetchedAt = now
                     state.snapshot.expiresAt = now.addingTimeInterval(ttl(response.headers, now: now))
-                    state.snapshot.etag = response.headers["ETag"]
-                    state.snapshot.lastModified = response.headers["Last-Modified"]
+                    state.snapshot.etag = response.headers["ETag"].flatMap { HTTPCaching.isSafeToEcho($0) ? $0 : nil }
+                    state.snapshot.lastModified = response.headers["Last-Modified"].flatMap { HTTPCaching.isSafeToEcho($0) ? $0 : nil }
                     state.snapshot.lastFailure = nil
                     state.snapshot.retryNotBefore = nil
                     state.snapshot.unknownKeyIDs.removeAll()
@@ -352,7 +358,7 @@ public final class JWKSProvider: Sendable {
                 }
             case .success(let response) where response.status == 304 && state.keySet != nil:
                 state.snapshot.expiresAt = now.addingTimeInterval(ttl(response.headers, now: now))
-                if let etag = response.headers["ETag"] { state.snapshot.etag = etag }
+                if let etag = response.headers["ETag"], HTTPCaching.isSafeToEcho(etag) { state.snapshot.etag = etag }
                 state.snapshot.lastFailure = nil
                 state.snapshot.retryNotBefore = nil
                 logger.debug("key set not modified (304); freshness extended", metadata: ["url": "\(configuration.url)"])

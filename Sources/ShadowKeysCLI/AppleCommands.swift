@@ -199,7 +199,7 @@ struct AppleCommand: AsyncParsableCommand {
         func run() async throws {
             try await reportingFailures(json: json) {
                 let response = try await endpoint.client(credentials).exchange(code: try code.read(), redirectURI: redirectURI, nonce: nonce)
-                Console.out(tokenJSON(response).serialized(pretty: !json))
+                Console.out(tokenJSON(response).serializedForTerminal(pretty: !json))
             }
         }
     }
@@ -219,7 +219,7 @@ struct AppleCommand: AsyncParsableCommand {
         func run() async throws {
             try await reportingFailures(json: json) {
                 let response = try await endpoint.client(credentials).refresh(try token.read())
-                Console.out(tokenJSON(response).serialized(pretty: !json))
+                Console.out(tokenJSON(response).serializedForTerminal(pretty: !json))
             }
         }
     }
@@ -271,12 +271,12 @@ struct AppleCommand: AsyncParsableCommand {
                 let token = try await client.migrationAccessToken()
                 if let sub, let target {
                     let transfer = try await client.transferSubject(for: sub, to: target, accessToken: token)
-                    Console.out(JSONValue.object(["transfer_sub": .string(transfer)]).serialized(pretty: !json))
+                    Console.out(JSONValue.object(["transfer_sub": .string(transfer)]).serializedForTerminal(pretty: !json))
                 } else if let transferSub {
                     let user = try await client.migratedUser(forTransferSubject: transferSub, accessToken: token)
                     Console.out(JSONValue.object([
                         "sub": .string(user.subject), "email": user.email.map(JSONValue.string) ?? .null, "is_private_email": user.isPrivateEmail.map(JSONValue.bool) ?? .null,
-                    ]).serialized(pretty: !json))
+                    ]).serializedForTerminal(pretty: !json))
                 }
             }
         }
@@ -296,6 +296,7 @@ struct AppleCommand: AsyncParsableCommand {
             guard !audiences.isEmpty else { throw ValidationError("give the client IDs the notification may be for with --aud") }
             try keySource.validate(default: Apple.keysURL)
             if keySource.jwks == "-" { throw ValidationError("the notification body comes on stdin; give --jwks as a URL or file") }
+            try checkLeeway(leeway)
             _ = try parseNow(now)
         }
 
@@ -303,7 +304,7 @@ struct AppleCommand: AsyncParsableCommand {
             try await reportingFailures(json: json) {
                 let notification = try await readNotification(keySource: keySource, audiences: audiences, leeway: leeway, now: now)
                 if !notification.isKnownType { Console.err("shadow-keys: warning: unknown notification type \(notification.rawType.quotedForMessage)") }
-                Console.out(JSONValue.object(notification.json).serialized(pretty: !json))
+                Console.out(JSONValue.object(notification.json).serializedForTerminal(pretty: !json))
             }
         }
     }

@@ -104,7 +104,7 @@ func reportingFailures(json: Bool, _ body: () async throws -> Void) async throws
         let status: ExitStatus
         switch error.code {
         case .authenticationFailed: status = .authenticationFailed
-        case .malformedInput: status = .malformedInput
+        case .malformedInput, .inputChanged: status = .malformedInput
         case .weakParameters, .invalidParameter: status = .usage
         default: status = .failure
         }

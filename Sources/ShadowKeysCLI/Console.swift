@@ -13,8 +13,9 @@ enum Console {
     /// Writes `text` and a newline to stdout.
     static func out(_ text: String) { write(1, text + "\n") }
 
-    /// Writes `text` and a newline to stderr.
-    static func err(_ text: String) { write(2, text + "\n") }
+    /// Writes `text` and a newline to stderr, with terminal controls escaped (messages quote
+    /// file names, claims and `kid`s that came from outside).
+    static func err(_ text: String) { write(2, text.terminalSafe + "\n") }
 
     /// Writes `text` to stderr without a newline (progress lines).
     static func errNoNewline(_ text: String) { write(2, text) }
@@ -25,8 +26,11 @@ enum Console {
         if newline { write(1, "\n") }
     }
 
-    /// Writes a JSON value as one line on stdout.
-    static func json(_ value: JSONValue) { out(value.serialized()) }
+    /// Writes a JSON value as one line on stdout, terminal controls escaped (still the same JSON).
+    static func json(_ value: JSONValue) { out(value.serializedForTerminal()) }
+
+    /// Writes a JSON value indented, terminal controls escaped.
+    static func prettyJSON(_ value: JSONValue) { out(value.serializedForTerminal(pretty: true)) }
 
     private static func write(_ fd: Int32, _ text: String) {
         var text = text

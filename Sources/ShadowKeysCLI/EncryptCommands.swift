@@ -74,6 +74,13 @@ func withOutput(_ path: String, _ body: (_ fd: Int32) throws -> Void) throws {
     try writer.commit()
 }
 
+/// `--iterations` for a passphrase envelope: what readers accept, 100000 to 10000000.
+func checkEnvelopeIterations(_ iterations: Int) throws {
+    guard (PBKDF2.minimumIterations...Envelope.maxIterations).contains(iterations) else {
+        throw ValidationError("--iterations: \(PBKDF2.minimumIterations) to \(Envelope.maxIterations), not \(iterations)")
+    }
+}
+
 struct Encrypt: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Encrypt a file or stdin into a ShadowKeys envelope (stream form, or --record).",
@@ -105,7 +112,7 @@ struct Encrypt: AsyncParsableCommand {
 
     func validate() throws {
         if key.usesStdin && input == "-" { throw ValidationError("the passphrase and the input cannot both come from stdin") }
-        guard iterations >= PBKDF2.minimumIterations else { throw ValidationError("--iterations: at least \(PBKDF2.minimumIterations)") }
+        try checkEnvelopeIterations(iterations)
         guard EnvelopeHeader.validChunkSize(chunkSize) else { throw ValidationError("--chunk-size must be a power of two from 64 to 16777216") }
         _ = try parseContext(context)
     }
@@ -216,7 +223,7 @@ struct Rewrap: AsyncParsableCommand {
     func validate() throws {
         guard [fromKeyFile, fromPassphraseFile, fromPassphraseEnv].compactMap({ $0 }).count == 1 else { throw ValidationError("give exactly one --from-… key") }
         guard [toKeyFile, toPassphraseFile, toPassphraseEnv].compactMap({ $0 }).count == 1 else { throw ValidationError("give exactly one --to-… key") }
-        guard iterations >= PBKDF2.minimumIterations else { throw ValidationError("--iterations: at least \(PBKDF2.minimumIterations)") }
+        try checkEnvelopeIterations(iterations)
         _ = try parseContext(context)
     }
 

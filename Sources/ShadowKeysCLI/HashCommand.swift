@@ -58,7 +58,7 @@ struct Hash: AsyncParsableCommand {
             for name in files.isEmpty ? ["-"] : files {
                 do {
                     let digest = try self.digest(of: name, key: key)
-                    Console.out(Self.line(digest: base64 ? Integrity.base64(digest) : Integrity.hex(digest), name: name))
+                    Console.out(Self.line(digest: base64 ? Integrity.base64(digest) : Integrity.hex(digest), name: name, terminal: isatty(1) == 1))
                 } catch let error as FileError {
                     Console.err("shadow-keys: \(error)")
                     failed = true
@@ -69,42 +69,79 @@ struct Hash: AsyncParsableCommand {
     }
 
     private func digest(of name: String, key: SecretBytes?) throws -> [UInt8] {
-        let fd = name == "-" ? 0 : open(name, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { throw FileError("open", name) }
+        try digest(ofPath: Array(name.utf8), key: key)
+    }
+
+    /// The digest of the file whose path is these bytes (a manifest's names are bytes, not
+    /// necessarily UTF-8); `-` is stdin.
+    private func digest(ofPath path: [UInt8], key: SecretBytes?) throws -> [UInt8] {
+        let shown = Self.display(path)
+        guard !path.contains(0) else { throw FileError("open", shown, errno: EINVAL) }
+        let fd = path == [UInt8(ascii: "-")] ? 0 : (path.map { CChar(bitPattern: $0) } + [0]).withUnsafeBufferPointer { open($0.baseAddress!, O_RDONLY | O_CLOEXEC) }
+        guard fd >= 0 else { throw FileError("open", shown) }
         defer { if fd > 0 { close(fd) } }
         do {
             if let key { return try Integrity.hmacSHA256(key: key, fileDescriptor: fd) }
             return try Integrity.sha256(fileDescriptor: fd)
         } catch {
-            throw FileError("read", name)
+            throw FileError("read", shown)
         }
     }
 
-    /// A sha256sum line; names with a backslash or newline are escaped and the line starts with `\`.
-    static func line(digest: String, name: String) -> String {
-        guard name.contains("\\") || name.contains("\n") else { return "\(digest)  \(name)" }
-        let escaped = name.replacing("\\", with: "\\\\").replacing("\n", with: "\\n")
-        return "\\\(digest)  \(escaped)"
+    /// A name for messages and reports: invalid UTF-8 shown as U+FFFD, terminal controls escaped.
+    static func display(_ name: [UInt8]) -> String {
+        String(decoding: name, as: UTF8.self).terminalSafe
     }
 
-    /// Parses a manifest line: `<hex>  <name>`, `<hex> *<name>`, optionally `\`-escaped.
-    static func parse(_ line: Substring) -> (digest: [UInt8], name: String)? {
+    /// A sha256sum line. As GNU sha256sum does, a name with a backslash, newline or carriage
+    /// return is escaped and the line starts with `\`; on a terminal, other controls are escaped too.
+    static func line(digest: String, name: String, terminal: Bool = false) -> String {
+        let shown = terminal ? name.terminalSafe : name
+        guard name.contains("\\") || name.contains("\n") || name.contains("\r") else { return "\(digest)  \(shown)" }
+        let escaped = name.replacing("\\", with: "\\\\").replacing("\n", with: "\\n").replacing("\r", with: "\\r")
+        return "\\\(digest)  \(terminal ? escaped.terminalSafe : escaped)"
+    }
+
+    /// Parses a manifest line (bytes, without its newline): `<hex>  <name>` or `<hex> *<name>`,
+    /// optionally `\`-escaped (`\\`, `\n`, `\r`). The name stays bytes.
+    static func parse(_ line: ArraySlice<UInt8>) -> (digest: [UInt8], name: [UInt8])? {
         var text = line
         var escaped = false
-        if text.first == "\\" {
+        if text.first == UInt8(ascii: "\\") {
             escaped = true
             text = text.dropFirst()
         }
         guard text.count > 66 else { return nil }
         let hex = text.prefix(64)
-        let separator = text.dropFirst(64).prefix(2)
-        guard separator == "  " || separator == " *", let digest = try? Hex.decode(hex) else { return nil }
-        var name = String(text.dropFirst(66))
-        if escaped { name = name.replacing("\\n", with: "\n").replacing("\\\\", with: "\\") }
+        let separator = Array(text.dropFirst(64).prefix(2))
+        guard separator == Array("  ".utf8) || separator == Array(" *".utf8), let digest = try? Hex.decode(String(decoding: hex, as: UTF8.self)) else {
+            return nil
+        }
+        var name = Array(text.dropFirst(66))
+        if escaped {
+            var unescaped: [UInt8] = []
+            var index = 0
+            while index < name.count {
+                if name[index] == UInt8(ascii: "\\"), index + 1 < name.count {
+                    switch name[index + 1] {
+                    case UInt8(ascii: "\\"): unescaped.append(UInt8(ascii: "\\"))
+                    case UInt8(ascii: "n"): unescaped.append(0x0A)
+                    case UInt8(ascii: "r"): unescaped.append(0x0D)
+                    default: return nil
+                    }
+                    index += 2
+                } else {
+                    unescaped.append(name[index])
+                    index += 1
+                }
+            }
+            name = unescaped
+        }
         return name.isEmpty ? nil : (digest, name)
     }
 
-    /// sha256sum -c: returns true when anything failed.
+    /// sha256sum -c: returns true when anything failed. A name that holds a NUL byte cannot name
+    /// a file, so it fails (it is never cut short and another file hashed in its place).
     private func verify(manifest: String, key: SecretBytes?) throws -> Bool {
         let bytes: [UInt8]
         if manifest == "-" {
@@ -115,26 +152,27 @@ struct Hash: AsyncParsableCommand {
             bytes = input
         }
         var mismatched = 0, unreadable = 0, malformed = 0, checked = 0
-        for line in String(decoding: bytes, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: true) {
-            let trimmed = line.last == "\r" ? line.dropLast() : line
+        for line in bytes.split(separator: 0x0A, omittingEmptySubsequences: true) {
+            let trimmed = line.last == 0x0D ? line.dropLast() : line
             guard let (expected, name) = Self.parse(trimmed) else {
                 malformed += 1
                 continue
             }
             checked += 1
+            let shown = Self.display(name)
             do {
-                let actual = try digest(of: name, key: key)
+                let actual = try digest(ofPath: name, key: key)
                 if Integrity.matches(actual, expected) {
-                    if !quiet && !status { Console.out("\(name): OK") }
+                    if !quiet && !status { Console.out("\(shown): OK") }
                 } else {
                     mismatched += 1
-                    if !status { Console.out("\(name): FAILED") }
+                    if !status { Console.out("\(shown): FAILED") }
                 }
             } catch {
                 unreadable += 1
                 if !status {
-                    Console.err("shadow-keys: \(error)")
-                    Console.out("\(name): FAILED open or read")
+                    Console.err(name.contains(0) ? "shadow-keys: \(shown): a file name cannot contain a NUL byte" : "shadow-keys: \(error)")
+                    Console.out("\(shown): FAILED open or read")
                 }
             }
         }

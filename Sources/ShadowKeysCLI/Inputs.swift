@@ -85,10 +85,21 @@ func readKeySet(_ source: String) throws -> JWKSet {
     return set
 }
 
-/// Parses `--now`: epoch seconds or RFC 3339.
+/// Parses `--now`: epoch seconds or RFC 3339, within the supported range.
 func parseNow(_ value: String?) throws -> Clock {
     guard let value else { return .system }
-    do { return .fixed(try Timestamp.parse(value)) } catch {
-        throw ValidationError("--now: \(error)")
+    return .fixed(try parseTime(value, option: "--now").date)
+}
+
+/// An RFC 3339 or epoch-seconds option value within the supported range; a usage error names the option.
+func parseTime(_ value: String, option: String) throws -> Timestamp {
+    do { return try Timestamp.parse(value) } catch { throw ValidationError("\(option): \(error)") }
+}
+
+/// Now plus `seconds` (an option such as `--expires-in`), within the supported range.
+func timeFromNow(seconds: Int, option: String) throws -> Timestamp {
+    guard let now = Timestamp(Date()), let later = now.adding(seconds: Double(seconds)) else {
+        throw ValidationError("\(option): \(seconds) s from now is outside \(Timestamp.rangeDescription)")
     }
+    return later
 }

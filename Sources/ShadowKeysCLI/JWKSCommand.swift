@@ -82,7 +82,7 @@ struct JWKSCommand: AsyncParsableCommand {
 
         func run() async throws {
             try await reportingFailures(json: false) {
-                let directory = FileKeySetStore.defaultDirectory()
+                let directory = try cacheDirectory()
                 if let url {
                     try FileKeySetStore(url: url, directory: directory).remove()
                     Console.out("cleared \(url)")
@@ -143,15 +143,16 @@ private func printKeySet(source: String, set: JWKSet, extra: [JSONObject.Member]
         Console.json(.object(object))
         return
     }
-    Console.out("source: \(source)")
+    // Everything below but the counts and key types came from the key set's author or server.
+    Console.out("source: \(source.terminalSafe)")
     for member in extra where member.value != .null {
         let value = member.value.stringValue ?? member.value.serialized()
-        Console.out("\(member.name): \(value)")
+        Console.out("\(member.name): \(value.terminalSafe)")
     }
     Console.out("\(set.keys.count) usable key\(set.keys.count == 1 ? "" : "s"):")
     for key in set.keys {
         let alg = key.algorithm?.rawValue ?? "-"
-        Console.out("  \(key.keyID ?? "(no kid)")  \(key.keyType)  alg \(alg)  use \(key.use ?? "-")  thumbprint \(key.thumbprint)")
+        Console.out("  \(key.keyID?.terminalSafe ?? "(no kid)")  \(key.keyType)  alg \(alg)  use \((key.use ?? "-").terminalSafe)  thumbprint \(key.thumbprint)")
     }
-    for diagnostic in set.skipped { Console.out("  skipped \(diagnostic)") }
+    for diagnostic in set.skipped { Console.out("  skipped \(diagnostic.description.terminalSafe)") }
 }

@@ -46,15 +46,25 @@ struct KeySourceOptions: ParsableArguments {
         return try verifier.verify(token, keys: try readKeySet(source))
     }
 
-    /// The disk-cached provider the CLI uses for a URL.
+    /// The disk-cached provider the CLI uses for a URL. A cache folder that another user could
+    /// write to is not used (with a warning): the key set is then fetched for this run only.
     func provider(for url: String) throws -> JWKSProvider {
         var configuration = JWKSProvider.Configuration(url: url)
         configuration.allowLoopbackHTTP = allowHTTPLoopback
-        let store = FileKeySetStore(url: url, directory: FileKeySetStore.defaultDirectory())
+        var store: FileKeySetStore? = FileKeySetStore(url: url, directory: try cacheDirectory())
+        if let problem = store?.directoryProblem {
+            Console.err("shadow-keys: warning: not using the key-set cache: \(problem)")
+            store = nil
+        }
         do {
             return try JWKSProvider(configuration: configuration, transport: offline ? nil : HelperTransport(allowLoopbackHTTP: allowHTTPLoopback), store: store)
         } catch let error as HTTPTransportError {
             throw CLIError(.usage, "--jwks: \(error.message)")
         }
     }
+}
+
+/// The key-set cache folder; a usage error (64) when the environment names none.
+func cacheDirectory() throws -> String {
+    do { return try FileKeySetStore.defaultDirectory() } catch let error as JWKSError { throw CLIError(.usage, code: error.code.name, error.reason) }
 }

@@ -123,3 +123,27 @@ func parseContext(_ items: [String]) throws -> EnvelopeContext {
     }
     do { return try EnvelopeContext(pairs) } catch let error as ShadowCryptoError { throw ValidationError("--context: \(error.reason)") }
 }
+
+/// A short secret given as text in a file (one trailing newline dropped) or an environment
+/// variable: a nonce, say. Usage errors name `what`.
+func readSecretText(file: String? = nil, environment: String? = nil, what: String) throws -> String {
+    var bytes: [UInt8]
+    if let file {
+        warnIfReadableByOthers(file, what: "\(what) file")
+        do {
+            guard let input = try Files.read(file, limit: secretReadLimit) else { throw CLIError(.usage, "the \(what) file exceeds \(secretReadLimit) bytes") }
+            bytes = input
+        } catch let error as FileError {
+            throw CLIError(error.isNotFound ? .noInput : .usage, "cannot read the \(what) file: \(error)")
+        }
+    } else if let environment {
+        guard let value = ProcessInfo.processInfo.environment[environment] else { throw CLIError(.usage, "environment variable \(environment) is not set") }
+        bytes = Array(value.utf8)
+    } else {
+        throw CLIError(.usage, "no \(what) given")
+    }
+    if bytes.last == 0x0A { bytes.removeLast() }
+    if bytes.last == 0x0D { bytes.removeLast() }
+    guard !bytes.isEmpty, let text = String(validating: bytes, as: UTF8.self) else { throw CLIError(.usage, "the \(what) is empty or not UTF-8") }
+    return text
+}

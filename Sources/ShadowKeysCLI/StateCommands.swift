@@ -86,7 +86,7 @@ struct StateCommand: AsyncParsableCommand {
             }
             try keySource.validate(default: Apple.keysURL)
             if keySource.jwks == "-" || vault.passphrase.fromStdin { throw ValidationError("the notification body comes on stdin; give --jwks and the passphrase another way") }
-            guard leeway >= 0, leeway.isFinite else { throw ValidationError("--leeway must be a non-negative number of seconds") }
+            try checkLeeway(leeway)
             _ = try parseNow(now)
         }
 
@@ -221,7 +221,7 @@ struct StateCommand: AsyncParsableCommand {
                 }
                 if entries.isEmpty { Console.err("shadow-keys: no transitions recorded for \(user.subject.quotedForMessage)") }
                 for entry in entries {
-                    Console.out("\(Timestamp.rfc3339(millisecondsToDate(entry.eventTimeMilliseconds)))  \(entry.old) -> \(entry.new)  \(entry.cause.rawValue)  \(entry.eventID)")
+                    Console.out("\(Timestamp.rfc3339(millisecondsToDate(entry.eventTimeMilliseconds)))  \(entry.old) -> \(entry.new)  \(entry.cause.rawValue)  \(entry.eventID.terminalSafe)")
                 }
             }
         }
@@ -275,7 +275,13 @@ struct UserOptions: ParsableArguments {
 /// The vault's credential store.
 func credentialStore(_ vault: VaultOptions) throws -> VaultCredentialStore { VaultCredentialStore(vault: try vault.open()) }
 
-private func eventTime(_ value: String?) throws -> Date { try value.map { try parseTime($0, option: "--at") } ?? Date() }
+/// `--at`, default now: an event time, which starts at 1970.
+private func eventTime(_ value: String?) throws -> Date {
+    guard let value else { return Date() }
+    let time = try parseTime(value, option: "--at")
+    guard time.milliseconds >= 0 else { throw ValidationError("--at: event times start at 1970-01-01T00:00:00Z") }
+    return time.date
+}
 
 private func millisecondsToDate(_ milliseconds: Int64) -> Date { Date(timeIntervalSince1970: Double(milliseconds) / 1000) }
 
@@ -297,8 +303,8 @@ private func printStatus(_ status: CredentialStatus, user: UserOptions, json: Bo
     }
     Console.out("state: \(status.state) (\(status.state.rawValue))")
     if let since = status.since { Console.out("since: \(Timestamp.rfc3339(since))") }
-    if let cause = status.cause { Console.out("cause: \(cause.rawValue)\(status.eventID.map { " (\($0))" } ?? "")") }
-    if let linked = status.linkedSubject { Console.out("linked subject: \(linked)") }
+    if let cause = status.cause { Console.out("cause: \(cause.rawValue)\(status.eventID.map { " (\($0.terminalSafe))" } ?? "")") }
+    if let linked = status.linkedSubject { Console.out("linked subject: \(linked.terminalSafe)") }
     if let forwarding = status.emailForwarding { Console.out("email forwarding: \(forwarding ? "enabled" : "disabled")") }
 }
 
@@ -317,9 +323,9 @@ private func printChanges(_ changes: [CredentialChange], json: Bool) {
     for change in changes {
         let what = "\(change.event.kind.rawValue) at \(Timestamp.rfc3339(change.event.time))"
         if change.changed {
-            Console.out("\(change.event.subject): \(change.old.state) -> \(change.new.state) (\(what))")
+            Console.out("\(change.event.subject.terminalSafe): \(change.old.state) -> \(change.new.state) (\(what))")
         } else {
-            Console.out("\(change.event.subject): unchanged, \(change.new.state) (\(what): a duplicate, or older than what is recorded)")
+            Console.out("\(change.event.subject.terminalSafe): unchanged, \(change.new.state) (\(what): a duplicate, or older than what is recorded)")
         }
     }
 }

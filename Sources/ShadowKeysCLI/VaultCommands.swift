@@ -41,6 +41,8 @@ struct VaultCommand: AsyncParsableCommand {
         func run() async throws {
             try await reportingFailures(json: json) {
                 try TokenVault.create(at: vault.path, unlock: try vault.unlock(), iterations: iterations)
+                // An existing folder keeps its mode: say so when others can get at the new vault.
+                for warning in TokenVault.permissionWarnings(path: vault.path) { Console.err("shadow-keys: warning: \(warning)") }
                 let info = try TokenVault.headerInfo(path: vault.path)
                 if json {
                     Console.json(["created": true, "vault": .string(vault.path), "vault_id": .string(info.vaultID)])
@@ -92,7 +94,10 @@ struct VaultCommand: AsyncParsableCommand {
             guard VaultEntry.Provider(rawValue: provider) != nil else { throw ValidationError("--provider: one of apple, google, other") }
             guard VaultEntry.Kind(rawValue: kind) != nil else { throw ValidationError("--kind: one of refresh-token, access-token, id-token, key, other") }
             if expires != nil, expiresIn != nil { throw ValidationError("give --expires or --expires-in, not both") }
-            if let expiresIn, expiresIn < 0 { throw ValidationError("--expires-in: a number of seconds, 0 or more") }
+            if let expiresIn {
+                guard expiresIn >= 0 else { throw ValidationError("--expires-in: a number of seconds, 0 or more") }
+                _ = try timeFromNow(seconds: expiresIn, option: "--expires-in")
+            }
             if let expires { _ = try parseTime(expires, option: "--expires") }
             _ = try parseLabels(labels)
         }
@@ -101,7 +106,7 @@ struct VaultCommand: AsyncParsableCommand {
             try await reportingFailures(json: json) {
                 var secret = try readSecret()
                 defer { for index in secret.indices { secret[index] = 0 } }
-                let expiresAt = try expires.map { try parseTime($0, option: "--expires") } ?? expiresIn.map { Date().addingTimeInterval(Double($0)) }
+                let expiresAt = try (expires.map { try parseTime($0, option: "--expires") } ?? expiresIn.map { try timeFromNow(seconds: $0, option: "--expires-in") })?.date
                 let entry = VaultEntry(
                     name: name, secret: SecretBytes(secret), provider: VaultEntry.Provider(rawValue: provider) ?? .other,
                     kind: VaultEntry.Kind(rawValue: kind) ?? .other, subject: subject, expiresAt: expiresAt, labels: try parseLabels(labels))
@@ -183,7 +188,7 @@ struct VaultCommand: AsyncParsableCommand {
                     return
                 }
                 for entry in entries {
-                    var line = "\(entry.name)\t\(entry.provider.rawValue)\t\(entry.kind.rawValue)\t\(entry.subject ?? "-")\t"
+                    var line = "\(entry.name.terminalSafe)\t\(entry.provider.rawValue)\t\(entry.kind.rawValue)\t\((entry.subject ?? "-").terminalSafe)\t"
                     line += entry.expiresAt.map { Timestamp.rfc3339($0) + (entry.isExpired(at: now) ? " (expired)" : "") } ?? "-"
                     Console.out(line)
                 }
@@ -290,6 +295,8 @@ struct VaultCommand: AsyncParsableCommand {
         @Flag(help: "Print JSON.")
         var json = false
 
+        func validate() throws { try vault.requirePath() }
+
         func run() async throws {
             try await reportingFailures(json: json) {
                 let header = try TokenVault.headerInfo(path: vault.path)
@@ -310,7 +317,7 @@ struct VaultCommand: AsyncParsableCommand {
                     "generation": .int(Int64(generation)), "entries": entries.map { .int(Int64($0)) } ?? .null, "vault_id": .string(header.vaultID),
                     "file_bytes": .int(Int64(header.fileBytes)), "verified": .bool(entries != nil),
                 ]
-                Console.out(JSONValue.object(object).serialized(pretty: !json))
+                Console.out(JSONValue.object(object).serializedForTerminal(pretty: !json))
             }
         }
     }
@@ -332,7 +339,8 @@ struct VaultOptions: ParsableArguments {
     @Option(name: .customLong("lock-timeout"), help: "Seconds to wait for another process's lock.")
     var lockTimeout: Double = 10
 
-    var path: String { explicitPath ?? TokenVault.defaultPath() }
+    /// The vault file: `--vault`, else the default (which must exist in the environment).
+    var path: String { explicitPath ?? (try? TokenVault.defaultPath()) ?? "" }
 
     var keySources: Int { passphrase.given + (keyFile == nil ? 0 : 1) + (keyEnvironment == nil ? 0 : 1) }
     var hasKey: Bool { keySources == 1 }
@@ -343,7 +351,14 @@ struct VaultOptions: ParsableArguments {
         if let explicitPath, explicitPath.isEmpty { throw ValidationError("--vault: the path is empty") }
     }
 
+    /// Checks that there is a vault path: `--vault`, or a default the environment can give.
+    func requirePath() throws {
+        guard explicitPath == nil else { return }
+        do { _ = try TokenVault.defaultPath() } catch let error as VaultError { throw ValidationError(error.reason) }
+    }
+
     func requireKey() throws {
+        try requirePath()
         guard keySources == 1 else {
             throw ValidationError("open the vault with one of --key-file, --key-env, --passphrase-stdin, --passphrase-file or --passphrase-env")
         }
@@ -380,10 +395,6 @@ private func checkIterations(_ iterations: Int) throws {
     guard iterations <= 10_000_000 else { throw ValidationError("--iterations: at most 10000000") }
 }
 
-/// An RFC 3339 or epoch-seconds option value; a usage error names the option.
-func parseTime(_ value: String, option: String) throws -> Date {
-    do { return try Timestamp.parse(value) } catch { throw ValidationError("\(option): \(error)") }
-}
 
 private func parseLabels(_ items: [String]) throws -> [String: String] {
     var labels: [String: String] = [:]

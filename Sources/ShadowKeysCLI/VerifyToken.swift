@@ -36,7 +36,7 @@ struct VerifyToken: AsyncParsableCommand {
     @Flag(help: "With --apple: refuse (exit 14) a token issued at or before its subject's revocation or transfer, as recorded in the vault's credential state.")
     var state = false
 
-    @Option(name: .customLong("client-id"), help: "With --state: the client ID the state is kept under (default: the token's aud).")
+    @Option(name: .customLong("client-id"), help: "With --state: the client ID the state is kept under, one of the --aud values (default: the token's aud, which must be one string).")
     var clientID: String?
 
     @OptionGroup(title: "Credential state (--state)") var vault: VaultOptions
@@ -53,6 +53,10 @@ struct VerifyToken: AsyncParsableCommand {
         if state {
             guard apple else { throw ValidationError("--state applies to Sign in with Apple identity tokens: add --apple") }
             try vault.requireKey()
+            // State is kept per client ID: only one the token can be accepted for may key it.
+            if let clientID, !options.audiences.contains(where: { $0.exactlyEquals(clientID) }) {
+                throw ValidationError("--client-id must be one of the --aud values")
+            }
             if tokenInput.usesStdin && vault.passphrase.fromStdin { throw ValidationError("the token and the passphrase cannot both come from stdin") }
         } else if vault.keySources > 0 || vault.explicitPath != nil || clientID != nil {
             throw ValidationError("--vault, its key options and --client-id apply with --state only")
@@ -93,7 +97,7 @@ func printVerified(_ verified: VerifiedJWT, json: Bool, extra: [JSONObject.Membe
         for member in extra { result.set(member.name, member.value) }
         Console.json(.object(result))
     } else {
-        Console.out(JSONValue.object(verified.claims.json).serialized(pretty: true))
+        Console.prettyJSON(.object(verified.claims.json))
     }
 }
 
@@ -108,12 +112,13 @@ extension VerificationOptions {
 
     /// Apple's validator with these options, and the verifier that carries them all.
     func appleVerification() throws -> (AppleIdentityTokenValidator, JWTVerifier) {
+        let expectedNonce = try nonce()
         let validator = AppleIdentityTokenValidator(
-            clientIDs: audiences, nonce: nonce, leeway: leeway, maxAge: maxAge, requiredClaims: requiredClaims, clock: try parseNow(now))
+            clientIDs: audiences, nonce: nonceIsHashed ? nil : expectedNonce, leeway: leeway, maxAge: maxAge, requiredClaims: requiredClaims, clock: try parseNow(now))
         var verifier = validator.verifier
         verifier.expectedType = type
         verifier.maxTokenBytes = maxTokenBytes
-        if let nonceSHA256 { verifier.policy.nonce = .sha256HexOf(nonceSHA256) }
+        if nonceIsHashed, let expectedNonce { verifier.policy.nonce = .sha256HexOf(expectedNonce) }
         return (validator, verifier)
     }
 }

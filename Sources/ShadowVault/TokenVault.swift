@@ -85,12 +85,16 @@ public final class TokenVault: Sendable {
     public static let maxFileBytes = 64 << 20
 
     /// The default path: `$SHADOW_KEYS_VAULT`, else `$XDG_DATA_HOME/shadow-keys/vault.skv`, else
-    /// `~/.local/share/shadow-keys/vault.skv`.
-    public static func defaultPath(environment: [String: String]? = nil) -> String {
+    /// `$HOME/.local/share/shadow-keys/vault.skv`.
+    ///
+    /// - Throws: ``VaultError/Code/invalidParameter`` when none of these is set (the last two
+    ///   must be absolute paths): there is no shared fallback such as `/tmp`.
+    public static func defaultPath(environment: [String: String]? = nil) throws -> String {
         let environment = environment ?? ProcessInfo.processInfo.environment
         if let path = environment["SHADOW_KEYS_VAULT"], !path.isEmpty { return path }
         if let xdg = environment["XDG_DATA_HOME"], xdg.hasPrefix("/") { return xdg + "/shadow-keys/vault.skv" }
-        return (environment["HOME"] ?? "/tmp") + "/.local/share/shadow-keys/vault.skv"
+        if let home = environment["HOME"], home.hasPrefix("/") { return home + "/.local/share/shadow-keys/vault.skv" }
+        throw VaultError(.invalidParameter, "no vault path: give --vault, or set SHADOW_KEYS_VAULT, or XDG_DATA_HOME or HOME to an absolute path")
     }
 
     /// A handle on the vault at `path`; nothing is read until it is used.
@@ -162,8 +166,9 @@ public final class TokenVault: Sendable {
     /// Adds or replaces several entries in one write.
     package func putSync(_ entries: [VaultEntry]) throws {
         for entry in entries { try entry.validate() }
+        let now = clock.now
+        guard Timestamp(now) != nil else { throw VaultError(.invalidParameter, "the clock reads \(now.timeIntervalSince1970) s, outside \(Timestamp.rangeDescription)") }
         try update { contents in
-            let now = clock.now
             for entry in entries { contents.put(entry, now: now) }
         }
     }
@@ -325,11 +330,15 @@ public final class TokenVault: Sendable {
         }
         var header = VaultHeader(
             kind: kind, vaultID: randomness.vaultID, generation: contents.generation, iterations: kind == .passphrase ? iterations : 0,
-            salt: kind == .passphrase ? randomness.salt : [], nonce: randomness.nonce, bodyLength: UInt32(plaintext.count + AES256GCM.tagBytes),
+            salt: kind == .passphrase ? randomness.salt : [], nonce: randomness.nonce, bodyLength: UInt32(clamping: plaintext.count + AES256GCM.tagBytes),
             keyCheck: [])
         let keys = VaultKeys(master: try masterKey(header), vaultID: header.vaultID)
         header.keyCheck = keys.keyCheck(header)
         let serialized = header.serialized
+        // The reader refuses files over maxFileBytes, so the writer never makes one.
+        guard serialized.count + Int(header.bodyLength) <= maxFileBytes else {
+            throw VaultError(.invalidParameter, "the vault would be \(serialized.count + Int(header.bodyLength)) bytes, over the \(maxFileBytes)-byte limit; remove entries or keep large secrets elsewhere")
+        }
         return serialized + (try AES256GCM.seal(plaintext, key: keys.bodyKey, nonce: header.nonce, aad: serialized))
     }
 

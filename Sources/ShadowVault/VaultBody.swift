@@ -176,7 +176,11 @@ enum EntryCodec {
     static let providers: [UInt8: VaultEntry.Provider] = [1: .apple, 2: .google, 3: .other]
     static let kinds: [UInt8: VaultEntry.Kind] = [1: .refreshToken, 2: .accessToken, 3: .idToken, 4: .key, 5: .other]
 
-    static func milliseconds(_ date: Date) -> Int64 { Int64((date.timeIntervalSince1970 * 1000).rounded()) }
+    /// A time as stored: milliseconds, clamped into the supported range (callers validate times
+    /// first, so the clamp only keeps a broken clock from trapping).
+    static func milliseconds(_ date: Date) -> Int64 {
+        Timestamp(date)?.milliseconds ?? (date.timeIntervalSince1970 < 0 ? Timestamp.minimum.milliseconds : Timestamp.maximum.milliseconds)
+    }
     static func date(_ milliseconds: Int64) -> Date { Date(timeIntervalSince1970: Double(milliseconds) / 1000) }
 
     static func encode(_ entry: VaultEntry, into out: inout [UInt8]) {
@@ -251,11 +255,11 @@ enum EntryCodec {
         guard providers[try reader.integer(UInt8.self)] != nil, kinds[try reader.integer(UInt8.self)] != nil else {
             throw reader.malformed("an entry has an unknown provider or kind")
         }
-        _ = try reader.integer(Int64.self)
-        _ = try reader.integer(Int64.self)
+        try reader.time()
+        try reader.time()
         let flags = try reader.integer(UInt8.self)
         guard flags & ~3 == 0 else { throw reader.malformed("an entry has unknown flags") }
-        if flags & 1 != 0 { _ = try reader.integer(Int64.self) }
+        if flags & 1 != 0 { try reader.time() }
         if flags & 2 != 0 { try reader.text(Int(try reader.integer(UInt16.self)), what: "subject") }
         let secretLength = Int(try reader.integer(UInt32.self))
         guard secretLength <= maxSecretBytes else { throw reader.malformed("a secret exceeds \(maxSecretBytes) bytes") }
@@ -328,6 +332,13 @@ struct ByteReader {
         var value = T.Magnitude(0)
         for byte in bytes[start..<offset] { value = value << 8 | T.Magnitude(byte) }
         return T(truncatingIfNeeded: value)
+    }
+
+    /// Skips an i64 time in milliseconds, which must lie within the supported range.
+    mutating func time() throws {
+        guard Timestamp(milliseconds: try integer(Int64.self)) != nil else {
+            throw malformed("a time lies outside \(Timestamp.rangeDescription)")
+        }
     }
 
     /// Skips `count` bytes that must be UTF-8.

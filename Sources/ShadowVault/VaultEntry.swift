@@ -4,6 +4,7 @@ public import FoundationEssentials
 public import Foundation
 #endif
 public import ShadowCrypto
+import ShadowCore
 
 /// One secret in the vault, with its metadata.
 public struct VaultEntry: Sendable, CustomStringConvertible {
@@ -81,6 +82,9 @@ public struct VaultEntry: Sendable, CustomStringConvertible {
     /// label values of at most 65535 bytes, label keys of 1 to 255 bytes, at most 65535 labels.
     func validate() throws {
         guard Self.isValidName(name) else { throw VaultError(.invalidParameter, "entry names are 1 to 255 bytes of printable text") }
+        if let expiresAt, Timestamp(expiresAt) == nil {
+            throw VaultError(.invalidParameter, "an expiry must lie within \(Timestamp.rangeDescription)")
+        }
         guard secret.count <= EntryCodec.maxSecretBytes else { throw VaultError(.invalidParameter, "a secret is at most \(EntryCodec.maxSecretBytes) bytes") }
         guard (subject?.utf8.count ?? 0) <= 0xFFFF else { throw VaultError(.invalidParameter, "a subject is at most 65535 bytes") }
         guard labels.count <= 0xFFFF, labels.allSatisfy({ (1...255).contains($0.key.utf8.count) && $0.value.utf8.count <= 0xFFFF }) else {

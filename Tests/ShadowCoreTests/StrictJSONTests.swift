@@ -123,32 +123,6 @@ import Testing
     }
 }
 
-@Suite struct TimestampTests {
-    @Test(arguments: [
-        ("1700000000", 1_700_000_000.0),
-        ("1700000000.5", 1_700_000_000.5),
-        ("2023-11-14T22:13:20Z", 1_700_000_000.0),
-        ("2023-11-14t22:13:20z", 1_700_000_000.0),
-        ("2023-11-14T23:13:20+01:00", 1_700_000_000.0),
-        ("2023-11-14T22:13:20.250Z", 1_700_000_000.25),
-        ("1970-01-01T00:00:00Z", 0),
-        ("2024-02-29T00:00:00Z", 1_709_164_800),
-    ])
-    func parses(input: String, seconds: Double) throws {
-        #expect(try Timestamp.parse(input).timeIntervalSince1970 == seconds)
-    }
-
-    @Test(arguments: ["", "yesterday", "2023-11-14", "2023-02-30T00:00:00Z", "2023-11-14T25:00:00Z", "2023-11-14T22:13:20", "2023-11-14T22:13:20+1:00", "1e9x"])
-    func rejects(input: String) {
-        #expect(throws: Timestamp.ParseError.self) { try Timestamp.parse(input) }
-    }
-
-    @Test func formatsRFC3339() throws {
-        #expect(Timestamp.rfc3339(try Timestamp.parse("1700000000")) == "2023-11-14T22:13:20Z")
-        #expect(Timestamp.rfc3339(try Timestamp.parse("0")) == "1970-01-01T00:00:00Z")
-    }
-}
-
 @Suite struct MemberFingerprintTests {
     @Test func namesSharingAFingerprintStayDistinct() throws {
         // "iss" and "ixs" have the same length, first and last byte; so do "exp" and "eap".

@@ -224,6 +224,32 @@ import Testing
         expectRejected(parts.joined(separator: "."), .invalidSignature)
     }
 
+    /// ECDSA is malleable: with (r, s) valid, so is (r, n - s). ShadowKeys accepts both, as RFC
+    /// 7518 and Wycheproof's "valid" cases do (refusing high S would refuse about half of what
+    /// honest signers produce), so an ES256 token's bytes are not unique: Docs/security.md says
+    /// never to key replay detection on them. This test pins that decision.
+    @Test func es256AcceptsBothSValuesOfASignature() throws {
+        let order: [UInt8] = try Hex.decode("ffffffff00000000ffffffffffffffffbce6faada7179e84f3b9cac2fc632551")
+        var generator = SeededGenerator(seed: 0xEC_D5A)
+        for index in 0..<16 {
+            let token = try ecSigner.sign(claims: TokenFactory.claims(now: now, extra: ["n": .int(Int64(generator.next() >> 1))]))
+            var parts = TokenFactory.segments(token)
+            let signature = try Base64URL.decode(parts[2])
+            // n - s, big-endian, with borrows.
+            var flipped = [UInt8](repeating: 0, count: 32)
+            var borrow = 0
+            for i in (0..<32).reversed() {
+                let difference = Int(order[i]) - Int(signature[32 + i]) - borrow
+                flipped[i] = UInt8((difference + 256) % 256)
+                borrow = difference < 0 ? 1 : 0
+            }
+            parts[2] = Base64URL.encode(Array(signature[0..<32]) + flipped)
+            let malleated = parts.joined(separator: ".")
+            #expect(malleated != token)
+            #expect(throws: Never.self, "token \(index), seed 0xECD5A") { try verifier.verify(malleated, keys: keys) }
+        }
+    }
+
     @Test func rs256RequiresModulusLengthSignatures() throws {
         let token = try rsaSigner.sign(claims: TokenFactory.claims(now: now))
         var parts = TokenFactory.segments(token)

@@ -37,16 +37,20 @@ public enum CLIRunner {
 
     /// Runs `shadow-keys` with `arguments`, feeding `stdin`, with extra environment variables.
     public static func run(
-        _ arguments: [String], stdin: String? = nil, environment: [String: String] = [:], currentDirectory: URL? = nil, timeout: TimeInterval = 60
+        _ arguments: [String], stdin: String? = nil, environment: [String: String] = [:], removing: Set<String> = [], currentDirectory: URL? = nil,
+        timeout: TimeInterval = 60
     ) throws -> CLIResult {
-        try run(executable: executable, arguments, stdin: stdin.map { Data($0.utf8) }, environment: environment, currentDirectory: currentDirectory, timeout: timeout)
+        try run(
+            executable: executable, arguments, stdin: stdin.map { Data($0.utf8) }, environment: environment, removing: removing, currentDirectory: currentDirectory,
+            timeout: timeout)
     }
 
     /// Runs any executable, reading stdout and stderr concurrently so neither pipe can fill up.
     public static func run(
-        executable: URL, _ arguments: [String], stdin: Data?, environment: [String: String] = [:], currentDirectory: URL? = nil, timeout: TimeInterval = 60
+        executable: URL, _ arguments: [String], stdin: Data?, environment: [String: String] = [:], removing: Set<String> = [], currentDirectory: URL? = nil,
+        timeout: TimeInterval = 60
     ) throws -> CLIResult {
-        let child = try ChildProcess(executable.path, arguments, stdin: stdin, environment: environment, currentDirectory: currentDirectory?.path)
+        let child = try ChildProcess(executable.path, arguments, stdin: stdin, environment: environment, removing: removing, currentDirectory: currentDirectory?.path)
         do { return try child.wait(timeout: timeout) } catch {
             throw CLIRunnerError("\(executable.lastPathComponent) \(arguments.joined(separator: " ")) did not finish within \(timeout) s")
         }

@@ -14,9 +14,11 @@ public final class ChildProcess: @unchecked Sendable {
     private var out = Data()
     private var err = Data()
 
-    /// Starts `executable` with `arguments`; the environment is this process's plus `environment`.
+    /// Starts `executable` with `arguments`; the environment is this process's plus
+    /// `environment`, without the variables named in `removing`.
     public init(
-        _ executable: String, _ arguments: [String], stdin: Data? = nil, environment: [String: String] = [:], currentDirectory: String? = nil
+        _ executable: String, _ arguments: [String], stdin: Data? = nil, environment: [String: String] = [:], removing: Set<String> = [],
+        currentDirectory: String? = nil
     ) throws {
         _ = Self.ignoreBrokenPipes
         var input: [Int32] = [0, 0], output: [Int32] = [0, 0], errors: [Int32] = [0, 0]
@@ -38,6 +40,7 @@ public final class ChildProcess: @unchecked Sendable {
 
         var merged = ProcessInfo.processInfo.environment
         for (key, value) in environment { merged[key] = value }
+        for key in removing { merged[key] = nil }
         let argv: [UnsafeMutablePointer<CChar>?] = ([executable] + arguments).map { strdup($0) } + [nil]
         let envp: [UnsafeMutablePointer<CChar>?] = merged.map { strdup("\($0.key)=\($0.value)") } + [nil]
         defer { for pointer in argv + envp { free(pointer) } }
