@@ -28,6 +28,8 @@ let package = Package(
         .library(name: "ShadowVault", targets: ["ShadowVault"]),
         .library(name: "ShadowCredentials", targets: ["ShadowCredentials"]),
         .executable(name: "shadow-keys", targets: ["ShadowKeysCLI"]),
+        // For FuzzTesting/ (a separate package) and the regression tests; not API.
+        .library(name: "ShadowFuzzTargets", targets: ["ShadowFuzzTargets"]),
         .executable(name: "shadow-keys-fetch", targets: ["ShadowKeysFetch"]),
     ],
     dependencies: [
@@ -51,6 +53,10 @@ let package = Package(
         // dependent executable, and this one must stay out of the CLI.
         .executableTarget(name: "ShadowKeysFetch", dependencies: ["ShadowJWKS", "ShadowCore"], swiftSettings: strictSettings),
         .target(name: "ShadowSelfTest", dependencies: ["ShadowCore", "ShadowJOSE", "ShadowCrypto", "ShadowApple", "ShadowVault", "ShadowCredentials", crypto, cryptoExtras], swiftSettings: strictSettings),
+        .target(
+            name: "ShadowFuzzTargets",
+            dependencies: ["ShadowCore", "ShadowJOSE", "ShadowJWKS", "ShadowApple", "ShadowCrypto", "ShadowVault", "ShadowCredentials", crypto],
+            swiftSettings: strictSettings),
         .target(name: "ShadowKeys", dependencies: ["ShadowCore", "ShadowJOSE", "ShadowJWKS", "ShadowURLSession", "ShadowApple", "ShadowCrypto", "ShadowVault", "ShadowCredentials"], swiftSettings: strictSettings),
         .executableTarget(
             name: "ShadowKeysCLI",
@@ -67,6 +73,7 @@ let package = Package(
         .testTarget(name: "ShadowVaultTests", dependencies: ["ShadowVault", "ShadowCrypto", "ShadowCore", "ShadowSelfTest", "ShadowTestSupport"], swiftSettings: strictSettings),
         .testTarget(name: "ShadowCredentialsTests", dependencies: ["ShadowCredentials", "ShadowSelfTest", "ShadowApple", "ShadowVault", "ShadowCrypto", "ShadowJOSE", "ShadowCore", "ShadowTestSupport"], swiftSettings: strictSettings),
         .testTarget(name: "ShadowAppleTests", dependencies: ["ShadowApple", "ShadowJWKS", "ShadowURLSession", "ShadowCrypto", "ShadowCore", "ShadowTestSupport", "ShadowJOSE", crypto, cryptoExtras], swiftSettings: strictSettings),
+        .testTarget(name: "ShadowFuzzRegressionTests", dependencies: ["ShadowFuzzTargets", "ShadowTestSupport"], swiftSettings: strictSettings),
         .testTarget(name: "ShadowKeysCLITests", dependencies: ["ShadowKeysCLI", "ShadowTestSupport", "ShadowJOSE", "ShadowCore", "ShadowApple", "ShadowCrypto", "ShadowVault", "ShadowCredentials", crypto, cryptoExtras], swiftSettings: strictSettings),
     ]
 )

@@ -68,7 +68,7 @@ public struct AppleIdentityToken: Sendable {
 
     /// Reads the typed claims; ``AppleIdentityTokenValidator`` has already checked their types,
     /// that `aud` is one string (the accepted client ID) and that every time is in range.
-    init(claims: JWTClaims) throws {
+    package init(claims: JWTClaims) throws {
         let json = claims.json
         guard let subject = claims.subject, let issuedAt = claims.issuedAt, let expiresAt = claims.expiresAt,
             let audience = json["aud"]?.stringValue
@@ -188,8 +188,21 @@ public struct AppleIdentityTokenValidator: Sendable {
                 failures.append(ClaimFailure(claim: "auth_time", rule: .wrongType, expected: "a NumericDate", actual: value.typeName, message: "auth_time must be a number, found \(value.typeName)"))
             }
         }
-        if let value = claims["sub"], value.stringValue == nil {
-            failures.append(ClaimFailure(claim: "sub", rule: .wrongType, expected: "a string", actual: value.typeName, message: "sub must be a string, found \(value.typeName)"))
+        if let value = claims["sub"] {
+            if let subject = value.stringValue {
+                if !(1...255).contains(subject.utf8.count) {
+                    failures.append(ClaimFailure(claim: "sub", rule: .mismatch, expected: "1 to 255 bytes", actual: "\(subject.utf8.count) bytes",
+                        message: "sub is \(subject.utf8.count) bytes; Apple's are 1 to 255"))
+                }
+            } else {
+                failures.append(ClaimFailure(claim: "sub", rule: .wrongType, expected: "a string", actual: value.typeName, message: "sub must be a string, found \(value.typeName)"))
+            }
+        }
+        // Apple issues tokens now, not before 1970: an earlier iat is no token of theirs (and
+        // could not be recorded as a sign-in, whose times start at 1970).
+        if let iat = claims["iat"]?.numberValue, iat.doubleValue < 0 {
+            failures.append(ClaimFailure(claim: "iat", rule: .outOfRange, expected: "a NumericDate from 1970 on", actual: String(iat.literal.prefix(32)),
+                message: "iat \(iat.literal.prefix(32)) is before 1970"))
         }
         failures += singleAudience(claims)
         return failures

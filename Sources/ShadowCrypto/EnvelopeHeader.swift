@@ -72,10 +72,10 @@ package struct EnvelopeHeader: Equatable {
     var beforeTag: [UInt8] { beforeWrap + wrapNonce + wrappedKey }
 
     /// The whole header.
-    var serialized: [UInt8] { beforeTag + tag }
+    package var serialized: [UInt8] { beforeTag + tag }
 
     /// Parses a header from the start of `bytes`; `nil` when more bytes are needed.
-    static func parse(_ bytes: some Collection<UInt8>) throws -> (EnvelopeHeader, length: Int)? {
+    package static func parse(_ bytes: some Collection<UInt8>) throws -> (EnvelopeHeader, length: Int)? {
         var reader = ByteReader(Array(bytes.prefix(maxBytes)))
         func need(_ count: Int) throws -> [UInt8]? { reader.take(count) }
         guard let magic = reader.take(4) else { return nil }

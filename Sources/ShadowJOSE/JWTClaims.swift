@@ -57,4 +57,11 @@ public struct VerifiedJWT: Sendable {
     public let algorithm: JWSAlgorithm
     /// The key that verified the signature.
     public let key: JWK
+
+    package init(header: JOSEHeader, claims: JWTClaims, algorithm: JWSAlgorithm, key: JWK) {
+        self.header = header
+        self.claims = claims
+        self.algorithm = algorithm
+        self.key = key
+    }
 }

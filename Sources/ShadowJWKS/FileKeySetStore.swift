@@ -104,7 +104,7 @@ public struct FileKeySetStore: KeySetStore {
 
     /// The file's text: members in code point order (as RFC 8785 sorts them), compact, with
     /// `sha256` last over the serialization of the others.
-    static func encode(_ snapshot: KeySetSnapshot, url: String) -> String {
+    package static func encode(_ snapshot: KeySetSnapshot, url: String) -> String {
         // Times outside the supported range (only a broken clock makes them) are written as null.
         func millis(_ date: Date?) -> JSONValue {
             date.flatMap(Timestamp.init).map { .int($0.milliseconds) } ?? .null
@@ -133,7 +133,7 @@ public struct FileKeySetStore: KeySetStore {
     }
 
     /// Reads a cache file, checking format, version, URL and digest.
-    static func decode(_ bytes: [UInt8], url: String) throws -> KeySetSnapshot {
+    package static func decode(_ bytes: [UInt8], url: String) throws -> KeySetSnapshot {
         guard var object = try StrictJSON.parse(bytes, limits: .init(maxBytes: maxFileBytes, maxDepth: 8)).objectValue else {
             throw FormatError(description: "not a JSON object")
         }

@@ -58,7 +58,7 @@ struct Hash: AsyncParsableCommand {
             for name in files.isEmpty ? ["-"] : files {
                 do {
                     let digest = try self.digest(of: name, key: key)
-                    Console.out(Self.line(digest: base64 ? Integrity.base64(digest) : Integrity.hex(digest), name: name, terminal: isatty(1) == 1))
+                    Console.out(Self.line(digest: digest, name: name, base64: base64, terminal: isatty(1) == 1))
                 } catch let error as FileError {
                     Console.err("shadow-keys: \(error)")
                     failed = true
@@ -93,51 +93,16 @@ struct Hash: AsyncParsableCommand {
         String(decoding: name, as: UTF8.self).terminalSafe
     }
 
-    /// A sha256sum line. As GNU sha256sum does, a name with a backslash, newline or carriage
-    /// return is escaped and the line starts with `\`; on a terminal, other controls are escaped too.
-    static func line(digest: String, name: String, terminal: Bool = false) -> String {
-        let shown = terminal ? name.terminalSafe : name
-        guard name.contains("\\") || name.contains("\n") || name.contains("\r") else { return "\(digest)  \(shown)" }
-        let escaped = name.replacing("\\", with: "\\\\").replacing("\n", with: "\\n").replacing("\r", with: "\\r")
-        return "\\\(digest)  \(terminal ? escaped.terminalSafe : escaped)"
-    }
-
-    /// Parses a manifest line (bytes, without its newline): `<hex>  <name>` or `<hex> *<name>`,
-    /// optionally `\`-escaped (`\\`, `\n`, `\r`). The name stays bytes.
-    static func parse(_ line: ArraySlice<UInt8>) -> (digest: [UInt8], name: [UInt8])? {
-        var text = line
-        var escaped = false
-        if text.first == UInt8(ascii: "\\") {
-            escaped = true
-            text = text.dropFirst()
+    /// A sha256sum line (escaped as GNU sha256sum escapes names); on a terminal, other control
+    /// characters are escaped too.
+    static func line(digest: [UInt8], name: String, base64: Bool, terminal: Bool) -> String {
+        let line: String
+        if base64 {
+            line = "\(Integrity.base64(digest))  \(name)"
+        } else {
+            line = String(decoding: ChecksumManifest.format(digest: digest, name: Array(name.utf8)), as: UTF8.self)
         }
-        guard text.count > 66 else { return nil }
-        let hex = text.prefix(64)
-        let separator = Array(text.dropFirst(64).prefix(2))
-        guard separator == Array("  ".utf8) || separator == Array(" *".utf8), let digest = try? Hex.decode(String(decoding: hex, as: UTF8.self)) else {
-            return nil
-        }
-        var name = Array(text.dropFirst(66))
-        if escaped {
-            var unescaped: [UInt8] = []
-            var index = 0
-            while index < name.count {
-                if name[index] == UInt8(ascii: "\\"), index + 1 < name.count {
-                    switch name[index + 1] {
-                    case UInt8(ascii: "\\"): unescaped.append(UInt8(ascii: "\\"))
-                    case UInt8(ascii: "n"): unescaped.append(0x0A)
-                    case UInt8(ascii: "r"): unescaped.append(0x0D)
-                    default: return nil
-                    }
-                    index += 2
-                } else {
-                    unescaped.append(name[index])
-                    index += 1
-                }
-            }
-            name = unescaped
-        }
-        return name.isEmpty ? nil : (digest, name)
+        return terminal ? line.terminalSafe : line
     }
 
     /// sha256sum -c: returns true when anything failed. A name that holds a NUL byte cannot name
@@ -151,14 +116,10 @@ struct Hash: AsyncParsableCommand {
             guard let input = try Files.read(manifest, limit: 64 << 20) else { throw CLIError(.usage, "manifest too large") }
             bytes = input
         }
-        var mismatched = 0, unreadable = 0, malformed = 0, checked = 0
-        for line in bytes.split(separator: 0x0A, omittingEmptySubsequences: true) {
-            let trimmed = line.last == 0x0D ? line.dropLast() : line
-            guard let (expected, name) = Self.parse(trimmed) else {
-                malformed += 1
-                continue
-            }
-            checked += 1
+        let (lines, malformed) = ChecksumManifest.parse(manifest: bytes)
+        var mismatched = 0, unreadable = 0
+        for line in lines {
+            let (expected, name) = (line.digest, line.name)
             let shown = Self.display(name)
             do {
                 let actual = try digest(ofPath: name, key: key)
@@ -176,7 +137,7 @@ struct Hash: AsyncParsableCommand {
                 }
             }
         }
-        guard checked > 0 else { throw CLIError(.failure, "\(manifest): no properly formatted SHA-256 checksum lines found") }
+        guard !lines.isEmpty else { throw CLIError(.failure, "\(manifest): no properly formatted SHA-256 checksum lines found") }
         if !status {
             func plural(_ count: Int, _ one: String, _ many: String) -> String { count == 1 ? one : many }
             if malformed > 0 { Console.err("shadow-keys: WARNING: \(malformed) \(plural(malformed, "line is", "lines are")) improperly formatted") }

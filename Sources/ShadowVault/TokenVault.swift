@@ -125,7 +125,11 @@ public final class TokenVault: Sendable {
 
     /// Reads the header only; no key needed.
     public static func headerInfo(path: String) throws -> VaultHeaderInfo {
-        let bytes = try readFile(path)
+        try headerInfo(bytes: try readFile(path))
+    }
+
+    /// Reads the header of a vault file's bytes.
+    package static func headerInfo(bytes: [UInt8]) throws -> VaultHeaderInfo {
         let (header, _) = try VaultHeader.parse(bytes)
         return VaultHeaderInfo(
             version: Int(VaultHeader.version), keyKind: header.kind == .key ? "key" : "passphrase",

@@ -48,6 +48,16 @@ import Testing
         }
     }
 
+    /// Found by the apple-identity fuzz harness (FuzzTesting/FailCases/apple-identity): a token
+    /// Apple's rules accepted whose sign-in the credential state could not record.
+    @Test func everyAcceptedTokenCanBeRecorded() throws {
+        let early = try signer.sign(claims: appleClaims(strings: true, lifetime: 2_400_086_400, extra: ["iat": -700_000_000]))
+        #expect(failures(early) == ["iat:out_of_range"])
+        let long = try signer.sign(claims: appleClaims(strings: false, extra: ["sub": .string(String(repeating: "a", count: 256))]))
+        #expect(failures(long) == ["sub:mismatch"])
+        #expect(failures(try signer.sign(claims: appleClaims(strings: false, extra: ["sub": .string(String(repeating: "a", count: 255))]))).isEmpty)
+    }
+
     @Test(arguments: [true, false])
     func readsBothClaimForms(strings: Bool) throws {
         let token = try signer.sign(claims: appleClaims(strings: strings))

@@ -1,0 +1,2 @@
+// Declarations only: the driver comes from libFuzzer's runtime.
+#include "CFuzzerDriver.h"

@@ -1,0 +1,34 @@
+import Foundation
+import ShadowCore
+import ShadowJWKS
+
+enum JWKSTargets {
+    static let now = Date(timeIntervalSince1970: 1_700_000_000)
+
+    /// Header lines `Name: value`: freshness and Retry-After never trap and stay in bounds;
+    /// every HTTP-date that parses formats and parses back to itself.
+    static let httpCaching: FuzzTargets.Harness = { data in
+        var headers = HTTPHeaders()
+        for line in String(decoding: data, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false) {
+            guard let colon = line.firstIndex(of: ":") else { continue }
+            headers.add(String(line[..<colon]), String(line[line.index(after: colon)...]))
+            let value = String(line[line.index(after: colon)...]).trimmingPrefix(" ")
+            if let date = HTTPCaching.parseHTTPDate(String(value)) {
+                precondition(HTTPCaching.parseHTTPDate(HTTPCaching.formatHTTPDate(date)) == date, "HTTP-date round trip failed: \(value.prefix(80))")
+            }
+            _ = HTTPCaching.directives(String(value))
+        }
+        if let lifetime = HTTPCaching.freshnessLifetime(headers, now: now) { precondition(lifetime >= 0 && lifetime.isFinite) }
+        if let retry = HTTPCaching.retryAfter(headers, now: now) { precondition(retry >= 0 && retry.isFinite) }
+    }
+
+    static let url = "https://appleid.apple.com/auth/keys"
+
+    /// The cache file: what is accepted re-encodes to a file that reads back the same.
+    static let cacheFile: FuzzTargets.Harness = { data in
+        guard let snapshot = try? FileKeySetStore.decode(Array(data), url: url) else { return }
+        let text = FileKeySetStore.encode(snapshot, url: url)
+        guard let again = try? FileKeySetStore.decode(Array(text.utf8), url: url) else { preconditionFailure("a cache file's re-encoding does not read back") }
+        precondition(again == snapshot, "a cache file changed in a round trip")
+    }
+}

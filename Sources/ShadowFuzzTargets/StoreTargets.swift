@@ -1,0 +1,58 @@
+import Foundation
+import ShadowCore
+import ShadowCredentials
+import ShadowCrypto
+import ShadowVault
+
+enum VaultTargets {
+    /// The vectors' key (TestVectors/shadow/vault).
+    static let unlock = VaultUnlock.key(SecretBytes((0..<32).map { UInt8($0) }))
+
+    /// Even mode: a vault file opened with a fixed key (a passphrase vault is refused by kind,
+    /// before any key derivation). Odd mode: a decrypted body, which must re-encode to itself.
+    static let vault: FuzzTargets.Harness = { data in
+        let input = Input(data)
+        if input.mode & 1 == 0 {
+            _ = try? TokenVault.headerInfo(bytes: input.rest)
+            _ = try? TokenVault.open(input.rest, unlock: unlock)
+            return
+        }
+        guard let contents = try? VaultContents.decode(input.rest) else { return }
+        precondition(contents.encode() == input.rest, "a vault body does not re-encode to itself")
+        for entry in contents.entries { precondition(contents.entry(named: entry.name) != nil) }
+        for name in contents.sectionNames { _ = try? contents.section(name) }
+    }
+}
+
+enum CredentialTargets {
+    /// The audit vectors' secret (TestVectors/shadow/audit).
+    static let keys: AuditKeys = {
+        guard let secret = try? Hex.decode("579c319830c101fc6c3cd62f687e2718e97d4938402427f81d23e2e60dce450c") else { preconditionFailure("fixed secret") }
+        return AuditKeys(secret: secret)
+    }()
+
+    /// An audit log: each line that parses re-encodes to itself; the log is verified as wholly
+    /// uncommitted (mode 0) and as committed up to its last full line (mode 1).
+    static let auditLog: FuzzTargets.Harness = { data in
+        let input = Input(data)
+        var chain = keys.start
+        var committed = 0
+        var count = 0
+        var offset = 0
+        for line in input.rest.split(separator: 0x0A, omittingEmptySubsequences: false).dropLast() {
+            if let (entry, previous) = AuditEntry.parse(line) {
+                let prev = try? Hex.decode(previous)
+                precondition(prev.map { entry.line(previous: $0).elementsEqual(line) } ?? false, "an audit line does not re-encode to itself")
+            }
+            offset += line.count + 1
+            chain = keys.link(line)
+            committed = offset
+            count += 1
+        }
+        let head = input.mode & 1 == 0 ? AuditHead(count: 0, bytes: 0, chain: keys.start) : AuditHead(count: count, bytes: committed, chain: chain)
+        if let (report, entries) = try? AuditLog.verify(input.rest, keys: keys, head: head) {
+            precondition(report.entries == entries.count && entries.count <= count)
+            for (index, entry) in entries.enumerated() { precondition(entry.sequence == index + 1) }
+        }
+    }
+}

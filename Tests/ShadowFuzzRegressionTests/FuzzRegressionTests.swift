@@ -1,0 +1,38 @@
+import Foundation
+import ShadowFuzzTargets
+import ShadowTestSupport
+import Testing
+
+/// Every seed and every input that ever made a harness fail (FuzzTesting/Corpus and
+/// FuzzTesting/FailCases), replayed through the same harness code the fuzzer runs. A broken
+/// invariant traps, so a regression fails the suite loudly.
+@Suite struct FuzzRegressionTests {
+    static let root = PackagePaths.root.appendingPathComponent("FuzzTesting")
+
+    /// The files of `folder/<harness>/`.
+    static func inputs(_ folder: String, _ harness: String) -> [URL] {
+        let directory = root.appendingPathComponent(folder).appendingPathComponent(harness)
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []
+        return names.sorted().filter { !$0.hasPrefix(".") }.map { directory.appendingPathComponent($0) }
+    }
+
+    @Test(arguments: FuzzTargets.all.map(\.name))
+    func seedsAndPastFailuresRunClean(harness: String) throws {
+        let seeds = Self.inputs("Corpus", harness)
+        #expect(!seeds.isEmpty, "FuzzTesting/Corpus/\(harness) has no seeds; run Scripts/fuzz --seed")
+        for file in seeds + Self.inputs("FailCases", harness) {
+            FuzzTargets.run(harness, [UInt8](try Data(contentsOf: file)))
+        }
+    }
+
+    /// Every harness directory belongs to a harness, so a renamed one cannot leave inputs unrun.
+    @Test func everyCorpusFolderHasAHarness() throws {
+        let names = Set(FuzzTargets.all.map(\.name))
+        for folder in ["Corpus", "FailCases"] {
+            let present = (try? FileManager.default.contentsOfDirectory(atPath: Self.root.appendingPathComponent(folder).path)) ?? []
+            for name in present where !name.hasPrefix(".") && !name.hasSuffix(".md") {
+                #expect(names.contains(name), "FuzzTesting/\(folder)/\(name) has no harness")
+            }
+        }
+    }
+}
