@@ -6,7 +6,7 @@ import Foundation
 #endif
 public import ShadowCore
 public import ShadowCrypto
-import ShadowJOSE
+public import ShadowJOSE
 public import ShadowJWKS
 
 /// Apple's token endpoint response (`/auth/token`). Tokens are secrets and do not print.
@@ -73,11 +73,11 @@ public struct AppleAuthClient: Sendable {
     private let secrets: ClientSecretProvider
     private let transport: any HTTPTransport
     private let validator: AppleIdentityTokenValidator
-    private let keys: JWKSProvider
+    private let keys: any JWKSource
 
     /// A client that authenticates with `secrets` and verifies `id_token`s against `identityTokenKeys`
-    /// (normally Apple's JWK Set).
-    public init(configuration: Configuration = Configuration(), secrets: ClientSecretProvider, transport: any HTTPTransport, identityTokenKeys: JWKSProvider, clock: Clock = .system) throws {
+    /// (normally Apple's JWK Set, fetched).
+    public init(configuration: Configuration = Configuration(), secrets: ClientSecretProvider, transport: any HTTPTransport, identityTokenKeys: any JWKSource, clock: Clock = .system) throws {
         try URLPolicy.check(configuration.baseURL + "/auth/token", allowLoopbackHTTP: configuration.allowLoopbackHTTP)
         self.configuration = configuration
         self.secrets = secrets

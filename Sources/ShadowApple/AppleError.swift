@@ -1,11 +1,11 @@
-/// The error ShadowApple throws for client secrets, Apple's endpoints and notifications.
-/// Equal by code.
-public struct AppleError: Error, Sendable, Hashable, CustomStringConvertible {
+public import ShadowCore
+
+/// The error ShadowApple throws for client secrets and Apple's endpoints. Equal by code.
+public struct AppleError: ShadowKeysError {
     /// What went wrong. New codes may be added.
-    public struct Code: Hashable, Sendable, CustomStringConvertible {
+    public struct Code: ShadowKeysErrorCode {
         public let name: String
         private init(_ name: String) { self.name = name }
-        public var description: String { name }
 
         /// A `.p8` key that is unreadable, not PEM, encrypted, RSA, another curve…
         public static let invalidKey = Code("invalid_key")
@@ -31,8 +31,6 @@ public struct AppleError: Error, Sendable, Hashable, CustomStringConvertible {
         public static let transport = Code("transport")
         /// Apple's answer was not of the documented shape.
         public static let invalidResponse = Code("invalid_response")
-        /// A server-to-server notification body or its events were malformed.
-        public static let malformedNotification = Code("malformed_notification")
 
         /// The code for Apple's `error` field.
         static func fromApple(_ value: String) -> Code {
@@ -52,16 +50,12 @@ public struct AppleError: Error, Sendable, Hashable, CustomStringConvertible {
     public let reason: String
     /// The HTTP status, for errors from Apple's endpoints.
     public let status: Int?
+    public let file: String
+    public let line: Int
 
-    public init(_ code: Code, _ reason: String, status: Int? = nil) {
-        self.code = code
-        self.reason = reason
-        self.status = status
+    public init(_ code: Code, _ reason: String, status: Int? = nil, file: String = #fileID, line: Int = #line) {
+        (self.code, self.reason, self.status, self.file, self.line) = (code, reason, status, file, line)
     }
-
-    public var description: String { "\(code.name): \(reason)" }
-    public static func == (lhs: AppleError, rhs: AppleError) -> Bool { lhs.code == rhs.code }
-    public func hash(into hasher: inout Hasher) { hasher.combine(code) }
 
     /// True for failures worth retrying: 5xx and transport errors (timeouts included).
     public var isRetryable: Bool { code == .serverError || code == .transport }

@@ -60,20 +60,23 @@ public struct AppleIdentityToken: Sendable {
     public let authTime: Date?
     /// `org_id`, for managed Apple Accounts.
     public let organizationID: String?
+    /// The verified token: header, claims, algorithm and the key that verified it.
+    public let jwt: VerifiedJWT
     /// Every claim, as verified.
-    public let claims: JWTClaims
+    public var claims: JWTClaims { jwt.claims }
 
     /// How long the token was issued for (`exp - iat`): 600 s in tokens up to 2020, 86400 s since.
     public var lifetime: TimeInterval { expiresAt.timeIntervalSince(issuedAt) }
 
     /// Reads the typed claims; ``AppleIdentityTokenValidator`` has already checked their types,
     /// that `aud` is one string (the accepted client ID) and that every time is in range.
-    package init(claims: JWTClaims) throws {
+    package init(_ jwt: VerifiedJWT) throws {
+        let claims = jwt.claims
         let json = claims.json
         guard let subject = claims.subject, let issuedAt = claims.issuedAt, let expiresAt = claims.expiresAt,
             let audience = json["aud"]?.stringValue
         else { throw JOSEError(.claimsRejected, "identity token lacks sub, a single-string aud, iat or exp") }
-        self.claims = claims
+        self.jwt = jwt
         self.subject = subject
         self.audience = audience
         self.issuedAt = issuedAt
@@ -125,8 +128,16 @@ public struct AppleIdentityToken: Sendable {
 public struct AppleIdentityTokenValidator: Sendable {
     /// Accepted audiences: the app's bundle IDs and Services IDs.
     public var clientIDs: [String]
-    /// The raw nonce the client sent, if any; the token must carry it or its SHA-256 hex.
+    /// The raw nonce the client sent, if any; the token must carry it or its SHA-256 hex (or
+    /// only the hex, with ``nonceMustBeHashed``).
     public var nonce: String?
+    /// When true, the token's `nonce` must be the SHA-256 hex of ``nonce`` (native sign-in's
+    /// form); by default the raw value is accepted too.
+    public var nonceMustBeHashed = false
+    /// When set, the header's `typ` must name this media type.
+    public var expectedType: String?
+    /// Largest accepted token, in bytes. Default 16 KiB.
+    public var maxTokenBytes = CompactJWS.defaultMaxBytes
     /// Clock skew allowed, in seconds. Default 60.
     public var leeway: TimeInterval
     /// Largest accepted age since `iat`, if any.
@@ -151,18 +162,20 @@ public struct AppleIdentityTokenValidator: Sendable {
         var policy = ClaimPolicy(
             issuer: Apple.issuer, audiences: clientIDs, requireExpiration: true, leeway: leeway, maxAge: maxAge,
             requiredClaims: ["sub", "iat"] + requiredClaims)
-        policy.additionalRules = [Self.claimTypes] + (nonce.map { [Self.nonceRule($0)] } ?? [])
-        return JWTVerifier(algorithms: [.rs256], policy: policy, clock: clock)
+        policy.additionalRules = [Self.claimTypes] + (nonce.map { [Self.nonceRule($0, hashedOnly: nonceMustBeHashed)] } ?? [])
+        return JWTVerifier(algorithms: [.rs256], policy: policy, expectedType: expectedType, maxTokenBytes: maxTokenBytes, clock: clock)
     }
 
-    /// Verifies `token` against a local key set.
+    /// Verifies `token` against a local key set, synchronously.
+    /// - Throws: ``ShadowJOSE/JOSEError``, naming every Apple rule that failed.
     public func validate(_ token: String, keys: JWKSet) throws -> AppleIdentityToken {
-        try AppleIdentityToken(claims: verifier.verify(token, keys: keys).claims)
+        try AppleIdentityToken(verifier.verify(token, keys: keys))
     }
 
-    /// The typed token from a verification done elsewhere (with ``verifier``).
-    public func token(from verified: VerifiedJWT) throws -> AppleIdentityToken {
-        try AppleIdentityToken(claims: verified.claims)
+    /// Verifies `token` against any key source, normally Apple's fetched key set (``Apple/keysURL``).
+    /// - Throws: ``ShadowJOSE/JOSEError``, naming every Apple rule that failed.
+    public func validate(_ token: String, keys: some JWKSource) async throws -> AppleIdentityToken {
+        try AppleIdentityToken(await verifier.verify(token, keys: keys))
     }
 
     /// Apple's boolean claims are booleans or "true"/"false"; `sub` and `aud` must be single strings.
@@ -216,13 +229,15 @@ public struct AppleIdentityTokenValidator: Sendable {
             message: "aud must be a single string as Apple issues it, found \(value.typeName)")]
     }
 
-    /// `nonce` equals the raw nonce or its SHA-256 hex. A token without `nonce` passes only
-    /// when it says `nonce_supported: false` (platforms that cannot carry one).
-    static func nonceRule(_ raw: String) -> ClaimRule {
+    /// `nonce` equals the raw nonce or its SHA-256 hex (only the hex with `hashedOnly`). A token
+    /// without `nonce` passes only when it says `nonce_supported: false` (platforms that cannot
+    /// carry one).
+    static func nonceRule(_ raw: String, hashedOnly: Bool) -> ClaimRule {
         let hash = Hex.encode(SHA256.hash(data: Array(raw.utf8)))
+        let candidates = hashedOnly ? [hash] : [raw, hash]
         return ClaimRule("apple nonce") { claims, _ in
             // The nonce may be a session secret: neither value appears in a failure.
-            let expected = "the expected nonce or its SHA-256 hex"
+            let expected = hashedOnly ? "the SHA-256 hex of the expected nonce" : "the expected nonce or its SHA-256 hex"
             guard let value = claims["nonce"] else {
                 if AppleIdentityToken.flexibleBool(claims["nonce_supported"]) == .some(false) { return [] }
                 return [ClaimFailure(claim: "nonce", rule: .missing, expected: expected, actual: nil,
@@ -231,9 +246,9 @@ public struct AppleIdentityTokenValidator: Sendable {
             guard let actual = value.stringValue else {
                 return [ClaimFailure(claim: "nonce", rule: .wrongType, expected: "a string", actual: value.typeName, message: "nonce must be a string, found \(value.typeName)")]
             }
-            let matches = [raw, hash].contains { ConstantTime.equals(Array($0.utf8), Array(actual.utf8)) }
+            let matches = candidates.contains { ConstantTime.equals(Array($0.utf8), Array(actual.utf8)) }
             return matches ? [] : [ClaimFailure(claim: "nonce", rule: .mismatch, expected: expected, actual: "(not shown)",
-                message: "nonce is neither the expected nonce nor its SHA-256 hex (values not shown)")]
+                message: "nonce is not \(expected) (values not shown)")]
         }
     }
 }

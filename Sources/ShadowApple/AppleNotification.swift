@@ -5,7 +5,6 @@ public import Foundation
 #endif
 public import ShadowCore
 public import ShadowJOSE
-public import ShadowJWKS
 
 /// A verified Sign in with Apple server-to-server notification.
 public struct AppleNotification: Sendable {
@@ -118,13 +117,13 @@ public struct AppleNotificationVerifier: Sendable {
         return payload
     }
 
-    /// Verifies a body against a local key set.
+    /// Verifies a body against a local key set, synchronously.
     public func verify(body: some Collection<UInt8>, keys: JWKSet) throws -> AppleNotification {
         try notification(from: verifier.verify(Self.payload(fromBody: body), keys: keys))
     }
 
-    /// Verifies a body against a fetched key set (normally Apple's).
-    public func verify(body: some Collection<UInt8>, keys: JWKSProvider) async throws -> AppleNotification {
+    /// Verifies a body against any key source, normally Apple's fetched key set.
+    public func verify(body: some Collection<UInt8>, keys: some JWKSource) async throws -> AppleNotification {
         try notification(from: await verifier.verify(Self.payload(fromBody: body), keys: keys))
     }
 

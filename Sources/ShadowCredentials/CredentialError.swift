@@ -1,15 +1,14 @@
+public import ShadowCore
+
 /// The error ShadowCredentials throws. Equal by code.
-public struct CredentialError: Error, Sendable, Hashable, CustomStringConvertible {
+public struct CredentialError: ShadowKeysError {
     /// What went wrong. New codes may be added.
-    public struct Code: Hashable, Sendable, CustomStringConvertible {
+    public struct Code: ShadowKeysErrorCode {
         public let name: String
         private init(_ name: String) { self.name = name }
-        public var description: String { name }
 
         /// The token was issued at or before a revocation (or transfer) of its subject.
         public static let superseded = Code("credential_revoked")
-        /// The subject is not authorized (a `check`).
-        public static let notAuthorized = Code("not_authorized")
         /// An event is malformed (empty ids, a transfer without its new subject…).
         public static let invalidEvent = Code("invalid_event")
         /// The stored state does not parse.
@@ -22,13 +21,10 @@ public struct CredentialError: Error, Sendable, Hashable, CustomStringConvertibl
 
     public let code: Code
     public let reason: String
+    public let file: String
+    public let line: Int
 
-    public init(_ code: Code, _ reason: String) {
-        self.code = code
-        self.reason = reason
+    public init(_ code: Code, _ reason: String, file: String = #fileID, line: Int = #line) {
+        (self.code, self.reason, self.file, self.line) = (code, reason, file, line)
     }
-
-    public var description: String { "\(code.name): \(reason)" }
-    public static func == (lhs: CredentialError, rhs: CredentialError) -> Bool { lhs.code == rhs.code }
-    public func hash(into hasher: inout Hasher) { hasher.combine(code) }
 }

@@ -5,7 +5,6 @@ import Foundation
 #endif
 public import ShadowApple
 public import ShadowJOSE
-public import ShadowJWKS
 import ShadowCore
 import Synchronization
 
@@ -79,18 +78,10 @@ extension CredentialError {
 
 extension AppleIdentityTokenValidator {
     /// Verifies `token`, then refuses it if its subject's credential was revoked or transferred at
-    /// or after its `iat`. The state is looked up under `clientID`, or the token's `aud`.
-    public func validate(_ token: String, keys: JWKSet, states: some CredentialStateStore, clientID: String? = nil) async throws -> AppleIdentityToken {
-        let identity = try validate(token, keys: keys)
-        try await states.enforce(identity, clientID: clientID)
-        return identity
-    }
-
-    /// ``validate(_:keys:states:clientID:)`` against a fetched key set.
-    public func validate(_ token: String, keys provider: JWKSProvider, states: some CredentialStateStore, clientID: String? = nil) async throws
-        -> AppleIdentityToken
-    {
-        let identity = try await validate(token, keys: provider)
+    /// or after its `iat`. The state is looked up under `clientID`, or the token's `aud` (which
+    /// Apple's rules require to be one string, an accepted client ID).
+    public func validate(_ token: String, keys: some JWKSource, states: some CredentialStateStore, clientID: String? = nil) async throws -> AppleIdentityToken {
+        let identity = try await validate(token, keys: keys)
         try await states.enforce(identity, clientID: clientID)
         return identity
     }

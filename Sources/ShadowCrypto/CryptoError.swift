@@ -1,10 +1,12 @@
-/// The error ShadowCrypto throws. Equal by code.
-public struct ShadowCryptoError: Error, Sendable, Hashable, CustomStringConvertible {
+public import ShadowCore
+
+/// The error ShadowCrypto throws. Equal by code. (It carries the module's full name because
+/// swift-crypto already exports a `CryptoError`.)
+public struct ShadowCryptoError: ShadowKeysError {
     /// What went wrong. New codes may be added.
-    public struct Code: Hashable, Sendable, CustomStringConvertible {
+    public struct Code: ShadowKeysErrorCode {
         public let name: String
         private init(_ name: String) { self.name = name }
-        public var description: String { name }
 
         /// Decryption failed: wrong key or passphrase, wrong context, altered, truncated or
         /// extended data. Deliberately does not say which.
@@ -23,15 +25,12 @@ public struct ShadowCryptoError: Error, Sendable, Hashable, CustomStringConverti
 
     public let code: Code
     public let reason: String
+    public let file: String
+    public let line: Int
 
-    public init(_ code: Code, _ reason: String) {
-        self.code = code
-        self.reason = reason
+    public init(_ code: Code, _ reason: String, file: String = #fileID, line: Int = #line) {
+        (self.code, self.reason, self.file, self.line) = (code, reason, file, line)
     }
-
-    public var description: String { "\(code.name): \(reason)" }
-    public static func == (lhs: ShadowCryptoError, rhs: ShadowCryptoError) -> Bool { lhs.code == rhs.code }
-    public func hash(into hasher: inout Hasher) { hasher.combine(code) }
 
     /// The one message every authentication failure carries.
     static let authenticationMessage = "authentication failed: wrong key or passphrase, wrong context, or the data was altered, truncated or extended"

@@ -18,7 +18,8 @@ enum AppleTargets {
     static let identityToken: FuzzTargets.Harness = { data in
         guard let claims = claims(Array(data)) else { return }
         guard validator.verifier.policy.evaluate(claims, now: now).isEmpty else { return }
-        guard let token = try? AppleIdentityToken(claims: claims) else { preconditionFailure("claims Apple's policy accepts make no token") }
+        let verified = VerifiedJWT(header: header, claims: claims, algorithm: .rs256, key: key)
+        guard let token = try? AppleIdentityToken(verified) else { preconditionFailure("claims Apple's policy accepts make no token") }
         precondition(validator.clientIDs.contains(token.audience), "the token's audience is not an accepted client ID")
         _ = token.json.serialized()
         guard let events = try? CredentialEvent.signIn(token, rawToken: "x", clientID: token.audience) else {

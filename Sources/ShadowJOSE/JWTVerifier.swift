@@ -38,18 +38,26 @@ public struct JWTVerifier: Sendable {
         self.clock = clock
     }
 
-    /// Verifies `token` against a local key set.
+    /// Verifies `token` against a local key set, synchronously.
     ///
     /// - Throws: ``JOSEError``; its code says which stage failed, and for claims
     ///   ``JOSEError/claimFailures`` lists every rule that failed.
     public func verify(_ token: String, keys: JWKSet) throws -> VerifiedJWT {
-        let (jws, algorithm) = try parse(token)
-        let key = try keys.key(for: jws.header.keyID, algorithm: algorithm)
-        return try finish(jws, algorithm: algorithm, key: key)
+        let (jws, algorithm) = try checkedHeader(token)
+        return try verified(jws, algorithm: algorithm, key: try keys.key(for: jws.header.keyID, algorithm: algorithm))
     }
 
-    /// Splits the token and checks its header: the algorithm allow-list and `crit`.
-    package func parse(_ token: String) throws -> (CompactJWS, JWSAlgorithm) {
+    /// Verifies `token` against any key source: a ``JWKSet``, or a fetched set such as
+    /// `JWKSProvider`, which may refresh once for an unknown `kid`.
+    ///
+    /// - Throws: ``JOSEError``, as ``verify(_:keys:)``; a source may also throw its own errors.
+    public func verify(_ token: String, keys: some JWKSource) async throws -> VerifiedJWT {
+        let (jws, algorithm) = try checkedHeader(token)
+        return try verified(jws, algorithm: algorithm, key: try await keys.key(for: jws.header.keyID, algorithm: algorithm))
+    }
+
+    /// Steps 1 to 6 of Docs/architecture.md: size, split, decode, header, algorithm, `crit`.
+    private func checkedHeader(_ token: String) throws -> (CompactJWS, JWSAlgorithm) {
         let jws = try CompactJWS(token, maxBytes: maxTokenBytes)
         let algorithm = try JWSAlgorithm.resolve(jws.header.algorithm, allowed: algorithms)
         if let critical = jws.header.critical {
@@ -60,8 +68,8 @@ public struct JWTVerifier: Sendable {
         return (jws, algorithm)
     }
 
-    /// Checks the signature with the selected key, then the claims.
-    package func finish(_ jws: CompactJWS, algorithm: JWSAlgorithm, key: JWK) throws -> VerifiedJWT {
+    /// Steps 8 to 10: the signature with the selected key, then the payload and the claims.
+    private func verified(_ jws: CompactJWS, algorithm: JWSAlgorithm, key: JWK) throws -> VerifiedJWT {
         try jws.withSigningInput { input in
             try key.verifySignature(jws.signature, signingInput: input, algorithm: algorithm)
         }
@@ -82,3 +90,16 @@ public struct JWTVerifier: Sendable {
         return VerifiedJWT(header: jws.header, claims: claims, algorithm: algorithm, key: key)
     }
 }
+
+/// Where a verifier finds the key for a token: a local ``JWKSet``, or a fetched, cached set
+/// (`JWKSProvider` in ShadowJWKS). A source gives the key whose `kid` is exactly the token's
+/// (or, without a `kid`, the one key able to verify the algorithm), able to verify that
+/// algorithm; never a fallback.
+public protocol JWKSource: Sendable {
+    /// The key for a token with this `kid` and algorithm.
+    /// - Throws: ``JOSEError`` with ``JOSEError/Code/unknownKey``,
+    ///   ``JOSEError/Code/algorithmKeyMismatch`` or ``JOSEError/Code/keysUnavailable``.
+    func key(for keyID: String?, algorithm: JWSAlgorithm) async throws -> JWK
+}
+
+extension JWKSet: JWKSource {}

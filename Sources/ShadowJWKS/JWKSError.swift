@@ -1,17 +1,15 @@
-/// Errors from fetching and caching key sets.
-public struct JWKSError: Error, Sendable, Hashable, CustomStringConvertible {
+public import ShadowCore
+
+/// The error ShadowJWKS throws when fetching and caching key sets. (An unusable key set itself
+/// is a ``ShadowJOSE/JOSEError`` with code `keys_unavailable`, as for a local set.) Equal by code.
+public struct JWKSError: ShadowKeysError {
     /// What went wrong. New codes may be added.
-    public struct Code: Hashable, Sendable, CustomStringConvertible {
+    public struct Code: ShadowKeysErrorCode {
         public let name: String
         private init(_ name: String) { self.name = name }
-        public var description: String { name }
 
-        /// The URL is not allowed (not HTTPS, or HTTP to a non-loopback host).
-        public static let forbiddenURL = Code("forbidden_url")
         /// A fetch failed: transport error, unexpected status, oversized or invalid body, no usable key.
         public static let fetchFailed = Code("fetch_failed")
-        /// No key set can be served: nothing fetched yet, or the last good one is too stale.
-        public static let keysUnavailable = Code("keys_unavailable")
         /// The on-disk cache cannot be used: no cache folder (neither `XDG_CACHE_HOME` nor `HOME`
         /// is an absolute path), a folder another user controls, or a file over the size limit.
         public static let cacheUnavailable = Code("cache_unavailable")
@@ -21,13 +19,10 @@ public struct JWKSError: Error, Sendable, Hashable, CustomStringConvertible {
 
     public let code: Code
     public let reason: String
+    public let file: String
+    public let line: Int
 
-    public init(_ code: Code, _ reason: String) {
-        self.code = code
-        self.reason = reason
+    public init(_ code: Code, _ reason: String, file: String = #fileID, line: Int = #line) {
+        (self.code, self.reason, self.file, self.line) = (code, reason, file, line)
     }
-
-    public var description: String { "\(code.name): \(reason)" }
-    public static func == (lhs: JWKSError, rhs: JWKSError) -> Bool { lhs.code == rhs.code }
-    public func hash(into hasher: inout Hasher) { hasher.combine(code) }
 }

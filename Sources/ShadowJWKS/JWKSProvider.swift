@@ -386,14 +386,7 @@ public final class JWKSProvider: Sendable {
     }
 }
 
-extension JWTVerifier {
-    /// Verifies `token` against a fetched key set (see ``JWKSProvider``).
-    public func verify(_ token: String, keys provider: JWKSProvider) async throws -> VerifiedJWT {
-        let (jws, algorithm) = try parse(token)
-        let key = try await provider.key(for: jws.header.keyID, algorithm: algorithm)
-        return try finish(jws, algorithm: algorithm, key: key)
-    }
-}
+extension JWKSProvider: JWKSource {}
 
 /// Runs `body` with a started provider and shuts it down afterwards, however `body` ends.
 public func withJWKSProvider<R>(

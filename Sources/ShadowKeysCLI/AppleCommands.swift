@@ -113,16 +113,9 @@ struct AppleEndpointOptions: ParsableArguments {
         configuration.allowLoopbackHTTP = allowHTTPLoopback
         let keysURL = jwks ?? baseURL + "/auth/keys"
         let source = try KeySourceOptions.parse(["--jwks", keysURL] + (allowHTTPLoopback && KeySourceOptions.isURL(keysURL) ? ["--allow-http-loopback"] : []))
-        let provider: JWKSProvider
-        if KeySourceOptions.isURL(keysURL) {
-            provider = try source.provider(for: keysURL)
-        } else {
-            // A local key set file: serve it through an offline provider seeded in memory.
-            provider = try JWKSProvider.serving(try readKeySet(keysURL))
-        }
         return try AppleAuthClient(
             configuration: configuration, secrets: ClientSecretProvider(builder: try credentials.builder()),
-            transport: HelperTransport(allowLoopbackHTTP: allowHTTPLoopback), identityTokenKeys: provider)
+            transport: HelperTransport(allowLoopbackHTTP: allowHTTPLoopback), identityTokenKeys: try source.keys())
     }
 }
 
@@ -144,19 +137,6 @@ struct SecretSource {
             stdin ? ["--passphrase-stdin"] : file.map { ["--passphrase-file", $0] } ?? ["--passphrase-env", environment ?? ""])
         guard let secret = try options.read() else { throw CLIError(.usage, "no \(name) given") }
         return secret
-    }
-}
-
-/// Exit codes of the `apple` commands (Docs/cli.md).
-extension AppleError {
-    var exitStatus: ExitStatus {
-        switch code {
-        case .invalidGrant: return .appleInvalidGrant
-        case .serverError, .transport, .invalidResponse: return .appleUnavailable
-        case .invalidKey: return .malformedInput
-        case .invalidParameter: return .usage
-        default: return .appleRejected
-        }
     }
 }
 
@@ -317,6 +297,5 @@ func readNotification(keySource: KeySourceOptions, audiences: [String], leeway: 
         throw CLIError(.malformedToken, "notification body exceeds \(AppleNotificationVerifier.maxBodyBytes) bytes")
     }
     let verifier = AppleNotificationVerifier(clientIDs: audiences, leeway: leeway, clock: try parseNow(now))
-    let payload = try AppleNotificationVerifier.payload(fromBody: trimWhitespace(body))
-    return try verifier.notification(from: try await keySource.verify(payload, with: verifier.verifier, default: Apple.keysURL))
+    return try await verifier.verify(body: trimWhitespace(body), keys: keySource.keys(default: Apple.keysURL))
 }

@@ -28,12 +28,57 @@ enum ExitStatus: Int32 {
     case malformedInput = 65
     case noInput = 66
 
-    init(_ category: JOSEError.Category) {
-        switch category {
-        case .malformed: self = .malformedToken
-        case .signature: self = .signatureRejected
-        case .claims: self = .claimsRejected
-        case .keys: self = .keysUnavailable
+    /// The status for an error from a ShadowKeys module. Exit codes are the CLI's contract
+    /// (Docs/cli.md); the modules know nothing of them.
+    init(_ error: any ShadowKeysError) {
+        switch error {
+        case let error as JOSEError:
+            switch error.code {
+            case .malformedToken: self = .malformedToken
+            case .claimsRejected: self = .claimsRejected
+            case .invalidKey, .invalidKeySet, .keysUnavailable: self = .keysUnavailable
+            default: self = .signatureRejected
+            }
+        case let error as JWKSError:
+            switch error.code {
+            case .fetchFailed: self = .keysUnavailable
+            case .cacheUnavailable: self = .usage
+            default: self = .failure
+            }
+        case let error as AppleError:
+            switch error.code {
+            case .invalidGrant: self = .appleInvalidGrant
+            case .serverError, .transport, .invalidResponse: self = .appleUnavailable
+            case .invalidKey: self = .malformedInput
+            case .invalidParameter: self = .usage
+            default: self = .appleRejected
+            }
+        case let error as ShadowCryptoError:
+            switch error.code {
+            case .authenticationFailed: self = .authenticationFailed
+            case .malformedInput, .inputChanged: self = .malformedInput
+            case .weakParameters, .invalidParameter: self = .usage
+            default: self = .failure
+            }
+        case let error as VaultError:
+            switch error.code {
+            case .wrongKey: self = .vaultWrongKey
+            case .corrupted: self = .vaultCorrupted
+            case .noSuchEntry: self = .vaultNoSuchEntry
+            case .lockTimeout: self = .vaultLockTimeout
+            case .notFound: self = .noInput
+            case .invalidParameter: self = .usage
+            default: self = .failure
+            }
+        case let error as CredentialError:
+            switch error.code {
+            case .superseded: self = .credentialRevoked
+            case .auditTampered, .corruptedState: self = .vaultCorrupted
+            case .invalidEvent: self = .malformedInput
+            default: self = .failure
+            }
+        default:
+            self = .failure
         }
     }
 }
@@ -53,8 +98,9 @@ struct CLIError: Error, CustomStringConvertible {
         self.claimFailures = claimFailures
     }
 
-    init(_ error: JOSEError) {
-        self.init(ExitStatus(error.code.category), code: error.code.name, error.reason, claimFailures: error.claimFailures)
+    /// The report of an error from a ShadowKeys module: its code, its reason, its exit status.
+    init(_ error: any ShadowKeysError) {
+        self.init(ExitStatus(error), code: error.codeName, error.reason, claimFailures: (error as? JOSEError)?.claimFailures ?? [])
     }
 
     var description: String { message }
@@ -96,45 +142,10 @@ func reportingFailures(json: Bool, _ body: () async throws -> Void) async throws
         try await body()
     } catch let error as CLIError {
         try fail(error, json: json)
-    } catch let error as JOSEError {
+    } catch let error as any ShadowKeysError {
         try fail(CLIError(error), json: json)
-    } catch let error as AppleError {
-        try fail(CLIError(error.exitStatus, code: error.code.name, error.reason), json: json)
-    } catch let error as ShadowCryptoError {
-        let status: ExitStatus
-        switch error.code {
-        case .authenticationFailed: status = .authenticationFailed
-        case .malformedInput, .inputChanged: status = .malformedInput
-        case .weakParameters, .invalidParameter: status = .usage
-        default: status = .failure
-        }
-        try fail(CLIError(status, code: error.code.name, error.reason), json: json)
-    } catch let error as VaultError {
-        let status: ExitStatus
-        switch error.code {
-        case .wrongKey: status = .vaultWrongKey
-        case .corrupted: status = .vaultCorrupted
-        case .noSuchEntry: status = .vaultNoSuchEntry
-        case .lockTimeout: status = .vaultLockTimeout
-        case .notFound: status = .noInput
-        case .invalidParameter: status = .usage
-        default: status = .failure
-        }
-        try fail(CLIError(status, code: error.code.name, error.reason), json: json)
-    } catch let error as CredentialError {
-        let status: ExitStatus
-        switch error.code {
-        case .superseded, .notAuthorized: status = .credentialRevoked
-        case .auditTampered, .corruptedState: status = .vaultCorrupted
-        case .invalidEvent: status = .malformedInput
-        default: status = .failure
-        }
-        try fail(CLIError(status, code: error.code.name, error.reason), json: json)
     } catch let error as FileError {
         try fail(CLIError(error.isNotFound ? .noInput : .failure, code: "io", error.description), json: json)
-    } catch let error as JWKSError {
-        let status: ExitStatus = error.code == .shutDown ? .failure : .keysUnavailable
-        try fail(CLIError(status, code: error.code.name, error.reason), json: json)
     } catch let error as HTTPTransportError {
         try fail(CLIError(error.kind == .forbiddenURL ? .usage : .keysUnavailable, code: error.kind.rawValue, error.message), json: json)
     } catch let error as ExitCode {

@@ -37,13 +37,10 @@ struct KeySourceOptions: ParsableArguments {
         }
     }
 
-    /// Verifies `token` with the configured source.
-    func verify(_ token: String, with verifier: JWTVerifier, default defaultSource: String? = nil) async throws -> VerifiedJWT {
+    /// The configured key source: a fetched, disk-cached set for a URL; a local set for a file or stdin.
+    func keys(default defaultSource: String? = nil) throws -> any JWKSource {
         guard let source = jwks ?? defaultSource else { throw CLIError(.usage, "--jwks URL|FILE|- is required") }
-        if Self.isURL(source) {
-            return try await verifier.verify(token, keys: try provider(for: source))
-        }
-        return try verifier.verify(token, keys: try readKeySet(source))
+        return Self.isURL(source) ? try provider(for: source) : try readKeySet(source)
     }
 
     /// The disk-cached provider the CLI uses for a URL. A cache folder that another user could

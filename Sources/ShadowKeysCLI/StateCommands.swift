@@ -143,9 +143,8 @@ struct StateCommand: AsyncParsableCommand {
 
         func run() async throws {
             try await reportingFailures(json: json) {
-                let (validator, verifier) = try appleOptions.appleVerification()
                 let raw = try tokenInput.read()
-                let identity = try validator.token(from: try await keySource.verify(raw, with: verifier, default: Apple.keysURL))
+                let identity = try await appleOptions.appleValidator().validate(raw, keys: keySource.keys(default: Apple.keysURL))
                 let client = clientID ?? identity.audience
                 let store = try credentialStore(vault)
                 let changes = try store.applySync(try CredentialEvent.signIn(identity, rawToken: raw, clientID: client))

@@ -72,14 +72,12 @@ struct VerifyToken: AsyncParsableCommand {
                 Console.err("shadow-keys: warning: neither --iss nor --aud given; tokens from any issuer for any audience pass")
             }
             guard apple else {
-                printVerified(try await keySource.verify(token, with: verifier), json: json)
+                printVerified(try await verifier.verify(token, keys: keySource.keys()), json: json)
                 return
             }
-            let (validator, appleVerifier) = try options.appleVerification()
-            let verified = try await keySource.verify(token, with: appleVerifier, default: Apple.keysURL)
-            let identity = try validator.token(from: verified)
+            let identity = try await options.appleValidator().validate(token, keys: keySource.keys(default: Apple.keysURL))
             if state { try credentialStore(vault).recordSync(clientID: clientID ?? identity.audience, subject: identity.subject).enforce(identity) }
-            printVerified(verified, json: json, extra: [.init(name: "apple", value: .object(identity.json))])
+            printVerified(identity.jwt, json: json, extra: [.init(name: "apple", value: .object(identity.json))])
         }
     }
 }
@@ -110,15 +108,13 @@ extension VerificationOptions {
         if allowMissingExpiration { throw ValidationError("Apple identity tokens always carry exp") }
     }
 
-    /// Apple's validator with these options, and the verifier that carries them all.
-    func appleVerification() throws -> (AppleIdentityTokenValidator, JWTVerifier) {
-        let expectedNonce = try nonce()
-        let validator = AppleIdentityTokenValidator(
-            clientIDs: audiences, nonce: nonceIsHashed ? nil : expectedNonce, leeway: leeway, maxAge: maxAge, requiredClaims: requiredClaims, clock: try parseNow(now))
-        var verifier = validator.verifier
-        verifier.expectedType = type
-        verifier.maxTokenBytes = maxTokenBytes
-        if nonceIsHashed, let expectedNonce { verifier.policy.nonce = .sha256HexOf(expectedNonce) }
-        return (validator, verifier)
+    /// Apple's validator with these options.
+    func appleValidator() throws -> AppleIdentityTokenValidator {
+        var validator = AppleIdentityTokenValidator(
+            clientIDs: audiences, nonce: try nonce(), leeway: leeway, maxAge: maxAge, requiredClaims: requiredClaims, clock: try parseNow(now))
+        validator.nonceMustBeHashed = nonceIsHashed
+        validator.expectedType = type
+        validator.maxTokenBytes = maxTokenBytes
+        return validator
     }
 }

@@ -1,10 +1,11 @@
+public import ShadowCore
+
 /// The error ShadowVault throws. Equal by code.
-public struct VaultError: Error, Sendable, Hashable, CustomStringConvertible {
+public struct VaultError: ShadowKeysError {
     /// What went wrong. New codes may be added.
-    public struct Code: Hashable, Sendable, CustomStringConvertible {
+    public struct Code: ShadowKeysErrorCode {
         public let name: String
         private init(_ name: String) { self.name = name }
-        public var description: String { name }
 
         /// The passphrase or key does not open this vault (the key check failed).
         public static let wrongKey = Code("wrong_passphrase_or_key")
@@ -26,13 +27,10 @@ public struct VaultError: Error, Sendable, Hashable, CustomStringConvertible {
 
     public let code: Code
     public let reason: String
+    public let file: String
+    public let line: Int
 
-    public init(_ code: Code, _ reason: String) {
-        self.code = code
-        self.reason = reason
+    public init(_ code: Code, _ reason: String, file: String = #fileID, line: Int = #line) {
+        (self.code, self.reason, self.file, self.line) = (code, reason, file, line)
     }
-
-    public var description: String { "\(code.name): \(reason)" }
-    public static func == (lhs: VaultError, rhs: VaultError) -> Bool { lhs.code == rhs.code }
-    public func hash(into hasher: inout Hasher) { hasher.combine(code) }
 }

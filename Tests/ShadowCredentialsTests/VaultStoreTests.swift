@@ -189,7 +189,7 @@ import Testing
         let raw = try signer.sign(claims: [
             "iss": "https://appleid.apple.com", "aud": .string(Self.client), "sub": "002.new.9", "iat": 1000, "exp": 90000, "transfer_sub": .string(Self.subject),
         ])
-        let token = try AppleIdentityTokenValidator(clientIDs: [Self.client], clock: .fixed(Date(timeIntervalSince1970: 1000))).validate(raw, keys: keys)
+        let token = try await AppleIdentityTokenValidator(clientIDs: [Self.client], clock: .fixed(Date(timeIntervalSince1970: 1000))).validate(raw, keys: keys)
         let store = InMemoryCredentialStore()
         _ = try await store.apply(try CredentialEvent.signIn(token, rawToken: raw, clientID: Self.client))
         #expect(try await store.status(clientID: Self.client, subject: "002.new.9").state == .authorized)
