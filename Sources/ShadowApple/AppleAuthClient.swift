@@ -5,7 +5,7 @@ import FoundationEssentials
 import Foundation
 #endif
 public import ShadowCore
-public import ShadowCrypto
+
 public import ShadowJOSE
 public import ShadowJWKS
 
@@ -77,7 +77,7 @@ public struct AppleAuthClient: Sendable {
 
     /// A client that authenticates with `secrets` and verifies `id_token`s against `identityTokenKeys`
     /// (normally Apple's JWK Set, fetched).
-    public init(configuration: Configuration = Configuration(), secrets: ClientSecretProvider, transport: any HTTPTransport, identityTokenKeys: any JWKSource, clock: Clock = .system) throws {
+    public init(configuration: Configuration = Configuration(), secrets: ClientSecretProvider, transport: any HTTPTransport, identityTokenKeys: any JWKSource, clock: WallClock = .system) throws {
         try URLPolicy.check(configuration.baseURL + "/auth/token", allowLoopbackHTTP: configuration.allowLoopbackHTTP)
         self.configuration = configuration
         self.secrets = secrets

@@ -145,10 +145,10 @@ public struct AppleIdentityTokenValidator: Sendable {
     /// Further claims that must be present.
     public var requiredClaims: [String]
     /// Where "now" comes from.
-    public var clock: Clock
+    public var clock: WallClock
 
     /// A validator for tokens issued to `clientIDs`.
-    public init(clientIDs: [String], nonce: String? = nil, leeway: TimeInterval = 60, maxAge: TimeInterval? = nil, requiredClaims: [String] = [], clock: Clock = .system) {
+    public init(clientIDs: [String], nonce: String? = nil, leeway: TimeInterval = 60, maxAge: TimeInterval? = nil, requiredClaims: [String] = [], clock: WallClock = .system) {
         self.clientIDs = clientIDs
         self.nonce = nonce
         self.leeway = leeway

@@ -87,12 +87,12 @@ public struct AppleNotification: Sendable {
 public struct AppleNotificationVerifier: Sendable {
     public var clientIDs: [String]
     public var leeway: TimeInterval
-    public var clock: Clock
+    public var clock: WallClock
 
     /// The largest notification body read.
     public static let maxBodyBytes = 64 * 1024
 
-    public init(clientIDs: [String], leeway: TimeInterval = 60, clock: Clock = .system) {
+    public init(clientIDs: [String], leeway: TimeInterval = 60, clock: WallClock = .system) {
         self.clientIDs = clientIDs
         self.leeway = leeway
         self.clock = clock

@@ -128,10 +128,10 @@ public struct ClientSecret: Sendable, CustomStringConvertible {
 public final class ClientSecretProvider: Sendable {
     private let builder: ClientSecretBuilder
     private let margin: TimeInterval
-    private let clock: Clock
+    private let clock: WallClock
     private let current = Mutex<ClientSecret?>(nil)
 
-    public init(builder: ClientSecretBuilder, margin: TimeInterval? = nil, clock: Clock = .system) {
+    public init(builder: ClientSecretBuilder, margin: TimeInterval? = nil, clock: WallClock = .system) {
         self.builder = builder
         self.margin = margin ?? max(60, builder.lifetime / 10)
         self.clock = clock

@@ -5,7 +5,7 @@ public import FoundationEssentials
 public import Foundation
 #endif
 public import ShadowCore
-public import ShadowCrypto
+
 import Synchronization
 
 /// Remembers when each refresh token was last validated with Apple, and says when the next
@@ -14,10 +14,10 @@ import Synchronization
 public final class RefreshValidationTracker: Sendable {
     /// The least time between two validations of one token. Default one day.
     public let interval: TimeInterval
-    private let clock: Clock
+    private let clock: WallClock
     private let validated = Mutex<[String: Date]>([:])
 
-    public init(interval: TimeInterval = 86400, clock: Clock = .system) {
+    public init(interval: TimeInterval = 86400, clock: WallClock = .system) {
         self.interval = interval
         self.clock = clock
     }

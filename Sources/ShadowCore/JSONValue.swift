@@ -1,4 +1,5 @@
-/// A JSON value as read by the strict reader: member order kept, numbers kept as written.
+/// A JSON value as read by the strict reader: member order kept, numbers kept as written. Token
+/// headers and claims (`JOSEHeader.json`, `JWTClaims.json`) are exposed as these.
 public enum JSONValue: Sendable, Hashable {
     case null
     case bool(Bool)
@@ -91,7 +92,9 @@ public struct JSONNumber: Sendable, Hashable, CustomStringConvertible {
 public struct JSONObject: Sendable, Hashable, RandomAccessCollection, ExpressibleByDictionaryLiteral {
     /// One name/value pair.
     public struct Member: Sendable, Hashable {
+        /// The member's name, compared code point by code point.
         public let name: String
+        /// The member's value.
         public let value: JSONValue
         /// Length, first and last byte of `name`: one integer compare rules out most names.
         let fingerprint: UInt32
@@ -131,8 +134,11 @@ public struct JSONObject: Sendable, Hashable, RandomAccessCollection, Expressibl
         }
     }
 
+    /// The first member's position.
     public var startIndex: Int { members.startIndex }
+    /// The position after the last member.
     public var endIndex: Int { members.endIndex }
+    /// The member at `position`, in document order.
     public subscript(position: Int) -> Member { members[position] }
 
     /// The value of the member named exactly `name`, if any.

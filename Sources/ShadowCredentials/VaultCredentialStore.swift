@@ -18,12 +18,12 @@ public final class VaultCredentialStore: CredentialStateStore {
     public let vault: TokenVault
     /// The audit log: by default the vault's path plus ".audit".
     public let auditPath: String
-    private let clock: Clock
+    private let clock: WallClock
 
     /// The vault section holding the state.
     static let sectionName = "credential-state"
 
-    public init(vault: TokenVault, auditPath: String? = nil, clock: Clock = .system) {
+    public init(vault: TokenVault, auditPath: String? = nil, clock: WallClock = .system) {
         self.vault = vault
         self.auditPath = auditPath ?? vault.path + ".audit"
         self.clock = clock

@@ -4,7 +4,7 @@ public import FoundationEssentials
 #else
 public import Foundation
 #endif
-import ShadowCore
+public import ShadowCore
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)

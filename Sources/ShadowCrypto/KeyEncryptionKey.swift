@@ -1,3 +1,4 @@
+public import ShadowCore
 import Crypto
 
 /// The key that wraps each object's data key: a raw 256-bit key, or one derived from a

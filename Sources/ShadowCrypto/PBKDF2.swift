@@ -1,3 +1,4 @@
+public import ShadowCore
 import Crypto
 import CryptoExtras
 

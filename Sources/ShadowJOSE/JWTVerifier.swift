@@ -19,7 +19,7 @@ public struct JWTVerifier: Sendable {
     /// Largest accepted token, in bytes. Default 16 KiB.
     public var maxTokenBytes: Int
     /// Where "now" comes from.
-    public var clock: Clock
+    public var clock: WallClock
 
     /// A verifier; by default RS256 and ES256, no `typ` check, 16 KiB cap, system clock.
     public init(
@@ -28,7 +28,7 @@ public struct JWTVerifier: Sendable {
         expectedType: String? = nil,
         understoodCriticalHeaders: Set<String> = [],
         maxTokenBytes: Int = CompactJWS.defaultMaxBytes,
-        clock: Clock = .system
+        clock: WallClock = .system
     ) {
         self.algorithms = algorithms
         self.policy = policy

@@ -56,7 +56,7 @@ public final class JWKSProvider: Sendable {
     public let configuration: Configuration
     private let transport: (any HTTPTransport)?
     private let store: (any KeySetStore)?
-    private let clock: Clock
+    private let clock: WallClock
     private let logger: Logger
     private let state: Mutex<State>
 
@@ -71,7 +71,7 @@ public final class JWKSProvider: Sendable {
     /// A provider fetching through `transport`; with a `store`, its state survives the process.
     /// Without a transport it only serves what the store holds (offline mode).
     public init(
-        configuration: Configuration, transport: (any HTTPTransport)?, store: (any KeySetStore)? = nil, clock: Clock = .system,
+        configuration: Configuration, transport: (any HTTPTransport)?, store: (any KeySetStore)? = nil, clock: WallClock = .system,
         logger: Logger = Logger(label: "shadow-keys.jwks")
     ) throws {
         try URLPolicy.check(configuration.url, allowLoopbackHTTP: configuration.allowLoopbackHTTP)
@@ -84,7 +84,7 @@ public final class JWKSProvider: Sendable {
     }
 
     /// A provider that serves a local key set and never fetches (for code that takes a provider).
-    public static func serving(_ keySet: JWKSet, clock: Clock = .system) throws -> JWKSProvider {
+    public static func serving(_ keySet: JWKSet, clock: WallClock = .system) throws -> JWKSProvider {
         let provider = try JWKSProvider(configuration: .init(url: "https://local.invalid/jwks"), transport: nil, clock: clock)
         provider.state.withLock { state in
             state.loaded = true

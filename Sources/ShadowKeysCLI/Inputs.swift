@@ -86,7 +86,7 @@ func readKeySet(_ source: String) throws -> JWKSet {
 }
 
 /// Parses `--now`: epoch seconds or RFC 3339, within the supported range.
-func parseNow(_ value: String?) throws -> Clock {
+func parseNow(_ value: String?) throws -> WallClock {
     guard let value else { return .system }
     return .fixed(try parseTime(value, option: "--now").date)
 }

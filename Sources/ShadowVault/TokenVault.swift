@@ -77,7 +77,7 @@ public final class TokenVault: Sendable {
     /// How long a write waits for another process's lock, in seconds.
     public let lockTimeout: Double
     private let unlock: VaultUnlock
-    private let clock: Clock
+    private let clock: WallClock
     /// The last master key derived, by (salt, iterations), so one process stretches a passphrase once.
     private let masterCache = Mutex<(salt: [UInt8], iterations: UInt32, key: SymmetricKey)?>(nil)
 
@@ -98,7 +98,7 @@ public final class TokenVault: Sendable {
     }
 
     /// A handle on the vault at `path`; nothing is read until it is used.
-    public init(path: String, unlock: VaultUnlock, lockTimeout: Double = 10, clock: Clock = .system) {
+    public init(path: String, unlock: VaultUnlock, lockTimeout: Double = 10, clock: WallClock = .system) {
         self.path = path
         self.unlock = unlock
         self.lockTimeout = lockTimeout
@@ -109,7 +109,7 @@ public final class TokenVault: Sendable {
 
     /// Creates an empty vault (folder 0700, file 0600). Fails if one exists.
     @discardableResult
-    public static func create(at path: String, unlock: VaultUnlock, iterations: Int = PBKDF2.defaultIterations, clock: Clock = .system) throws -> TokenVault {
+    public static func create(at path: String, unlock: VaultUnlock, iterations: Int = PBKDF2.defaultIterations, clock: WallClock = .system) throws -> TokenVault {
         if case .key(let key) = unlock, key.count != 32 { throw VaultError(.invalidParameter, "a vault key is 32 bytes, not \(key.count)") }
         guard iterations >= PBKDF2.minimumIterations, iterations <= VaultHeader.maxIterations else {
             throw VaultError(.invalidParameter, "PBKDF2 iterations must be \(PBKDF2.minimumIterations) to \(VaultHeader.maxIterations)")

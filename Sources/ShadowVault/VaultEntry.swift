@@ -4,7 +4,7 @@ public import FoundationEssentials
 public import Foundation
 #endif
 public import ShadowCrypto
-import ShadowCore
+public import ShadowCore
 
 /// One secret in the vault, with its metadata.
 public struct VaultEntry: Sendable, CustomStringConvertible {

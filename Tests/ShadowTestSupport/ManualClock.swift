@@ -15,5 +15,5 @@ public final class ManualClock: Sendable {
     public func advance(by seconds: Double) { current.withLock { $0 = $0.addingTimeInterval(seconds) } }
 
     /// A `Clock` reading this one.
-    public var clock: Clock { Clock { self.now } }
+    public var clock: WallClock { WallClock { self.now } }
 }

@@ -58,7 +58,7 @@ enum JWKSBenchmarks {
         // 10,000 verifications with random unknown kids within one cooldown.
         let warm = CountingTransport(body: jwks, delay: 0.001)
         let clock = Mutex(Date())
-        let warmProvider = try JWKSProvider(configuration: .init(url: "https://keys.example/jwks"), transport: warm, clock: Clock { clock.withLock { $0 } })
+        let warmProvider = try JWKSProvider(configuration: .init(url: "https://keys.example/jwks"), transport: warm, clock: WallClock { clock.withLock { $0 } })
         _ = try await warmProvider.keySet()
         clock.withLock { $0 = $0.addingTimeInterval(31) }  // past the first cooldown: one refresh is allowed
         var unknown = 0

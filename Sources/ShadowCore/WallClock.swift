@@ -4,9 +4,10 @@ public import FoundationEssentials
 public import Foundation
 #endif
 
-/// A source of the current time. Verification reads the time only through a clock, so tests and
-/// `--now` can pin it.
-public struct Clock: Sendable {
+/// A source of the current wall-clock time. Verification reads the time only through one, so
+/// tests and `--now` can pin it. (Named apart from the standard library's `Clock` protocol,
+/// which measures durations.)
+public struct WallClock: Sendable {
     private let read: @Sendable () -> Date
 
     /// A clock that reads time from `read`.
@@ -18,10 +19,10 @@ public struct Clock: Sendable {
     public var now: Date { read() }
 
     /// The system's wall clock.
-    public static let system = Clock { Date() }
+    public static let system = WallClock { Date() }
 
     /// A clock stopped at `date`.
-    public static func fixed(_ date: Date) -> Clock {
-        Clock { date }
+    public static func fixed(_ date: Date) -> WallClock {
+        WallClock { date }
     }
 }

@@ -15,6 +15,17 @@ public struct SecretBytes: Sendable, CustomStringConvertible, CustomDebugStringC
         self.init(Array(text.utf8))
     }
 
+    /// Holds a key's bytes (the key keeps zeroing its own storage).
+    public init(_ key: SymmetricKey) {
+        storage = key
+    }
+
+    /// `count` bytes from the system's secure random generator (through swift-crypto).
+    public static func random(count: Int) -> SecretBytes {
+        precondition(count > 0, "SecretBytes.random needs a positive count")
+        return SecretBytes(SymmetricKey(size: SymmetricKeySize(bitCount: count * 8)))
+    }
+
     /// The number of bytes.
     public var count: Int { storage.bitCount / 8 }
 
