@@ -112,13 +112,8 @@ package final class AtomicFileWriter {
     /// Copies the finished staging file's bytes to a descriptor, then discards it.
     package func copyContents(to output: Int32) throws {
         guard lseek(fd, 0, SEEK_SET) == 0 else { throw FileError("seek", stagingName) }
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 64)
-        defer { buffer.deallocate() }
-        while true {
-            let count = try Files.readFull(fd, into: buffer, path: stagingName)
-            if count == 0 { break }
-            try Files.writeAll(output, UnsafeRawBufferPointer(rebasing: buffer[0..<count]), path: "output")
-        }
+        var reader = InputReader(fd: fd, name: stagingName)
+        try reader.copyAll(to: output, path: "output")
         abort()
     }
 

@@ -55,4 +55,16 @@ package struct InputReader {
         }
         return count
     }
+
+    /// Copies the rest of the input to `output`, in 1 MiB pieces, with the same size checks.
+    package mutating func copyAll(to output: Int32, path: String) throws {
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 64)
+        defer { buffer.deallocate() }
+        while true {
+            let count = try read(into: buffer)
+            if count == 0 { return }
+            try Files.writeAll(output, UnsafeRawBufferPointer(rebasing: buffer[0..<count]), path: path)
+            if count < buffer.count { return }
+        }
+    }
 }

@@ -8,27 +8,23 @@ struct Decode: AsyncParsableCommand {
         discussion: "Exits 0, or 10 when the token is malformed. A warning on stderr says nothing was verified."
     )
 
-    @Argument(help: "The token, or '-' to read it from stdin.")
-    var token: String?
+    @OptionGroup var token: TokenOptions
 
-    @Option(name: .customLong("token-file"), help: "Read the token from this file.")
-    var tokenFile: String?
-
-    @Option(name: .customLong("token-env"), help: "Read the token from this environment variable.")
-    var tokenEnvironment: String?
-
-    @Option(name: .customLong("max-token-bytes"), help: "Largest accepted token, in bytes.")
+    @Option(name: .customLong("max-token-bytes"), help: "Largest accepted token, in bytes (1 to 1048576).")
     var maxTokenBytes: Int = CompactJWS.defaultMaxBytes
 
-    private var tokenInput: TokenInput { TokenInput(argument: token, file: tokenFile, environmentVariable: tokenEnvironment) }
+    @Flag(name: .shortAndLong, help: "Print no warnings.")
+    var quiet = false
 
-    func validate() throws { try tokenInput.validate() }
+    func validate() throws {
+        guard (1...TokenOptions.readLimit).contains(maxTokenBytes) else { throw ValidationError("--max-token-bytes: 1 to \(TokenOptions.readLimit)") }
+    }
 
     func run() async throws {
         try await reportingFailures(json: false) {
-            let jws = try CompactJWS(try tokenInput.read(), maxBytes: maxTokenBytes)
+            let jws = try CompactJWS(try token.read(quiet: quiet), maxBytes: maxTokenBytes)
             let payload = try jws.unverifiedPayload()
-            Console.err("shadow-keys: warning: decoded only; the signature and claims were NOT verified")
+            if !quiet { Console.err("shadow-keys: warning: decoded only; the signature and claims were NOT verified") }
             Console.json(["header": .object(jws.header.json), "payload": .object(payload)])
         }
     }

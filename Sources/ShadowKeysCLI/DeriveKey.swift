@@ -21,7 +21,7 @@ struct DeriveKey: AsyncParsableCommand {
     @OptionGroup var passphrase: PassphraseOptions
 
     func validate() throws {
-        guard passphrase.given == 1 else { throw ValidationError("give the passphrase with --passphrase-stdin, --passphrase-file or --passphrase-env") }
+        guard try passphrase.input() != nil else { throw ValidationError("give the passphrase with --passphrase-stdin, --passphrase-file or --passphrase-env") }
         guard let salt = try? Hex.decode(saltHex) else { throw ValidationError("--salt-hex is not hex") }
         guard salt.count >= PBKDF2.minimumSaltBytes else { throw ValidationError("--salt-hex: the salt is \(salt.count) bytes; at least \(PBKDF2.minimumSaltBytes) are required") }
         guard iterations >= PBKDF2.minimumIterations else { throw ValidationError("--iterations: at least \(PBKDF2.minimumIterations)") }
@@ -31,7 +31,7 @@ struct DeriveKey: AsyncParsableCommand {
 
     func run() async throws {
         try await reportingFailures(json: false) {
-            guard let secret = try passphrase.read() else { throw CLIError(.usage, "no passphrase given") }
+            guard let secret = try passphrase.input()?.secret() else { throw CLIError(.usage, "no passphrase given") }
             let key = try PBKDF2.deriveKey(passphrase: secret, salt: try Hex.decode(saltHex), iterations: iterations, length: length)
             Console.out(key.withUnsafeBytes { Hex.encode($0) })
         }

@@ -13,18 +13,11 @@ struct VerifyToken: AsyncParsableCommand {
             algorithm rejected), 12 (claims rejected), 13 (keys unavailable), 14 (with --state: the
             credential was revoked or transferred after the token was issued), 64 (usage).
             A --jwks URL is cached under $XDG_CACHE_HOME/shadow-keys/jwks (see Docs/jwks-caching.md).
-            Pass the token as '-' (stdin), --token-file or --token-env to keep it out of argv.
+            Pass the token on stdin (a pipe, or '-'), --token-file or --token-env to keep it out of argv.
             """
     )
 
-    @Argument(help: "The token, or '-' to read it from stdin.")
-    var token: String?
-
-    @Option(name: .customLong("token-file"), help: "Read the token from this file.")
-    var tokenFile: String?
-
-    @Option(name: .customLong("token-env"), help: "Read the token from this environment variable.")
-    var tokenEnvironment: String?
+    @OptionGroup var token: TokenOptions
 
     @OptionGroup var keySource: KeySourceOptions
 
@@ -44,10 +37,10 @@ struct VerifyToken: AsyncParsableCommand {
     @Flag(help: "Print a JSON result on stdout instead of the claims.")
     var json = false
 
-    private var tokenInput: TokenInput { TokenInput(argument: token, file: tokenFile, environmentVariable: tokenEnvironment) }
+    @Flag(name: .shortAndLong, help: "Print no warnings (a token on argv, no --iss or --aud).")
+    var quiet = false
 
     func validate() throws {
-        try tokenInput.validate()
         try keySource.validate(default: apple ? Apple.keysURL : nil)
         if apple { try options.validateApple() }
         if state {
@@ -57,18 +50,18 @@ struct VerifyToken: AsyncParsableCommand {
             if let clientID, !options.audiences.contains(where: { $0.exactlyEquals(clientID) }) {
                 throw ValidationError("--client-id must be one of the --aud values")
             }
-            if tokenInput.usesStdin && vault.passphrase.fromStdin { throw ValidationError("the token and the passphrase cannot both come from stdin") }
-        } else if vault.keySources > 0 || vault.explicitPath != nil || clientID != nil {
+            if token.usesStdin && vault.keyUsesStdin { throw ValidationError("the token and the passphrase cannot both come from stdin") }
+        } else if vault.isGiven || clientID != nil {
             throw ValidationError("--vault, its key options and --client-id apply with --state only")
         }
-        if tokenInput.usesStdin && keySource.jwks == "-" { throw ValidationError("the token and --jwks cannot both come from stdin") }
+        if token.usesStdin && keySource.jwks == "-" { throw ValidationError("the token and --jwks cannot both come from stdin") }
     }
 
     func run() async throws {
         try await reportingFailures(json: json) {
             let verifier = try options.verifier()
-            let token = try tokenInput.read()
-            if !apple && options.issuer == nil && options.audiences.isEmpty {
+            let token = try self.token.read(quiet: quiet)
+            if !apple && !quiet && options.issuer == nil && options.audiences.isEmpty {
                 Console.err("shadow-keys: warning: neither --iss nor --aud given; tokens from any issuer for any audience pass")
             }
             guard apple else {
@@ -111,8 +104,8 @@ extension VerificationOptions {
     /// Apple's validator with these options.
     func appleValidator() throws -> AppleIdentityTokenValidator {
         var validator = AppleIdentityTokenValidator(
-            clientIDs: audiences, nonce: try nonce(), leeway: leeway, maxAge: maxAge, requiredClaims: requiredClaims, clock: try parseNow(now))
-        validator.nonceMustBeHashed = nonceIsHashed
+            clientIDs: audiences, nonce: try nonce.value(), leeway: leeway, maxAge: maxAge, requiredClaims: requiredClaims, clock: try parseNow(now))
+        validator.nonceMustBeHashed = nonce.isHashed
         validator.expectedType = type
         validator.maxTokenBytes = maxTokenBytes
         return validator

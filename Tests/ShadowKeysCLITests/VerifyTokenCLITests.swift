@@ -102,11 +102,14 @@ import Testing
         let empty = try directory.write("empty.json", #"{"keys":[{"kty":"oct","k":"AA"}]}"#)
         let broken = try directory.write("broken.json", "{\"keys\":")
         let duplicate = try directory.write("dup.json", TestKeys.jwksJSON([try TestKeys.jwk(TestKeys.rsa, kid: "x"), try TestKeys.jwk(TestKeys.p256, kid: "x")]))
-        for (path, text) in [(directory.path + "/missing.json", "cannot read"), (empty, "no usable keys"), (broken, "not valid JSON"), (duplicate, "more than one key")] {
+        for (path, text) in [(empty, "no usable keys"), (broken, "not valid JSON"), (duplicate, "more than one key")] {
             let result = try verify(token, [], jwks: path)
             #expect(result.status == 13, "\(path): \(result.stderr)")
             #expect(result.stderr.contains(text), "\(result.stderr)")
         }
+        // A key set that cannot be opened is an input that cannot be opened (66), as everywhere.
+        let missing = try verify(token, [], jwks: directory.path + "/missing.json")
+        #expect(missing.status == 66 && missing.stderr.contains("cannot read"), "\(missing.stderr)")
     }
 
     @Test func usageErrors() throws {

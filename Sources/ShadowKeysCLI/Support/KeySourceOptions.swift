@@ -40,28 +40,50 @@ struct KeySourceOptions: ParsableArguments {
     /// The configured key source: a fetched, disk-cached set for a URL; a local set for a file or stdin.
     func keys(default defaultSource: String? = nil) throws -> any JWKSource {
         guard let source = jwks ?? defaultSource else { throw CLIError(.usage, "--jwks URL|FILE|- is required") }
-        return Self.isURL(source) ? try provider(for: source) : try readKeySet(source)
+        return Self.isURL(source) ? try keySetProvider(url: source, allowHTTPLoopback: allowHTTPLoopback, offline: offline) : try readKeySet(source)
     }
+}
 
-    /// The disk-cached provider the CLI uses for a URL. A cache folder that another user could
-    /// write to is not used (with a warning): the key set is then fetched for this run only.
-    func provider(for url: String) throws -> JWKSProvider {
-        var configuration = JWKSProvider.Configuration(url: url)
-        configuration.allowLoopbackHTTP = allowHTTPLoopback
-        var store: FileKeySetStore? = FileKeySetStore(url: url, directory: try cacheDirectory())
-        if let problem = store?.directoryProblem {
-            Console.err("shadow-keys: warning: not using the key-set cache: \(problem)")
-            store = nil
-        }
-        do {
-            return try JWKSProvider(configuration: configuration, transport: offline ? nil : HelperTransport(allowLoopbackHTTP: allowHTTPLoopback), store: store)
-        } catch let error as HTTPTransportError {
-            throw CLIError(.usage, "--jwks: \(error.message)")
-        }
+/// The disk-cached provider the CLI uses for a URL. A cache folder that another user could write
+/// to is not used (with a warning): the key set is then fetched for this run only.
+func keySetProvider(url: String, allowHTTPLoopback: Bool, offline: Bool) throws -> JWKSProvider {
+    var configuration = JWKSProvider.Configuration(url: url)
+    configuration.allowLoopbackHTTP = allowHTTPLoopback
+    var store: FileKeySetStore? = FileKeySetStore(url: url, directory: try cacheDirectory())
+    if let problem = store?.directoryProblem {
+        Console.err("shadow-keys: warning: not using the key-set cache: \(problem)")
+        store = nil
+    }
+    do {
+        return try JWKSProvider(configuration: configuration, transport: offline ? nil : HelperTransport(allowLoopbackHTTP: allowHTTPLoopback), store: store)
+    } catch let error as HTTPTransportError {
+        throw CLIError(.usage, "--jwks: \(error.message)")
     }
 }
 
 /// The key-set cache folder; a usage error (64) when the environment names none.
 func cacheDirectory() throws -> String {
-    do { return try FileKeySetStore.defaultDirectory() } catch let error as JWKSError { throw CLIError(.usage, code: error.code.name, error.reason) }
+    do { return try FileKeySetStore.defaultDirectory() } catch let error as JWKSError { throw CLIError(.usage, code: error.codeName, error.reason) }
+}
+
+/// Reads a JWK Set from a file or stdin: exit 66 when it cannot be opened, 13 when it is not a
+/// usable key set.
+func readKeySet(_ source: String) throws -> JWKSet {
+    let bytes: [UInt8]
+    do {
+        let input = source == "-" ? try Files.readAll(0, limit: JWKSet.maxDocumentBytes, path: "stdin") : try Files.read(source, limit: JWKSet.maxDocumentBytes)
+        guard let input else { throw CLIError(.keysUnavailable, "JWKS \(source) exceeds \(JWKSet.maxDocumentBytes) bytes") }
+        bytes = input
+    } catch let error as FileError {
+        throw CLIError(.noInput, "cannot read the JWKS: \(error)")
+    }
+    let set: JWKSet
+    do { set = try JWKSet(json: bytes) } catch let error as JOSEError {
+        throw CLIError(.keysUnavailable, code: error.codeName, "JWKS \(source): \(error.reason)")
+    }
+    guard !set.keys.isEmpty else {
+        let reasons = set.skipped.map(\.description).joined(separator: "; ")
+        throw CLIError(.keysUnavailable, "JWKS \(source) has no usable keys" + (reasons.isEmpty ? "" : " (skipped: \(reasons))"))
+    }
+    return set
 }

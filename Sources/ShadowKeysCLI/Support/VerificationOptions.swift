@@ -16,42 +16,7 @@ struct VerificationOptions: ParsableArguments {
     @Flag(name: .customLong("all-aud-accepted"), help: "Require every aud value to be an accepted audience.")
     var everyAudienceAccepted = false
 
-    @Option(name: .customLong("nonce"), help: "Required nonce, compared as is (visible in `ps`: prefer --nonce-file or --nonce-env).")
-    var nonceArgument: String?
-
-    @Option(name: .customLong("nonce-file"), help: "Read the required nonce from this file (one trailing newline dropped).")
-    var nonceFile: String?
-
-    @Option(name: .customLong("nonce-env"), help: "Read the required nonce from this environment variable.")
-    var nonceEnvironment: String?
-
-    @Option(name: .customLong("nonce-sha256"), help: "Required nonce given raw; the token must carry its SHA-256 hex.")
-    var nonceSHA256Argument: String?
-
-    @Option(name: .customLong("nonce-sha256-file"), help: "As --nonce-sha256, the raw nonce read from this file.")
-    var nonceSHA256File: String?
-
-    @Option(name: .customLong("nonce-sha256-env"), help: "As --nonce-sha256, the raw nonce read from this environment variable.")
-    var nonceSHA256Environment: String?
-
-    /// How many nonce options were given (at most one is allowed).
-    private var nonceSources: Int {
-        [nonceArgument, nonceFile, nonceEnvironment, nonceSHA256Argument, nonceSHA256File, nonceSHA256Environment].compactMap { $0 }.count
-    }
-
-    /// True when the nonce must be the SHA-256 hex of the given value.
-    var nonceIsHashed: Bool { nonceSHA256Argument != nil || nonceSHA256File != nil || nonceSHA256Environment != nil }
-
-    /// The expected nonce, read from wherever it was given; nil when none was.
-    func nonce() throws -> String? {
-        if let value = nonceArgument ?? nonceSHA256Argument {
-            Console.err("shadow-keys: warning: a nonce on the command line is visible to other users (ps); prefer --nonce-file or --nonce-env")
-            return value
-        }
-        if let file = nonceFile ?? nonceSHA256File { return try readSecretText(file: file, what: "nonce") }
-        if let name = nonceEnvironment ?? nonceSHA256Environment { return try readSecretText(environment: name, what: "nonce") }
-        return nil
-    }
+    @OptionGroup var nonce: NonceOptions
 
     @Option(help: "Allowed clock skew for exp, nbf, iat and --max-age, in seconds.")
     var leeway: Double = 60
@@ -81,17 +46,16 @@ struct VerificationOptions: ParsableArguments {
         for name in algorithms where JWSAlgorithm(rawValue: name) == nil {
             throw ValidationError("--alg \(name): only RS256 and ES256 can be allowed; none and HMAC algorithms never are")
         }
-        if nonceSources > 1 { throw ValidationError("give one nonce option: --nonce(-file|-env) or --nonce-sha256(-file|-env)") }
         try checkLeeway(leeway)
         if let maxAge, !(0...Self.maxAgeLimit).contains(maxAge) { throw ValidationError("--max-age: 0 to \(Int(Self.maxAgeLimit)) seconds (100 years)") }
-        guard (1...TokenInput.readLimit).contains(maxTokenBytes) else { throw ValidationError("--max-token-bytes: 1 to \(TokenInput.readLimit)") }
+        guard (1...TokenOptions.readLimit).contains(maxTokenBytes) else { throw ValidationError("--max-token-bytes: 1 to \(TokenOptions.readLimit)") }
         _ = try parseNow(now)
     }
 
     /// The verifier these options describe.
     func verifier(defaultAlgorithms: Set<JWSAlgorithm> = [.rs256, .es256]) throws -> JWTVerifier {
         let allowed = algorithms.isEmpty ? defaultAlgorithms : Set(algorithms.compactMap(JWSAlgorithm.init(rawValue:)))
-        let nonceRule: ClaimPolicy.NonceRule? = try nonce().map { nonceIsHashed ? .sha256HexOf($0) : .equals($0) }
+        let nonceRule: ClaimPolicy.NonceRule? = try nonce.value().map { nonce.isHashed ? .sha256HexOf($0) : .equals($0) }
         let policy = ClaimPolicy(
             issuer: issuer, audiences: audiences, requireEveryAudienceAccepted: everyAudienceAccepted,
             requireExpiration: !allowMissingExpiration, leeway: leeway, maxAge: maxAge, requiredClaims: requiredClaims, nonce: nonceRule)
@@ -99,7 +63,44 @@ struct VerificationOptions: ParsableArguments {
     }
 }
 
-/// `--leeway`: 0 to 86400 seconds (a day of clock skew is already far more than any clock drifts).
-func checkLeeway(_ leeway: Double) throws {
-    guard (0...86400).contains(leeway) else { throw ValidationError("--leeway: 0 to 86400 seconds, not \(leeway)") }
+
+/// The nonce a token must carry: `--nonce RAW` (visible in `ps`, so it draws a warning),
+/// `--nonce-file F` or `--nonce-env VAR`, and the same with `-sha256` for a token that carries
+/// the nonce's SHA-256 hex. It is a possible session secret: nothing prints it.
+struct NonceOptions: ParsableArguments {
+    @Option(name: .customLong("nonce"), help: "Required nonce, compared as is (visible in `ps`: prefer --nonce-file or --nonce-env).")
+    var argument: String?
+    @Option(name: .customLong("nonce-file"), help: "Read the required nonce from this file (one trailing newline dropped).")
+    var file: String?
+    @Option(name: .customLong("nonce-env"), help: "Read the required nonce from this environment variable.")
+    var environment: String?
+    @Option(name: .customLong("nonce-sha256"), help: "Required nonce given raw; the token must carry its SHA-256 hex.")
+    var hashedArgument: String?
+    @Option(name: .customLong("nonce-sha256-file"), help: "As --nonce-sha256, the raw nonce read from this file.")
+    var hashedFile: String?
+    @Option(name: .customLong("nonce-sha256-env"), help: "As --nonce-sha256, the raw nonce read from this environment variable.")
+    var hashedEnvironment: String?
+
+    /// True when the token must carry the SHA-256 hex of the nonce.
+    var isHashed: Bool { hashedArgument != nil || hashedFile != nil || hashedEnvironment != nil }
+
+    func validate() throws { _ = try input() }
+
+    private func input() throws -> SecretInput? {
+        let argument = self.argument ?? hashedArgument
+        let candidates: Origins = [(argument != nil, .argument(argument ?? ""))]
+            + origins(file: file ?? hashedFile, environment: environment ?? hashedEnvironment)
+        let given = [self.argument, file, environment, hashedArgument, hashedFile, hashedEnvironment].compactMap { $0 }.count
+        guard given <= 1 else { throw ValidationError("give one nonce option: --nonce(-file|-env) or --nonce-sha256(-file|-env)") }
+        return try oneOrigin(candidates, options: "one nonce option").map { SecretInput(origin: $0, what: "nonce") }
+    }
+
+    /// The expected nonce, read from wherever it was given; nil when none was.
+    func value() throws -> String? {
+        guard let input = try input() else { return nil }
+        if case .argument = input.origin {
+            Console.err("shadow-keys: warning: a nonce on the command line is visible to other users (ps); prefer --nonce-file or --nonce-env")
+        }
+        return try input.text()
+    }
 }

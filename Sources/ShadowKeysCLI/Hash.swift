@@ -46,9 +46,10 @@ struct Hash: AsyncParsableCommand {
     func run() async throws {
         var failed = false
         try await reportingFailures(json: false) {
+            // The HMAC key is the file's bytes as they are (any length but empty).
             let key = try hmacKeyFile.map { path -> SecretBytes in
-                warnIfReadableByOthers(path, what: "HMAC key file")
-                guard let bytes = try Files.read(path, limit: 1 << 16), !bytes.isEmpty else { throw CLIError(.usage, "the HMAC key file is empty or too large") }
+                let bytes = try SecretInput(origin: .file(path), what: "HMAC key").bytes(limit: 1 << 16)
+                guard !bytes.isEmpty else { throw CLIError(.usage, "the HMAC key file is empty") }
                 return SecretBytes(bytes)
             }
             if let check {

@@ -37,22 +37,9 @@ enum Console {
         text.withUTF8 { write(fd, UnsafeRawBufferPointer($0)) }
     }
 
+    /// Writes every byte; a closed or failing stream (a gone reader) is not an error here.
     private static func write(_ fd: Int32, _ buffer: UnsafeRawBufferPointer) {
-        guard var pointer = buffer.baseAddress else { return }
-        var remaining = buffer.count
-        while remaining > 0 {
-            #if canImport(Glibc) || canImport(Musl)
-            let written = Glibc.write(fd, pointer, remaining)
-            #else
-            let written = Darwin.write(fd, pointer, remaining)
-            #endif
-            if written < 0 {
-                if errno == EINTR { continue }
-                return
-            }
-            pointer += written
-            remaining -= written
-        }
+        try? Files.writeAll(fd, buffer, path: fd == 1 ? "stdout" : "stderr")
     }
 
     /// The path of the running executable, when the system says.

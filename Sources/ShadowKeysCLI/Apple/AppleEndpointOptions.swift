@@ -1,0 +1,60 @@
+import ArgumentParser
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+import ShadowApple
+import ShadowCore
+import ShadowCrypto
+import ShadowJOSE
+import ShadowJWKS
+
+/// Where Apple's endpoints are, and how to reach them.
+struct AppleEndpointOptions: ParsableArguments {
+    @Option(name: .customLong("base-url"), help: "Apple's auth base URL (for mirrors and tests).")
+    var baseURL: String = Apple.baseURL
+
+    @Option(name: .customLong("jwks"), help: "Key set for id_token verification: URL or file. Default: <base-url>/auth/keys.")
+    var jwks: String?
+
+    @Flag(name: .customLong("allow-http-loopback"), help: "Allow plain http:// to 127.0.0.1 or ::1 (tests).")
+    var allowHTTPLoopback = false
+
+    func validate() throws {
+        do { try URLPolicy.check(baseURL + "/auth/token", allowLoopbackHTTP: allowHTTPLoopback) } catch let error as HTTPTransportError {
+            throw ValidationError("--base-url: \(error.message)")
+        }
+    }
+
+    func client(_ credentials: ClientSecretOptions) throws -> AppleAuthClient {
+        var configuration = AppleAuthClient.Configuration()
+        configuration.baseURL = baseURL
+        configuration.allowLoopbackHTTP = allowHTTPLoopback
+        let keysURL = jwks ?? baseURL + "/auth/keys"
+        let keys: any JWKSource = KeySourceOptions.isURL(keysURL)
+            ? try keySetProvider(url: keysURL, allowHTTPLoopback: allowHTTPLoopback, offline: false) : try readKeySet(keysURL)
+        return try AppleAuthClient(
+            configuration: configuration, secrets: ClientSecretProvider(builder: try credentials.builder()),
+            transport: HelperTransport(allowLoopbackHTTP: allowHTTPLoopback), identityTokenKeys: keys)
+    }
+}
+
+func tokenJSON(_ response: AppleTokenResponse) -> JSONValue {
+    func reveal(_ secret: SecretBytes?) -> JSONValue { secret.map { .string($0.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }) } ?? .null }
+    return [
+        "access_token": reveal(response.accessToken), "token_type": .string(response.tokenType), "expires_in": .int(response.expiresIn),
+        "refresh_token": reveal(response.refreshToken), "id_token": response.idToken.map(JSONValue.string) ?? .null,
+        "identity": response.identity.map { .object($0.json) } ?? .null,
+    ]
+}
+
+/// Reads a notification POST body from stdin and verifies it against `keySource` (Apple's key
+/// set by default).
+func readNotification(keySource: KeySourceOptions, audiences: [String], leeway: Double, now: String?) async throws -> AppleNotification {
+    guard let body = try Files.readAll(0, limit: AppleNotificationVerifier.maxBodyBytes, path: "stdin") else {
+        throw CLIError(.malformedToken, "notification body exceeds \(AppleNotificationVerifier.maxBodyBytes) bytes")
+    }
+    let verifier = AppleNotificationVerifier(clientIDs: audiences, leeway: leeway, clock: try parseNow(now))
+    return try await verifier.verify(body: trimWhitespace(body), keys: keySource.keys(default: Apple.keysURL))
+}

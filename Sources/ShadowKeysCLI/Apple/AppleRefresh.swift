@@ -1,0 +1,29 @@
+import ArgumentParser
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+import ShadowApple
+import ShadowCore
+import ShadowCrypto
+import ShadowJOSE
+import ShadowJWKS
+
+extension AppleCommand {
+    struct Refresh: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Validate a refresh token with Apple (about once a day per token at most).")
+        @OptionGroup var credentials: ClientSecretOptions
+        @OptionGroup var endpoint: AppleEndpointOptions
+        @OptionGroup var token: BearerTokenOptions
+        @Flag(help: "Print compact JSON.") var json = false
+
+
+        func run() async throws {
+            try await reportingFailures(json: json) {
+                let response = try await endpoint.client(credentials).refresh(try token.input().secret())
+                Console.out(tokenJSON(response).serializedForTerminal(pretty: !json))
+            }
+        }
+    }
+}

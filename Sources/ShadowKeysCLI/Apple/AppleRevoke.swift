@@ -1,0 +1,33 @@
+import ArgumentParser
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+import ShadowApple
+import ShadowCore
+import ShadowCrypto
+import ShadowJOSE
+import ShadowJWKS
+
+extension AppleCommand {
+    struct Revoke: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Revoke a refresh or access token.")
+        @OptionGroup var credentials: ClientSecretOptions
+        @OptionGroup var endpoint: AppleEndpointOptions
+        @OptionGroup var token: BearerTokenOptions
+        @Option(help: "What the token is: refresh or access.") var kind: String = "refresh"
+        @Flag(help: "Print {\"revoked\": true}.") var json = false
+
+        func validate() throws {
+            guard kind == "refresh" || kind == "access" else { throw ValidationError("--kind is refresh or access") }
+        }
+
+        func run() async throws {
+            try await reportingFailures(json: json) {
+                try await endpoint.client(credentials).revoke(try token.input().secret(), kind: kind == "refresh" ? .refreshToken : .accessToken)
+                if json { Console.json(["revoked": true]) }
+            }
+        }
+    }
+}

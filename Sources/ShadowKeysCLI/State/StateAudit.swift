@@ -1,0 +1,45 @@
+import ArgumentParser
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+import ShadowApple
+import ShadowCore
+import ShadowCredentials
+import ShadowJOSE
+
+extension StateCommand {
+    struct Audit: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Check the audit log's hash chain against the vault (--verify), or print its entries as JSON lines.",
+            discussion: "Exit 31 when a line was edited, removed, reordered or added, or the log was truncated.")
+        @Flag(help: "Check the chain and print a summary instead of the entries.") var verify = false
+        @OptionGroup var vault: VaultOptions
+        @Flag(help: "Print JSON.") var json = false
+
+        func validate() throws { try vault.requireKey() }
+
+        func run() async throws {
+            try await reportingFailures(json: json) {
+                let store = try credentialStore(vault)
+                guard verify else {
+                    for entry in try store.auditEntriesSync() { Console.json(.object(auditJSON(entry))) }
+                    return
+                }
+                let report = try store.verifyAuditSync()
+                if json {
+                    Console.json([
+                        "valid": true, "log": .string(store.auditPath), "entries": .int(report.entries), "uncommitted": .int(report.uncommitted),
+                        "partial_tail": .bool(report.partialTail),
+                    ])
+                } else {
+                    Console.out("audit log intact: \(report.entries) entries")
+                }
+                if report.uncommitted > 0 || report.partialTail {
+                    Console.err("shadow-keys: note: the log ends with \(report.uncommitted) uncommitted line(s)\(report.partialTail ? " and a partial line" : "") from an interrupted write; they never took effect and the next write drops them")
+                }
+            }
+        }
+    }
+}

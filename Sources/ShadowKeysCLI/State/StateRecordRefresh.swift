@@ -1,0 +1,36 @@
+import ArgumentParser
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+import ShadowApple
+import ShadowCore
+import ShadowCredentials
+import ShadowJOSE
+
+extension StateCommand {
+    struct RecordRefresh: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "record-refresh",
+            abstract: "Record the result of validating a user's refresh token: ok, or Apple's invalid_grant (a revocation).")
+        @OptionGroup var user: UserOptions
+        @Option(help: "ok or invalid_grant.") var result: String
+        @Option(help: "When Apple answered: epoch seconds or RFC 3339. Default: now.") var at: String?
+        @OptionGroup var vault: VaultOptions
+        @Flag(help: "Print JSON.") var json = false
+
+        func validate() throws {
+            try vault.requireKey()
+            guard ["ok", "invalid_grant"].contains(result) else { throw ValidationError("--result: ok or invalid_grant") }
+            _ = try eventTime(at)
+        }
+
+        func run() async throws {
+            try await reportingFailures(json: json) {
+                let event = try CredentialEvent.refresh(succeeded: result == "ok", clientID: user.clientID, subject: user.subject, at: try eventTime(at))
+                printChanges(try credentialStore(vault).applySync([event]), json: json)
+            }
+        }
+    }
+}

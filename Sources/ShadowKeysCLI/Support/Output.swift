@@ -1,0 +1,75 @@
+import ArgumentParser
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+import ShadowCore
+import ShadowCrypto
+
+/// An input file or stdin, opened for reading.
+struct InputFile {
+    let fd: Int32
+    let name: String
+    let size: Int?
+
+    init(_ path: String) throws {
+        if path == "-" {
+            fd = 0
+            name = "stdin"
+        } else {
+            fd = open(path, O_RDONLY | O_CLOEXEC)
+            guard fd >= 0 else { throw CLIError(.noInput, "cannot open \(path): \(String(cString: strerror(errno)))") }
+            name = path
+        }
+        var info = stat()
+        size = fstat(fd, &info) == 0 && (info.st_mode & S_IFMT) == S_IFREG ? Int(info.st_size) : nil
+    }
+
+    func close() { if fd > 0 { _ = Glibc.close(fd) } }
+}
+
+/// Progress on stderr for large inputs, only when stderr is a terminal.
+final class Progress {
+    private let total: Int
+    private let verb: String
+    private var lastDraw = 0.0
+    private let enabled: Bool
+
+    init(verb: String, total: Int?) {
+        self.verb = verb
+        self.total = total ?? 0
+        enabled = isatty(2) == 1 && (total ?? 0) >= 16 << 20
+    }
+
+    func update(_ done: Int) {
+        guard enabled else { return }
+        let now = monotonicSeconds()
+        guard now - lastDraw >= 0.1 || done >= total else { return }
+        lastDraw = now
+        let fraction = total > 0 ? min(1, Double(done) / Double(total)) : 0
+        let filled = Int(fraction * 30)
+        let bar = String(repeating: "#", count: filled) + String(repeating: ".", count: 30 - filled)
+        Console.errNoNewline("\r\(verb) [\(bar)] \(Int(fraction * 100))% \(done >> 20)/\(total >> 20) MiB")
+    }
+
+    func finish() { if enabled { Console.err("") } }
+}
+
+/// Runs `body` with the descriptor to write to: a new file that appears atomically when `body`
+/// succeeds, or stdout.
+func withOutput(_ path: String, _ body: (_ fd: Int32) throws -> Void) throws {
+    if path == "-" {
+        guard isatty(1) == 0 else { throw CLIError(.usage, "refusing to write binary data to a terminal; use -o FILE or a pipe") }
+        try body(1)
+        return
+    }
+    let writer = try AtomicFileWriter(path: path)
+    try body(writer.fd)
+    try writer.commit()
+}

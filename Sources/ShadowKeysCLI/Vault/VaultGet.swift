@@ -1,0 +1,51 @@
+import ArgumentParser
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+import ShadowCore
+import ShadowCrypto
+import ShadowVault
+
+extension VaultCommand {
+    struct Get: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Print the secret stored under NAME (or with --json, the whole entry).",
+            discussion: "Warns on stderr when the entry has expired; the exit code is still 0."
+        )
+
+        @Argument(help: "The entry's name.")
+        var name: String
+
+        @OptionGroup var vault: VaultOptions
+
+        @Flag(name: [.customShort("n"), .customLong("no-newline")], help: "Do not print a newline after the secret.")
+        var noNewline = false
+
+        @Flag(help: "Print the entry as JSON, secret included.")
+        var json = false
+
+        func validate() throws { try vault.requireKey() }
+
+        func run() async throws {
+            try await reportingFailures(json: json) {
+                let entry = try vault.open().entrySync(named: name)
+                if entry.expired, let expiresAt = entry.expiresAt {
+                    Console.err("shadow-keys: warning: the entry \(name.quotedForMessage) expired at \(Timestamp.rfc3339(expiresAt))")
+                }
+                if json {
+                    var object = entryJSON(entry, expired: entry.expired)
+                    entry.secret.withUnsafeBytes { bytes in
+                        let text = String(validating: bytes, as: UTF8.self)
+                        object.set("secret", text.map(JSONValue.string) ?? .null)
+                        object.set("secret_base64url", .string(Base64URL.encode(bytes)))
+                    }
+                    Console.json(.object(object))
+                } else {
+                    entry.secret.withUnsafeBytes { Console.outBytes($0, newline: !noNewline) }
+                }
+            }
+        }
+    }
+}

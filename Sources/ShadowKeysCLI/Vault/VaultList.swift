@@ -1,0 +1,39 @@
+import ArgumentParser
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+import ShadowCore
+import ShadowCrypto
+import ShadowVault
+
+extension VaultCommand {
+    struct List: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "List entries and their metadata; never secrets.")
+
+        @OptionGroup var vault: VaultOptions
+
+        @Flag(help: "Print JSON.")
+        var json = false
+
+        func validate() throws { try vault.requireKey() }
+
+        func run() async throws {
+            try await reportingFailures(json: json) {
+                let opened = try vault.open()
+                let now = Date()
+                let entries = try opened.contents().entries
+                if json {
+                    Console.json(["entries": .array(entries.map { .object(entryJSON($0, expired: $0.isExpired(at: now))) })])
+                    return
+                }
+                for entry in entries {
+                    var line = "\(entry.name.terminalSafe)\t\(entry.provider.rawValue)\t\(entry.kind.rawValue)\t\((entry.subject ?? "-").terminalSafe)\t"
+                    line += entry.expiresAt.map { Timestamp.rfc3339($0) + (entry.isExpired(at: now) ? " (expired)" : "") } ?? "-"
+                    Console.out(line)
+                }
+            }
+        }
+    }
+}
