@@ -143,22 +143,6 @@ import Testing
         #expect(try await store.history(clientID: Self.client, subject: Self.subject).map(\.cause) == [.signIn, .accountDeleted])
     }
 
-    @Test func concurrentWritersLoseNoTransition() async throws {
-        let subjects = (0..<8).map { "001.concurrent.\($0)" }
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            for subject in subjects {
-                // Each writer has its own vault handle, as separate processes would.
-                let store = self.store()
-                let events = [try event(.signIn, at: 100, subject: subject), try event(.consentRevoked, at: 200, subject: subject)]
-                group.addTask { for event in events { _ = try await store.apply([event]) } }
-            }
-            try await group.waitForAll()
-        }
-        let store = store()
-        #expect(try await store.verifyAudit().entries == 16)
-        for subject in subjects { #expect(try await store.status(clientID: Self.client, subject: subject).state == .revoked) }
-    }
-
     @Test func theStoreRefusesTokensARevocationSuperseded() async throws {
         let signer = try JWSSigner.rs256(TestKeys.rsa, keyID: "k1")
         let keys = try JWKSet(keys: [signer.publicJWK()])
@@ -210,5 +194,29 @@ import Testing
         let cases = AuditSuites.vectors(try PackagePaths.vector("shadow/audit/vectors.json"))
         #expect(cases.count == 26)
         for result in cases { #expect(result.passed, "\(result.detail)") }
+    }
+}
+
+extension VaultStoreTests {
+    /// Writers applying events at once. Run alone with `swift test --filter VaultStoreTests/Stress`.
+    @Suite(.tags(.stress)) struct Stress {
+        let fixture: VaultStoreTests
+        init() throws { fixture = try VaultStoreTests() }
+
+        @Test func concurrentWritersLoseNoTransition() async throws {
+            let subjects = (0..<8).map { "001.concurrent.\($0)" }
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for subject in subjects {
+                    // Each writer has its own vault handle, as separate processes would.
+                    let store = fixture.store()
+                    let events = [try fixture.event(.signIn, at: 100, subject: subject), try fixture.event(.consentRevoked, at: 200, subject: subject)]
+                    group.addTask { for event in events { _ = try await store.apply([event]) } }
+                }
+                try await group.waitForAll()
+            }
+            let store = fixture.store()
+            #expect(try await store.verifyAudit().entries == 16)
+            for subject in subjects { #expect(try await store.status(clientID: VaultStoreTests.client, subject: subject).state == .revoked) }
+        }
     }
 }

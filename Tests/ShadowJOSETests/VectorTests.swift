@@ -61,12 +61,20 @@ import Testing
         for result in cases { #expect(result.passed, "\(path) \(result.id): \(result.detail)") }
     }
 
+    /// Both ways: every embedded text equals its file, and every file of the embedded folders
+    /// is embedded (a new vector file cannot go unnoticed by the selftest).
     @Test func embeddedVectorsMatchTheFiles() throws {
         #expect(!EmbeddedVectors.files.isEmpty)
         for (path, text) in EmbeddedVectors.files {
             let file = String(decoding: try PackagePaths.vector(path), as: UTF8.self)
             #expect(text == file, "\(path) differs from TestVectors/\(path); run Scripts/embed-vectors")
         }
+        var onDisk: Set<String> = []
+        for folder in EmbeddedVectors.folders {
+            let names = try FileManager.default.contentsOfDirectory(atPath: PackagePaths.vectors.appendingPathComponent(folder).path)
+            onDisk.formUnion(names.filter { $0.hasSuffix(".json") }.map { "\(folder)/\($0)" })
+        }
+        #expect(onDisk == Set(EmbeddedVectors.files.keys), "not embedded: \(onDisk.subtracting(EmbeddedVectors.files.keys).sorted()); run Scripts/embed-vectors")
     }
 
     @Test func selftestRunsEverySuiteFromTheVectorDirectory() {

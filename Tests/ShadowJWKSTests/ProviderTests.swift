@@ -19,13 +19,13 @@ import Testing
         verifier = JWTVerifier(policy: ClaimPolicy(issuer: "https://issuer.example", audiences: ["app.example"]), clock: clock.clock)
     }
 
-    private func jwks(_ signers: [JWSSigner]) throws -> String { TestKeys.jwksJSON(try signers.map { try $0.publicJWK() }) }
+    func jwks(_ signers: [JWSSigner]) throws -> String { TestKeys.jwksJSON(try signers.map { try $0.publicJWK() }) }
 
-    private func token(_ signer: JWSSigner) throws -> String {
+    func token(_ signer: JWSSigner) throws -> String {
         try signer.sign(claims: TokenFactory.claims(now: Int64(clock.now.timeIntervalSince1970)))
     }
 
-    private func provider(_ server: LoopbackHTTPServer, configure: (inout JWKSProvider.Configuration) -> Void = { _ in }, store: (any KeySetStore)? = nil) throws -> JWKSProvider {
+    func provider(_ server: LoopbackHTTPServer, configure: (inout JWKSProvider.Configuration) -> Void = { _ in }, store: (any KeySetStore)? = nil) throws -> JWKSProvider {
         var configuration = JWKSProvider.Configuration(url: server.url("/keys"))
         configuration.allowLoopbackHTTP = true
         configuration.timeout = 2
@@ -33,7 +33,7 @@ import Testing
         return try JWKSProvider(configuration: configuration, transport: URLSessionTransport(allowLoopbackHTTP: true), store: store, clock: clock.clock)
     }
 
-    private func expectCode(_ code: JOSEError.Code, _ body: () async throws -> Void) async {
+    func expectCode(_ code: JOSEError.Code, _ body: () async throws -> Void) async {
         do {
             try await body()
             Issue.record("expected \(code)")
@@ -100,22 +100,6 @@ import Testing
         #expect(second.headers["if-none-match"] == "\"v1\"")
         #expect(second.headers["if-modified-since"] == "Tue, 14 Nov 2023 22:13:20 GMT")
         #expect(try provider.status.snapshot.expiresAt == clock.now.addingTimeInterval(300))
-    }
-
-    @Test func concurrentCallersShareOneFetch() async throws {
-        let body = try jwks([signerA])
-        let server = try LoopbackHTTPServer { _ in
-            Thread.sleep(forTimeInterval: 0.2)
-            return .json(body)
-        }
-        let provider = try provider(server)
-        let token = try token(signerA)
-        let verifier = self.verifier
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            for _ in 0..<200 { group.addTask { _ = try await verifier.verify(token, keys: provider) } }
-            try await group.waitForAll()
-        }
-        #expect(server.requestCount == 1)
     }
 
     @Test func unknownKidRefreshesAtMostOncePerCooldown() async throws {
@@ -254,6 +238,30 @@ import Testing
             Issue.record("a shut-down provider answered")
         } catch let error as JWKSError {
             #expect(error.code == .shutDown)
+        }
+    }
+}
+
+extension ProviderTests {
+    /// Many callers at once against one provider. Run alone with `swift test --filter ProviderTests/Stress`.
+    @Suite(.tags(.stress)) struct Stress {
+        let fixture: ProviderTests
+        init() throws { fixture = try ProviderTests() }
+
+        @Test func concurrentCallersShareOneFetch() async throws {
+            let body = try fixture.jwks([fixture.signerA])
+            let server = try LoopbackHTTPServer { _ in
+                Thread.sleep(forTimeInterval: 0.2)
+                return .json(body)
+            }
+            let provider = try fixture.provider(server)
+            let token = try fixture.token(fixture.signerA)
+            let verifier = fixture.verifier
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for _ in 0..<200 { group.addTask { _ = try await verifier.verify(token, keys: provider) } }
+                try await group.waitForAll()
+            }
+            #expect(server.requestCount == 1)
         }
     }
 }

@@ -5,7 +5,7 @@ import ShadowTestSupport
 import Testing
 
 /// `shadow-keys state` and `verify-token --apple --state`, as a server's scripts use them.
-@Suite struct StateCLITests {
+@Suite(.tags(.multiProcess)) struct StateCLITests {
     static let client = "com.example.app"
     static let subject = "001234.8a2b3c4d5e6f70819a2b3c4d5e6f7081.1234"
     let directory: TemporaryDirectory
@@ -24,15 +24,15 @@ import Testing
         guard created.status == 0 else { throw CLIRunnerError("vault init failed: \(created.stderr)") }
     }
 
-    private var vaultOptions: [String] { ["--vault", vault, "--key-file", keyFile] }
+    var vaultOptions: [String] { ["--vault", vault, "--key-file", keyFile] }
 
-    private func state(_ arguments: [String], stdin: String? = nil) throws -> CLIResult {
+    func state(_ arguments: [String], stdin: String? = nil) throws -> CLIResult {
         try CLIRunner.run(["state"] + arguments + vaultOptions, stdin: stdin)
     }
 
-    private func user(_ subject: String = subject) -> [String] { ["--client-id", Self.client, "--sub", subject] }
+    func user(_ subject: String = subject) -> [String] { ["--client-id", Self.client, "--sub", subject] }
 
-    private func token(issuedAt: Int64, subject: String = subject, extra: JSONObject = [:]) throws -> String {
+    func token(issuedAt: Int64, subject: String = subject, extra: JSONObject = [:]) throws -> String {
         var claims: JSONObject = [
             "iss": "https://appleid.apple.com", "aud": .string(Self.client), "sub": .string(subject), "iat": .int(issuedAt), "exp": .int(issuedAt + 86400),
             "email": "q8xj2n4k7d@privaterelay.appleid.com", "email_verified": true, "is_private_email": true,
@@ -41,7 +41,7 @@ import Testing
         return try signer.sign(claims: claims)
     }
 
-    private func notification(_ type: String, eventTimeMs: Int64, subject: String = subject, jti: String) throws -> String {
+    func notification(_ type: String, eventTimeMs: Int64, subject: String = subject, jti: String) throws -> String {
         let events: JSONObject = ["type": .string(type), "sub": .string(subject), "event_time": .int(eventTimeMs)]
         let claims: JSONObject = [
             "iss": "https://appleid.apple.com", "aud": .string(Self.client), "iat": .int(eventTimeMs / 1000), "exp": .int(eventTimeMs / 1000 + 86400), "jti": .string(jti),
@@ -52,15 +52,15 @@ import Testing
 
     private var now: [String] { ["--now", "1700001100"] }
 
-    private func applyToken(_ token: String) throws -> CLIResult {
+    func applyToken(_ token: String) throws -> CLIResult {
         try state(["apply-token", "--token-env", "T", "--client-id", Self.client, "--jwks", jwks, "--json"] + now, stdin: nil, environment: ["T": token])
     }
 
-    private func state(_ arguments: [String], stdin: String?, environment: [String: String]) throws -> CLIResult {
+    func state(_ arguments: [String], stdin: String?, environment: [String: String]) throws -> CLIResult {
         try CLIRunner.run(["state"] + arguments + vaultOptions, stdin: stdin, environment: environment)
     }
 
-    private func verifyWithState(_ token: String) throws -> CLIResult {
+    func verifyWithState(_ token: String) throws -> CLIResult {
         try CLIRunner.run(["verify-token", "--apple", "--state", "--aud", Self.client, "--jwks", jwks, "--token-env", "T", "--json"] + now + vaultOptions,
                           environment: ["T": token])
     }
@@ -192,31 +192,6 @@ import Testing
         #expect(try state(["audit", "--verify"]).status == 0)
     }
 
-    @Test func concurrentProcessesLoseNoTransition() throws {
-        let subjects = (0..<6).map { "001.parallel.\($0)" }
-        var children: [ChildProcess] = []
-        for subject in subjects {
-            for (result, at) in [("ok", "1700000000"), ("invalid_grant", "1700000100")] {
-                children.append(try ChildProcess(
-                    CLIRunner.executable.path, ["state", "record-refresh", "--result", result, "--at", at, "--client-id", Self.client, "--sub", subject] + vaultOptions,
-                    stdin: nil, environment: [:], currentDirectory: nil))
-            }
-        }
-        for child in children {
-            let result = try child.wait(timeout: 120)
-            #expect(result.status == 0, "\(result.stderr)")
-        }
-        for subject in subjects { #expect(try state(["show", "--json"] + user(subject)).json()["state"] as? String == "revoked") }
-        let audit = try state(["audit", "--verify", "--json"])
-        // Each subject: notFound>authorized and authorized>revoked, or notFound>revoked when the
-        // revocation is applied first (the earlier sign-in then changes nothing).
-        let entries = try #require(try audit.json()["entries"] as? Int)
-        #expect(entries >= subjects.count && entries <= 2 * subjects.count)
-        let history = try subjects.map { try state(["history", "--json"] + user($0)).json()["entries"] as? [[String: Any]] ?? [] }
-        #expect(history.reduce(0) { $0 + $1.count } == entries)
-        #expect(history.allSatisfy { $0.last?["new"] as? String == "revoked" })
-    }
-
     @Test func usageErrors() throws {
         #expect(try CLIRunner.run(["state", "check"] + user() + ["--vault", vault]).status == 64)
         #expect(try CLIRunner.run(["state", "show", "--client-id", Self.client] + vaultOptions).status == 64)
@@ -232,5 +207,38 @@ import Testing
         #expect(try CLIRunner.run(["state", "check"] + user() + ["--vault", directory.path + "/none.skv", "--key-file", keyFile]).status == 66)
         let wrongKey = try directory.write("wrong.key", String(repeating: "ab", count: 32), mode: 0o600)
         #expect(try CLIRunner.run(["state", "check"] + user() + ["--vault", vault, "--key-file", wrongKey]).status == 30)
+    }
+}
+
+extension StateCLITests {
+    /// Processes applying events at once. Run alone with `swift test --filter StateCLITests/Stress`.
+    @Suite(.tags(.stress)) struct Stress {
+        let fixture: StateCLITests
+        init() throws { fixture = try StateCLITests() }
+
+        @Test func concurrentProcessesLoseNoTransition() throws {
+            let subjects = (0..<6).map { "001.parallel.\($0)" }
+            var children: [ChildProcess] = []
+            for subject in subjects {
+                for (result, at) in [("ok", "1700000000"), ("invalid_grant", "1700000100")] {
+                    children.append(try ChildProcess(
+                        CLIRunner.executable.path, ["state", "record-refresh", "--result", result, "--at", at, "--client-id", StateCLITests.client, "--sub", subject] + fixture.vaultOptions,
+                        stdin: nil, environment: [:], currentDirectory: nil))
+                }
+            }
+            for child in children {
+                let result = try child.wait(timeout: 120)
+                #expect(result.status == 0, "\(result.stderr)")
+            }
+            for subject in subjects { #expect(try fixture.state(["show", "--json"] + fixture.user(subject)).json()["state"] as? String == "revoked") }
+            let audit = try fixture.state(["audit", "--verify", "--json"])
+            // Each subject: notFound>authorized and authorized>revoked, or notFound>revoked when the
+            // revocation is applied first (the earlier sign-in then changes nothing).
+            let entries = try #require(try audit.json()["entries"] as? Int)
+            #expect(entries >= subjects.count && entries <= 2 * subjects.count)
+            let history = try subjects.map { try fixture.state(["history", "--json"] + fixture.user($0)).json()["entries"] as? [[String: Any]] ?? [] }
+            #expect(history.reduce(0) { $0 + $1.count } == entries)
+            #expect(history.allSatisfy { $0.last?["new"] as? String == "revoked" })
+        }
     }
 }

@@ -18,17 +18,17 @@ import Testing
         path = directory.path + "/data/vault.skv"
     }
 
-    private func makeVault(_ unlock: VaultUnlock? = nil) throws -> TokenVault {
+    func makeVault(_ unlock: VaultUnlock? = nil) throws -> TokenVault {
         try TokenVault.create(at: path, unlock: unlock ?? .key(key), clock: clock.clock)
     }
 
-    private func entry(_ name: String, secret: String = "r.secret-token", expiresIn: Double? = nil) -> VaultEntry {
+    func entry(_ name: String, secret: String = "r.secret-token", expiresIn: Double? = nil) -> VaultEntry {
         VaultEntry(
             name: name, secret: SecretBytes(utf8: secret), provider: .apple, kind: .refreshToken, subject: "001234.abcdef.0042",
             expiresAt: expiresIn.map { clock.now.addingTimeInterval($0) }, labels: ["team": "ABCDE12345", "app": "notes"])
     }
 
-    private func secret(_ entry: VaultEntry) -> String { entry.secret.withUnsafeBytes { String(decoding: $0, as: UTF8.self) } }
+    func secret(_ entry: VaultEntry) -> String { entry.secret.withUnsafeBytes { String(decoding: $0, as: UTF8.self) } }
 
     @Test func entriesRoundTripWithTheirMetadata() async throws {
         let vault = try makeVault()
@@ -265,22 +265,6 @@ import Testing
         #expect(try vault.contents().sectionNames == ["state"])
     }
 
-    @Test func concurrentWritersLoseNoUpdate() async throws {
-        _ = try makeVault()
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            for writer in 0..<4 {
-                group.addTask {
-                    // Separate handles open separate descriptions, so flock serialises them as it does processes.
-                    let handle = TokenVault(path: path, unlock: .key(key))
-                    for index in 0..<10 { try await handle.put(entry("w\(writer)-\(index)")) }
-                }
-            }
-            try await group.waitForAll()
-        }
-        #expect(try await TokenVault(path: path, unlock: .key(key)).list().count == 40)
-        #expect(try TokenVault.headerInfo(path: path).generation == 41)
-    }
-
     @Test func aHeldLockTimesOutWithAClearError() throws {
         let vault = try makeVault()
         let holder = try #require(try FileLock.acquire(path + ".lock", timeout: 1))
@@ -306,5 +290,29 @@ import Testing
         let cases = VaultSuites.vectors(try PackagePaths.vector("shadow/vault/vectors.json"))
         #expect(cases.count == 31)
         for result in cases { #expect(result.passed, "\(result.detail)") }
+    }
+}
+
+extension TokenVaultTests {
+    /// Writers putting at once. Run alone with `swift test --filter TokenVaultTests/Stress`.
+    @Suite(.tags(.stress)) struct Stress {
+        let fixture: TokenVaultTests
+        init() throws { fixture = try TokenVaultTests() }
+
+        @Test func concurrentWritersLoseNoUpdate() async throws {
+            _ = try fixture.makeVault()
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for writer in 0..<4 {
+                    group.addTask {
+                        // Separate handles open separate descriptions, so flock serialises them as it does processes.
+                        let handle = TokenVault(path: fixture.path, unlock: .key(fixture.key))
+                        for index in 0..<10 { try await handle.put(fixture.entry("w\(writer)-\(index)")) }
+                    }
+                }
+                try await group.waitForAll()
+            }
+            #expect(try await TokenVault(path: fixture.path, unlock: .key(fixture.key)).list().count == 40)
+            #expect(try TokenVault.headerInfo(path: fixture.path).generation == 41)
+        }
     }
 }

@@ -2,6 +2,9 @@
 
 /// Small vector files compiled into the selftest, keyed by their path under TestVectors/.
 package enum EmbeddedVectors {
+    /// The folders under TestVectors/ whose every .json file is embedded.
+    package static let folders = ["rfc", "shadow/envelope", "shadow/vault", "shadow/audit"]
+
     package static let files: [String: String] = [
         "rfc/rfc7515-a2-rs256.json": #"""
         {
