@@ -89,7 +89,7 @@ public final class VaultCredentialStore: CredentialStateStore {
             guard dirty else { return (changes, false) }
             if !lines.isEmpty { try AuditLog.append(lines, to: auditPath, keys: keys, head: state.head) }
             state.head = head
-            contents.setSection(Self.sectionName, state.json)
+            try contents.setSection(Self.sectionName, state.json)
             return (changes, true)
         }
     }

@@ -185,6 +185,9 @@ public struct EnvelopeStreamDecryptor {
             throw ShadowCryptoError(.malformedInput, "not a ShadowKeys envelope (bad magic)")
         }
         guard buffer.count >= AES256GCM.tagBytes else { throw ShadowCryptoError.authenticationFailure }
+        // An empty final chunk is valid only as the whole stream's one chunk: after full chunks,
+        // the last full chunk is the final one, so each plaintext has one encoding.
+        guard counter == 0 || buffer.count > AES256GCM.tagBytes else { throw ShadowCryptoError.authenticationFailure }
         defer { buffer.removeAll() }
         var out: [UInt8] = []
         let counter = try nextCounter()

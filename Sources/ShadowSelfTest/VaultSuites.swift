@@ -41,7 +41,7 @@ package enum VaultSuites {
                 name: name, secret: SecretBytes(try Hex.decode(entry["secret_hex"]?.stringValue ?? "")), provider: provider, kind: kind,
                 subject: entry["subject"]?.stringValue, createdAt: created, updatedAt: updated, expiresAt: date(entry["expires_at_ms"]), labels: labels))
         }
-        for member in object["sections"]?.objectValue ?? [:] { contents.setSection(member.name, member.value) }
+        for member in object["sections"]?.objectValue ?? [:] { try contents.setSection(member.name, member.value) }
         return contents
     }
 

@@ -64,19 +64,28 @@ package struct VaultContents: Sendable {
         return found
     }
 
+    /// What a section's JSON may be: the whole file at most, nested 64 deep at most.
+    static let sectionLimits = StrictJSON.Limits(maxBytes: TokenVault.maxFileBytes, maxDepth: 64)
+
     /// The section `name`, parsed.
     package func section(_ name: String) throws -> JSONValue? {
         guard let record = sectionRecords.first(where: { $0.name.exactlyEquals(name) }) else { return nil }
-        do { return try StrictJSON.parse(Array(record.json), limits: .init(maxBytes: TokenVault.maxFileBytes, maxDepth: 64)) } catch {
+        do { return try StrictJSON.parse(Array(record.json), limits: Self.sectionLimits) } catch {
             throw VaultError(.corrupted, "the vault section \(name.quotedForMessage) is not valid JSON")
         }
     }
 
-    /// Sets (or with `nil` removes) the section `name`.
-    package mutating func setSection(_ name: String, _ value: JSONValue?) {
+    /// Sets (or with `nil` removes) the section `name`; refuses what a reader would refuse (a name
+    /// outside 1 to 255 bytes, JSON nested deeper than the reader reads).
+    package mutating func setSection(_ name: String, _ value: JSONValue?) throws {
+        guard (1...255).contains(name.utf8.count) else { throw VaultError(.invalidParameter, "a section name is 1 to 255 bytes") }
+        let json = value.map { Array($0.serialized().utf8) }
+        if let json, (try? StrictJSON.parse(json, limits: Self.sectionLimits)) == nil {
+            throw VaultError(.invalidParameter, "the section \(name.quotedForMessage) is deeper or larger than a vault can hold")
+        }
         sectionRecords.removeAll { $0.name.exactlyEquals(name) }
-        guard let value else { return }
-        sectionRecords.append((name, Array(value.serialized().utf8)[...]))
+        guard let json else { return }
+        sectionRecords.append((name, json[...]))
         sectionRecords.sort { Array($0.name.utf8).lexicographicallyPrecedes(Array($1.name.utf8)) }
     }
 
@@ -141,7 +150,10 @@ package struct VaultContents: Sendable {
             guard !nameBytes.isEmpty, let name = String(validating: nameBytes, as: UTF8.self) else { throw reader.malformed("a section name is empty or not UTF-8") }
             if let previousName, !previousName.lexicographicallyPrecedes(nameBytes) { throw reader.malformed("section names are not in strictly increasing byte order") }
             previousName = Array(nameBytes)
-            contents.sectionRecords.append((name, try reader.bytes(Int(try reader.integer(UInt32.self)))))
+            let value = try reader.bytes(Int(try reader.integer(UInt32.self)))
+            // A section's value must be I-JSON, whoever reads it later.
+            do { _ = try StrictJSON.parse(value, limits: sectionLimits) } catch { throw reader.malformed("section \(name.quotedForMessage) is not valid JSON: \(error)") }
+            contents.sectionRecords.append((name, value))
         }
         guard reader.offset == bytes.count else { throw reader.malformed("bytes follow the sections") }
         return contents

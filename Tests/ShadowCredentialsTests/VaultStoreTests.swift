@@ -183,7 +183,7 @@ import Testing
 
     @Test func aCorruptedSectionIsReportedNotReset() async throws {
         let vault = TokenVault(path: path, unlock: .key(key))
-        try vault.update { $0.setSection("credential-state", ["version": 2]) }
+        try vault.update { try $0.setSection("credential-state", ["version": 2]) }
         await #expect(throws: CredentialError(.corruptedState, "")) { try await store().status(clientID: Self.client, subject: Self.subject) }
     }
 }

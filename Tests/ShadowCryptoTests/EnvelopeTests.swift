@@ -66,6 +66,27 @@ import Testing
         #expect(opened == plaintext, "chunk size \(chunkSize), size \(size), seed \(Self.seed)")
     }
 
+    /// Docs/envelope-format.md: the last chunk holds 1 to C bytes, 0 only for an empty stream. A
+    /// stream sealed (with the key) to end in an empty chunk after full ones is refused, so a
+    /// plaintext has exactly one encoding.
+    @Test func anEmptyFinalChunkAfterFullChunksIsRefused() throws {
+        let randomness = EnvelopeRandomness(dataKey: Array(repeating: 1, count: 32), objectID: Array(repeating: 2, count: 16), wrapNonce: Array(repeating: 3, count: 12), salt: [])
+        let sealer = try EnvelopeSealer(form: .stream, chunkSize: 64, kek: kek, context: context, randomness: randomness)
+        let full = [UInt8](repeating: 0x61, count: 64)
+        let canonical = sealer.header.serialized + (try sealer.seal(full, counter: 0, last: false)) + (try sealer.seal(full, counter: 1, last: true))
+        var reader = EnvelopeStreamDecryptor(kek: kek, context: context)
+        #expect(try reader.update(canonical) + reader.finish() == full + full)
+        let padded = sealer.header.serialized + (try sealer.seal(full, counter: 0, last: false)) + (try sealer.seal(full, counter: 1, last: false))
+            + (try sealer.seal([UInt8](), counter: 2, last: true))
+        var strict = EnvelopeStreamDecryptor(kek: kek, context: context)
+        expectCode(.authenticationFailed) { _ = try strict.update(padded) + strict.finish() }
+        // The empty stream's one chunk is empty, and valid.
+        var empty = try EnvelopeStreamEncryptor(kek: kek, context: context, chunkSize: 64)
+        let sealedEmpty = try empty.update([UInt8]()) + empty.finish()
+        var opener = EnvelopeStreamDecryptor(kek: kek, context: context)
+        #expect(try opener.update(sealedEmpty) + opener.finish() == [])
+    }
+
     @Test func plaintextIsReleasedOnlyChunkByAuthenticatedChunk() throws {
         var encryptor = try EnvelopeStreamEncryptor(kek: kek, chunkSize: 64)
         let envelope = try encryptor.update([UInt8](repeating: 1, count: 200)) + encryptor.finish()

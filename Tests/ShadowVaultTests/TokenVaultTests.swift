@@ -3,7 +3,7 @@ import ShadowCore
 import ShadowCrypto
 import ShadowSelfTest
 import ShadowTestSupport
-import ShadowVault
+@testable import ShadowVault
 import Testing
 
 /// The vault through its library API: contents, integrity, keys, locking.
@@ -252,8 +252,8 @@ import Testing
     @Test func sectionsRoundTrip() throws {
         let vault = try makeVault()
         try vault.update { contents in
-            contents.setSection("state", ["subjects": .array([.string("a"), .int(3)]), "version": .int(1)])
-            contents.setSection("another", .array([]))
+            try contents.setSection("state", ["subjects": .array([.string("a"), .int(3)]), "version": .int(1)])
+            try contents.setSection("another", .array([]))
         }
         try vault.putSync(entry("a"))  // a write that does not touch the sections keeps them
         let contents = try vault.contents()
@@ -261,7 +261,7 @@ import Testing
         let state = try contents.section("state")
         #expect(state?.objectValue?["version"]?.numberValue?.int64Value == 1)
         #expect(state?.objectValue?["subjects"]?.arrayValue?.count == 2)
-        try vault.update { $0.setSection("another", nil) }
+        try vault.update { try $0.setSection("another", nil) }
         #expect(try vault.contents().sectionNames == ["state"])
     }
 
@@ -285,6 +285,38 @@ import Testing
 }
 
 /// TestVectors/shadow/vault, made by an independent implementation of Docs/vault-format.md.
+/// Section values are checked as I-JSON when a body is read, whoever reads them later; the
+/// writer refuses what the reader would.
+@Suite struct VaultSectionTests {
+    private func body(section name: String, json: String) -> [UInt8] {
+        var out: [UInt8] = [0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 1]
+        out.append(UInt8(name.utf8.count))
+        out += name.utf8
+        let value = Array(json.utf8)
+        out += withUnsafeBytes(of: UInt32(value.count).bigEndian) { Array($0) }
+        return out + value
+    }
+
+    @Test(arguments: ["{", "{\"a\":1,\"a\":2}", "\"\\ud800\"", "[1,]"])
+    func aSectionThatIsNotIJSONIsCorruption(json: String) {
+        #expect(throws: VaultError(.corrupted, "")) { try VaultContents.decode(body(section: "state", json: json)) }
+    }
+
+    @Test func validSectionsReadAndTheWriterRefusesWhatTheReaderWould() throws {
+        let contents = try VaultContents.decode(body(section: "state", json: #"{"a":[1,"x"]}"#))
+        #expect(try contents.section("state") == ["a": [1, "x"]])
+        var writable = VaultContents()
+        var deep: JSONValue = 1
+        for _ in 0..<70 { deep = .array([deep]) }
+        #expect(throws: VaultError(.invalidParameter, "")) { try writable.setSection("deep", deep) }
+        #expect(throws: VaultError(.invalidParameter, "")) { try writable.setSection(String(repeating: "n", count: 256), 1) }
+        var shallow: JSONValue = 1
+        for _ in 0..<63 { shallow = .array([shallow]) }
+        try writable.setSection("ok", shallow)
+        #expect(try VaultContents.decode(writable.encode()).section("ok") == shallow)
+    }
+}
+
 @Suite struct VaultVectorTests {
     @Test func everyVectorOpensReSealsOrFailsAsStated() throws {
         let cases = VaultSuites.vectors(try PackagePaths.vector("shadow/vault/vectors.json"))
