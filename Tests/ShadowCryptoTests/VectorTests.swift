@@ -49,7 +49,7 @@ import Testing
     @Test func envelopeVectors() throws {
         let bytes = try PackagePaths.vector("shadow/envelope/vectors.json")
         let cases = EnvelopeSuites.vectors(bytes)
-        #expect(cases.count == 27)
+        #expect(cases.count == 28)
         for result in cases { #expect(result.passed, "\(result.detail)") }
     }
 }

@@ -751,6 +751,19 @@ package enum EmbeddedVectors {
            "expect": "authentication_failed"
           },
           {
+           "name": "empty-last-chunk-after-full",
+           "description": "the full chunk marked not-last, then an empty last chunk: a plaintext of n > 0 bytes never ends with an empty chunk",
+           "base": "stream-one-chunk",
+           "kek": {
+            "kind": "raw",
+            "key_hex": "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f",
+            "id": "kek-2026-01"
+           },
+           "context": [],
+           "envelopeHex": "534b45560102000000405119e93fb80ec7dba49d62cf7d6b99e2010b6b656b2d323032362d30313f302abc505d1a559c952e0ef051da3463146c6451e0c9e90a9ed949c6b1ecfb28febdd4803bb5cc54d721160a59ffe8f0e9ab070c162521d21c3624b8c6070019f010cf6ff50c5e1ecc30f79a3e0f8bf464cbaca23d1f92950954cbe4d95b888ddac9513a73fea3be238a2d5834d525136433e7e7cfb3f9cce82e954eef79e3942707b96cc898a4c7b385d2b3a28883860793c54e1f17539cf9b6ae251b7944fd52f5f2f27bceb7bd7315d3aefa952b110fc8f77690e463b4b1c67d",
+           "expect": "authentication_failed"
+          },
+          {
            "name": "extended-with-garbage",
            "description": "17 bytes appended",
            "base": "stream-chunk-plus-one",
