@@ -36,3 +36,18 @@ extension ShadowKeysError {
     public static func == (lhs: Self, rhs: Self) -> Bool { lhs.code == rhs.code }
     public func hash(into hasher: inout Hasher) { hasher.combine(code) }
 }
+
+/// The error of a ShadowKeys module whose failures need nothing but a code and a reason:
+/// `JWKSError`, `ShadowCryptoError`, `VaultError` and `CredentialError` are this type with
+/// their own codes (`VaultError.Code` is `VaultErrorCode`), so matching stays per module.
+public struct ModuleError<Code: ShadowKeysErrorCode>: ShadowKeysError {
+    public let code: Code
+    public let reason: String
+    public let file: String
+    public let line: Int
+
+    /// An error with a code and a reason saying what was expected and what was found.
+    public init(_ code: Code, _ reason: String, file: String = #fileID, line: Int = #line) {
+        (self.code, self.reason, self.file, self.line) = (code, reason, file, line)
+    }
+}

@@ -1,3 +1,4 @@
+import ShadowCore
 public import Crypto
 #if canImport(FoundationEssentials)
 public import FoundationEssentials

@@ -1,3 +1,5 @@
+import ShadowCore
+
 /// Ordered key/value pairs that an envelope is bound to (profile, entity, type, version…).
 /// They are authenticated with the payload and the data-key wrap, never stored: decryption must
 /// supply the same pairs in the same order, so a ciphertext moved to another record fails.

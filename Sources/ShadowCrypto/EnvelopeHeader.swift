@@ -1,3 +1,4 @@
+import ShadowCore
 import Crypto
 #if canImport(FoundationEssentials)
 import FoundationEssentials

@@ -1,4 +1,5 @@
 #if canImport(FoundationEssentials)
+import ShadowCore
 package import FoundationEssentials
 #else
 package import Foundation

@@ -1,3 +1,4 @@
+import ShadowCore
 import Foundation
 import ShadowCredentials
 import ShadowTestSupport
