@@ -1,14 +1,9 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
+#if canImport(Darwin)
 import Darwin
-#elseif canImport(Musl)
-import Musl
-#endif
-#if canImport(FoundationEssentials)
-package import FoundationEssentials
-#else
 package import Foundation
+#else
+import Glibc
+package import FoundationEssentials
 #endif
 
 /// A failed file-system operation, naming the path and the system's reason.

@@ -1,9 +1,7 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
+#if canImport(Darwin)
 import Darwin
-#elseif canImport(Musl)
-import Musl
+#else
+import Glibc
 #endif
 
 /// A member name with its fingerprint worked out once, for repeated lookups.

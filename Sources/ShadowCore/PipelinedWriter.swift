@@ -1,16 +1,11 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
+#if canImport(Darwin)
 import Darwin
-#elseif canImport(Musl)
-import Musl
+package import Foundation
+#else
+import Glibc
+package import FoundationEssentials
 #endif
 import Dispatch
-#if canImport(FoundationEssentials)
-package import FoundationEssentials
-#else
-package import Foundation
-#endif
 import Synchronization
 
 /// Writes batches to a descriptor on a background thread, in order, with at most `depth`

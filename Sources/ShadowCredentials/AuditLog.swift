@@ -1,14 +1,9 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
+#if canImport(Darwin)
 import Darwin
-#elseif canImport(Musl)
-import Musl
-#endif
-#if canImport(FoundationEssentials)
-import FoundationEssentials
-#else
 import Foundation
+#else
+import Glibc
+import FoundationEssentials
 #endif
 package import Crypto
 import ShadowCore

@@ -1,17 +1,12 @@
 import Crypto
-#if canImport(FoundationEssentials)
-public import FoundationEssentials
-#else
+#if canImport(Darwin)
+import Darwin
 public import Foundation
+#else
+import Glibc
+public import FoundationEssentials
 #endif
 public import ShadowCore
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#elseif canImport(Musl)
-import Musl
-#endif
 
 /// SHA-256 integrity hashes, plain and keyed, over bytes, streams and files in constant memory.
 ///

@@ -1,10 +1,8 @@
 public import ShadowCore
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
+#if canImport(Darwin)
 import Darwin
-#elseif canImport(Musl)
-import Musl
+#else
+import Glibc
 #endif
 
 /// A JWS in compact serialization (RFC 7515 §7.1), split and decoded but not verified.

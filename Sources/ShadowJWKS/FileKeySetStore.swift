@@ -1,17 +1,12 @@
 import Crypto
-#if canImport(FoundationEssentials)
-import FoundationEssentials
-#else
+#if canImport(Darwin)
+import Darwin
 import Foundation
+#else
+import Glibc
+import FoundationEssentials
 #endif
 import ShadowCore
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#elseif canImport(Musl)
-import Musl
-#endif
 
 /// A ``KeySetStore`` in one file per URL, for processes that come and go (the CLI).
 ///

@@ -1,13 +1,10 @@
 import ArgumentParser
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
+#if canImport(Darwin)
 import Darwin
-#endif
-#if canImport(FoundationEssentials)
-import FoundationEssentials
-#else
 import Foundation
+#else
+import Glibc
+import FoundationEssentials
 #endif
 import ShadowCore
 import ShadowCrypto

@@ -3,10 +3,10 @@
 // The CLI itself does not link FoundationNetworking (it would add ~9 ms to every start); it runs
 // this helper only when it must reach the network. The request arrives as JSON on stdin and the
 // response (or a transport error) leaves as JSON on stdout; see HTTPWire in ShadowJWKS.
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
+#if canImport(Darwin)
 import Darwin
+#else
+import Glibc
 #endif
 import ShadowCore
 import ShadowJWKS

@@ -6,10 +6,7 @@ package import ShadowCrypto
 /// negative vector fails with the stated error.
 package enum EnvelopeSuites {
     package static func vectors(_ bytes: [UInt8]) -> [VectorCase] {
-        guard let root = try? StrictJSON.parse(bytes).objectValue else { return [VectorCase(id: "file", passed: false, detail: "not JSON")] }
-        let positives = root["positive"]?.arrayValue?.compactMap(\.objectValue) ?? []
-        let negatives = root["negative"]?.arrayValue?.compactMap(\.objectValue) ?? []
-        return positives.map(positive) + negatives.map(negative)
+        VectorCase.positivesAndNegatives(bytes, positive: positive, negative: negative)
     }
 
     package static func kek(_ object: JSONObject?) throws -> KeyEncryptionKey {

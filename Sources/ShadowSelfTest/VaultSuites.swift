@@ -12,10 +12,7 @@ import ShadowVault
 /// byte; every negative vector fails with the stated error.
 package enum VaultSuites {
     package static func vectors(_ bytes: [UInt8]) -> [VectorCase] {
-        guard let root = try? StrictJSON.parse(bytes).objectValue else { return [VectorCase(id: "file", passed: false, detail: "not JSON")] }
-        let positives = root["positive"]?.arrayValue?.compactMap(\.objectValue) ?? []
-        let negatives = root["negative"]?.arrayValue?.compactMap(\.objectValue) ?? []
-        return positives.map(positive) + negatives.map(negative)
+        VectorCase.positivesAndNegatives(bytes, positive: positive, negative: negative)
     }
 
     private static func unlock(_ object: JSONObject?) throws -> VaultUnlock {

@@ -1,3 +1,5 @@
+package import ShadowCore
+
 /// The outcome of one vector.
 package struct VectorCase: Sendable {
     /// The vector's id within its suite (a Wycheproof `tcId`, a COUNT, or a name).
@@ -8,9 +10,18 @@ package struct VectorCase: Sendable {
     package let detail: String
 
     package init(id: String, passed: Bool, detail: String) {
-        self.id = id
-        self.passed = passed
-        self.detail = detail
+        (self.id, self.passed, self.detail) = (id, passed, detail)
+    }
+
+    /// The cases of a ShadowKeys vector file: `{"positive": [...], "negative": [...]}`, each
+    /// object run through its checker.
+    package static func positivesAndNegatives(
+        _ bytes: [UInt8], positive: (JSONObject) -> VectorCase, negative: (JSONObject) -> VectorCase
+    ) -> [VectorCase] {
+        guard let root = try? StrictJSON.parse(bytes).objectValue else { return [VectorCase(id: "file", passed: false, detail: "not JSON")] }
+        let positives = root["positive"]?.arrayValue?.compactMap(\.objectValue) ?? []
+        let negatives = root["negative"]?.arrayValue?.compactMap(\.objectValue) ?? []
+        return positives.map(positive) + negatives.map(negative)
     }
 }
 

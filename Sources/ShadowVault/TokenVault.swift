@@ -1,18 +1,15 @@
 import Crypto
 import Dispatch
-#if canImport(FoundationEssentials)
-import FoundationEssentials
-#else
+#if canImport(Darwin)
+import Darwin
 import Foundation
+#else
+import Glibc
+import FoundationEssentials
 #endif
 public import ShadowCore
 public import ShadowCrypto
 import Synchronization
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 
 /// How to open a vault.
 public enum VaultUnlock: Sendable, CustomStringConvertible {

@@ -1,12 +1,9 @@
-#if canImport(FoundationEssentials)
-package import FoundationEssentials
-#else
-package import Foundation
-#endif
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
+#if canImport(Darwin)
 import Darwin
+package import Foundation
+#else
+import Glibc
+package import FoundationEssentials
 #endif
 package import ShadowCore
 import ShadowCrypto

@@ -1,9 +1,9 @@
 // One libFuzzer binary for every harness: SHADOW_FUZZ_TARGET names the one to run; the
 // arguments are libFuzzer's (corpus folders, -max_total_time=…, or files to replay).
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
+#if canImport(Darwin)
 import Darwin
+#else
+import Glibc
 #endif
 import CFuzzerDriver
 import ShadowFuzzTargets

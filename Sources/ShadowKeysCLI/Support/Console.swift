@@ -1,9 +1,7 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
+#if canImport(Darwin)
 import Darwin
-#elseif canImport(Musl)
-import Musl
+#else
+import Glibc
 #endif
 import ArgumentParser
 import ShadowCore

@@ -1,7 +1,7 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
+#if canImport(Darwin)
 import Darwin
+#else
+import Glibc
 #endif
 import ShadowCore
 import ShadowJWKS

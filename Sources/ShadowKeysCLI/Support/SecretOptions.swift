@@ -1,8 +1,8 @@
 import ArgumentParser
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
+#if canImport(Darwin)
 import Darwin
+#else
+import Glibc
 #endif
 import ShadowCore
 import ShadowCrypto
