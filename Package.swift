@@ -13,6 +13,10 @@ let crypto = Target.Dependency.product(name: "Crypto", package: "swift-crypto")
 let cryptoExtras = Target.Dependency.product(name: "CryptoExtras", package: "swift-crypto")
 let logging = Target.Dependency.product(name: "Logging", package: "swift-log")
 let argumentParser = Target.Dependency.product(name: "ArgumentParser", package: "swift-argument-parser")
+/// AsyncHTTPClient is the HTTP client on Linux only; Apple platforms use URLSession.
+let asyncHTTPClient = Target.Dependency.product(name: "AsyncHTTPClient", package: "async-http-client", condition: .when(platforms: [.linux]))
+let nioLinux: [Target.Dependency] = ["NIOCore", "NIOPosix", "NIOHTTP1"].map { .product(name: $0, package: "swift-nio", condition: .when(platforms: [.linux])) }
+    + [.product(name: "NIOSSL", package: "swift-nio-ssl", condition: .when(platforms: [.linux]))]
 
 let package = Package(
     name: "ShadowKeys",
@@ -22,7 +26,7 @@ let package = Package(
         .library(name: "ShadowCore", targets: ["ShadowCore"]),
         .library(name: "ShadowJOSE", targets: ["ShadowJOSE"]),
         .library(name: "ShadowJWKS", targets: ["ShadowJWKS"]),
-        .library(name: "ShadowURLSession", targets: ["ShadowURLSession"]),
+        .library(name: "ShadowHTTP", targets: ["ShadowHTTP"]),
         .library(name: "ShadowApple", targets: ["ShadowApple"]),
         .library(name: "ShadowCrypto", targets: ["ShadowCrypto"]),
         .library(name: "ShadowVault", targets: ["ShadowVault"]),
@@ -30,12 +34,16 @@ let package = Package(
         .executable(name: "shadow-keys", targets: ["ShadowKeysCLI"]),
         // For FuzzTesting/ (a separate package) and the regression tests; not API.
         .library(name: "ShadowFuzzTargets", targets: ["ShadowFuzzTargets"]),
-        .executable(name: "shadow-keys-fetch", targets: ["ShadowKeysFetch"]),
+        // Loopback servers and process helpers, for Benchmarks/ (a separate package); not API.
+        .library(name: "ShadowTestSupport", targets: ["ShadowTestSupport"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-crypto.git", "4.0.0"..<"5.0.0"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.6.0"),
+        .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.0"),
+        .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.0"),
     ],
     targets: [
         .target(name: "ShadowCore", dependencies: [crypto], swiftSettings: strictSettings),
@@ -45,34 +53,29 @@ let package = Package(
         .target(name: "ShadowVault", dependencies: ["ShadowCore", "ShadowCrypto", crypto], swiftSettings: strictSettings),
         .target(name: "ShadowCredentials", dependencies: ["ShadowCore", "ShadowJOSE", "ShadowJWKS", "ShadowApple", "ShadowVault", crypto], swiftSettings: strictSettings),
         .target(name: "ShadowApple", dependencies: ["ShadowCore", "ShadowJOSE", "ShadowJWKS", crypto, cryptoExtras], swiftSettings: strictSettings),
-        // URLSession lives apart from ShadowJWKS: on Linux, linking FoundationNetworking (and libcurl)
-        // adds ~9 ms to every process start, so the CLI reaches it through `shadow-keys-fetch`.
-        .target(name: "ShadowURLSession", dependencies: ["ShadowJWKS"], swiftSettings: strictSettings),
-        // The helper compiles the transport through a symlink to ShadowURLSession's source instead of
-        // depending on that library: SwiftPM links an executable dependency's libraries into the
-        // dependent executable, and this one must stay out of the CLI.
-        .executableTarget(name: "ShadowKeysFetch", dependencies: ["ShadowJWKS", "ShadowCore"], swiftSettings: strictSettings),
+        // The platform's HTTP client behind ShadowJWKS' HTTPTransport: AsyncHTTPClient on Linux,
+        // URLSession on Apple platforms (Docs/architecture.md).
+        .target(name: "ShadowHTTP", dependencies: ["ShadowJWKS", "ShadowCore", asyncHTTPClient] + nioLinux, swiftSettings: strictSettings),
         .target(name: "ShadowSelfTest", dependencies: ["ShadowCore", "ShadowJOSE", "ShadowCrypto", "ShadowApple", "ShadowVault", "ShadowCredentials", crypto, cryptoExtras], swiftSettings: strictSettings),
         .target(
             name: "ShadowFuzzTargets",
             dependencies: ["ShadowCore", "ShadowJOSE", "ShadowJWKS", "ShadowApple", "ShadowCrypto", "ShadowVault", "ShadowCredentials", crypto],
             swiftSettings: strictSettings),
-        .target(name: "ShadowKeys", dependencies: ["ShadowCore", "ShadowJOSE", "ShadowJWKS", "ShadowURLSession", "ShadowApple", "ShadowCrypto", "ShadowVault", "ShadowCredentials"], swiftSettings: strictSettings),
+        .target(name: "ShadowKeys", dependencies: ["ShadowCore", "ShadowJOSE", "ShadowJWKS", "ShadowHTTP", "ShadowApple", "ShadowCrypto", "ShadowVault", "ShadowCredentials"], swiftSettings: strictSettings),
         .executableTarget(
             name: "ShadowKeysCLI",
-            // ShadowKeysFetch is a build-order dependency only: it is built beside the CLI, not linked into it.
-            dependencies: ["ShadowCore", "ShadowJOSE", "ShadowJWKS", "ShadowApple", "ShadowCrypto", "ShadowVault", "ShadowCredentials", "ShadowSelfTest", "ShadowKeysFetch", argumentParser, logging],
+            dependencies: ["ShadowCore", "ShadowJOSE", "ShadowJWKS", "ShadowHTTP", "ShadowApple", "ShadowCrypto", "ShadowVault", "ShadowCredentials", "ShadowSelfTest", argumentParser, logging],
             swiftSettings: strictSettings
         ),
 
-        .target(name: "ShadowTestSupport", dependencies: ["ShadowCore", "ShadowJOSE", "ShadowJWKS", crypto, cryptoExtras], path: "Tests/ShadowTestSupport", swiftSettings: strictSettings),
+        .target(name: "ShadowTestSupport", dependencies: ["ShadowCore", "ShadowJOSE", "ShadowJWKS", crypto, cryptoExtras] + nioLinux, path: "Tests/ShadowTestSupport", swiftSettings: strictSettings),
         .testTarget(name: "ShadowCoreTests", dependencies: ["ShadowCore", "ShadowTestSupport"], swiftSettings: strictSettings),
         .testTarget(name: "ShadowJOSETests", dependencies: ["ShadowJOSE", "ShadowSelfTest", "ShadowTestSupport", crypto, cryptoExtras], swiftSettings: strictSettings),
-        .testTarget(name: "ShadowJWKSTests", dependencies: ["ShadowJWKS", "ShadowURLSession", "ShadowTestSupport", "ShadowJOSE", logging], swiftSettings: strictSettings),
+        .testTarget(name: "ShadowJWKSTests", dependencies: ["ShadowJWKS", "ShadowHTTP", "ShadowTestSupport", "ShadowJOSE", logging, asyncHTTPClient], swiftSettings: strictSettings),
         .testTarget(name: "ShadowCryptoTests", dependencies: ["ShadowCrypto", "ShadowCore", "ShadowSelfTest", "ShadowTestSupport", crypto], swiftSettings: strictSettings),
         .testTarget(name: "ShadowVaultTests", dependencies: ["ShadowVault", "ShadowCrypto", "ShadowCore", "ShadowSelfTest", "ShadowTestSupport"], swiftSettings: strictSettings),
         .testTarget(name: "ShadowCredentialsTests", dependencies: ["ShadowCredentials", "ShadowSelfTest", "ShadowApple", "ShadowVault", "ShadowCrypto", "ShadowJOSE", "ShadowCore", "ShadowTestSupport"], swiftSettings: strictSettings),
-        .testTarget(name: "ShadowAppleTests", dependencies: ["ShadowApple", "ShadowJWKS", "ShadowURLSession", "ShadowCrypto", "ShadowCore", "ShadowTestSupport", "ShadowJOSE", crypto, cryptoExtras], swiftSettings: strictSettings),
+        .testTarget(name: "ShadowAppleTests", dependencies: ["ShadowApple", "ShadowJWKS", "ShadowHTTP", "ShadowCrypto", "ShadowCore", "ShadowTestSupport", "ShadowJOSE", crypto, cryptoExtras], swiftSettings: strictSettings),
         .testTarget(name: "ShadowFuzzRegressionTests", dependencies: ["ShadowFuzzTargets", "ShadowTestSupport"], swiftSettings: strictSettings),
         .testTarget(name: "ShadowKeysCLITests", dependencies: ["ShadowKeysCLI", "ShadowTestSupport", "ShadowJOSE", "ShadowCore", "ShadowApple", "ShadowCrypto", "ShadowVault", "ShadowCredentials", crypto, cryptoExtras], swiftSettings: strictSettings),
     ]

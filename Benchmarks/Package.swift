@@ -21,10 +21,13 @@ let package = Package(
                 .product(name: "ShadowApple", package: "ShadowKeys"),
                 .product(name: "ShadowVault", package: "ShadowKeys"),
                 .product(name: "ShadowCredentials", package: "ShadowKeys"),
+                .product(name: "ShadowTestSupport", package: "ShadowKeys"),
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "CryptoExtras", package: "swift-crypto"),
             ]
-        )
+        ),
+        // The process-start floor: a hello world that links FoundationEssentials, built like shadow-keys.
+        .executableTarget(name: "HelloFloor"),
     ]
 )

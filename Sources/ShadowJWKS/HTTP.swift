@@ -67,8 +67,8 @@ public struct HTTPResponse: Sendable {
     }
 }
 
-/// Sends HTTP requests. ShadowKeys ships a URLSession transport (`ShadowURLSession`); servers can
-/// plug in their own client (AsyncHTTPClient, say) by conforming to this protocol.
+/// Sends HTTP requests. Module ShadowHTTP has the platform's default, `DefaultHTTPTransport`
+/// (AsyncHTTPClient on Linux, URLSession on Apple platforms); any other client can conform.
 ///
 /// Implementations must not follow redirects, must enforce `timeout` over the whole exchange,
 /// and must stop reading and fail with ``HTTPTransportError/Kind/bodyTooLarge`` once the body

@@ -6,7 +6,7 @@ import ShadowCrypto
 import ShadowJOSE
 import ShadowJWKS
 import ShadowTestSupport
-import ShadowURLSession
+import ShadowHTTP
 import Testing
 
 /// Every Apple flow against the loopback fake, through the real URLSession transport.
@@ -29,7 +29,7 @@ import Testing
         configuration.timeout = 2
         var keysConfiguration = JWKSProvider.Configuration(url: fake.baseURL + "/auth/keys")
         keysConfiguration.allowLoopbackHTTP = true
-        let transport = URLSessionTransport(allowLoopbackHTTP: true)
+        let transport = DefaultHTTPTransport(allowLoopbackHTTP: true)
         return try AppleAuthClient(
             configuration: configuration, secrets: ClientSecretProvider(builder: builder), transport: transport,
             identityTokenKeys: try JWKSProvider(configuration: keysConfiguration, transport: transport))
@@ -134,7 +134,7 @@ import Testing
         let builder = try ClientSecretBuilder(key: AppleSigningKey(key), teamID: fake.teamID, keyID: fake.keyID, clientID: "com.example.app")
         var keys = JWKSProvider.Configuration(url: fake.baseURL + "/auth/keys")
         keys.allowLoopbackHTTP = true
-        let impatient = try AppleAuthClient(configuration: quick, secrets: ClientSecretProvider(builder: builder), transport: URLSessionTransport(allowLoopbackHTTP: true),
+        let impatient = try AppleAuthClient(configuration: quick, secrets: ClientSecretProvider(builder: builder), transport: DefaultHTTPTransport(allowLoopbackHTTP: true),
                                             identityTokenKeys: JWKSProvider(configuration: keys, transport: nil))
         await expectCode(.transport) { try await impatient.revoke(SecretBytes(utf8: "t"), kind: .accessToken) }
         #expect(fake.requests.filter { $0.path == "/auth/revoke" }.count == 4)

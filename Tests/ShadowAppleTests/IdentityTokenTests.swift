@@ -5,7 +5,7 @@ import ShadowCore
 import ShadowJOSE
 import ShadowJWKS
 import ShadowTestSupport
-import ShadowURLSession
+import ShadowHTTP
 import Testing
 
 /// Apple-format identity tokens built with our own RSA-2048 keys.
@@ -132,7 +132,7 @@ import Testing
         let server = try LoopbackHTTPServer { [keys] _ in .json(JSONValue.object(keys.json).serialized()) }
         var configuration = JWKSProvider.Configuration(url: server.url("/auth/keys"))
         configuration.allowLoopbackHTTP = true
-        let provider = try JWKSProvider(configuration: configuration, transport: URLSessionTransport(allowLoopbackHTTP: true))
+        let provider = try JWKSProvider(configuration: configuration, transport: DefaultHTTPTransport(allowLoopbackHTTP: true))
         let identity = try await validator().validate(try signer.sign(claims: appleClaims(strings: true)), keys: provider)
         #expect(identity.email == "q8xj2n4k7d@privaterelay.appleid.com")
     }

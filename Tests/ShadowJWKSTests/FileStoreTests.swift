@@ -3,7 +3,7 @@ import ShadowCore
 import ShadowJOSE
 @testable import ShadowJWKS
 import ShadowTestSupport
-import ShadowURLSession
+import ShadowHTTP
 import Testing
 
 @Suite struct FileStoreTests {
@@ -78,7 +78,7 @@ import Testing
         var configuration = JWKSProvider.Configuration(url: server.url("/keys"))
         configuration.allowLoopbackHTTP = true
         func freshProvider() throws -> JWKSProvider {
-            try JWKSProvider(configuration: configuration, transport: URLSessionTransport(allowLoopbackHTTP: true),
+            try JWKSProvider(configuration: configuration, transport: DefaultHTTPTransport(allowLoopbackHTTP: true),
                              store: FileKeySetStore(url: configuration.url, directory: directory.path), clock: clock.clock)
         }
         _ = try await freshProvider().keySet()

@@ -3,7 +3,7 @@ import ShadowCore
 import ShadowJOSE
 @testable import ShadowJWKS
 import ShadowTestSupport
-import ShadowURLSession
+import ShadowHTTP
 import Testing
 
 /// Caching headers as a hostile key server sends them. Each used to kill the process (SIGILL)
@@ -85,7 +85,7 @@ import Testing
         let server = try LoopbackHTTPServer { _ in .json(body, headers: [("Cache-Control", "max-age=60")]) }
         var configuration = JWKSProvider.Configuration(url: server.url("/keys"))
         configuration.allowLoopbackHTTP = true
-        let provider = try JWKSProvider(configuration: configuration, transport: URLSessionTransport(allowLoopbackHTTP: true), clock: clock.clock)
+        let provider = try JWKSProvider(configuration: configuration, transport: DefaultHTTPTransport(allowLoopbackHTTP: true), clock: clock.clock)
         let verifier = JWTVerifier(policy: ClaimPolicy(issuer: "https://issuer.example"), clock: clock.clock)
         _ = try await provider.keySet()
 

@@ -3,10 +3,10 @@ import ShadowCore
 import ShadowJOSE
 import ShadowJWKS
 import ShadowTestSupport
-import ShadowURLSession
+import ShadowHTTP
 import Testing
 
-/// The key-set provider against a real loopback server, through the real URLSession transport.
+/// The key-set provider against a real loopback server, through the platform's real transport (AsyncHTTPClient on Linux).
 @Suite struct ProviderTests {
     let clock = ManualClock()
     let signerA: JWSSigner
@@ -30,7 +30,7 @@ import Testing
         configuration.allowLoopbackHTTP = true
         configuration.timeout = 2
         configure(&configuration)
-        return try JWKSProvider(configuration: configuration, transport: URLSessionTransport(allowLoopbackHTTP: true), store: store, clock: clock.clock)
+        return try JWKSProvider(configuration: configuration, transport: DefaultHTTPTransport(allowLoopbackHTTP: true), store: store, clock: clock.clock)
     }
 
     func expectCode(_ code: JOSEError.Code, _ body: () async throws -> Void) async {
@@ -227,7 +227,7 @@ import Testing
         let server = try LoopbackHTTPServer { _ in .json(body) }
         var configuration = JWKSProvider.Configuration(url: server.url("/keys"))
         configuration.allowLoopbackHTTP = true
-        let count = try await withJWKSProvider(configuration: configuration, transport: URLSessionTransport(allowLoopbackHTTP: true)) { provider in
+        let count = try await withJWKSProvider(configuration: configuration, transport: DefaultHTTPTransport(allowLoopbackHTTP: true)) { provider in
             try await provider.keySet().keys.count
         }
         #expect(count == 1)

@@ -5,6 +5,16 @@ public struct CLIResult: Sendable {
     public let status: Int32
     public let stdout: String
     public let stderr: String
+    /// The child's peak resident memory (VmHWM, sampled every 10 ms while it ran), in KiB; 0 where
+    /// /proc does not tell.
+    public let peakMemoryKiB: Int
+
+    public init(status: Int32, stdout: String, stderr: String, peakMemoryKiB: Int = 0) {
+        self.status = status
+        self.stdout = stdout
+        self.stderr = stderr
+        self.peakMemoryKiB = peakMemoryKiB
+    }
 
     /// stdout parsed as one JSON object.
     public func json() throws -> [String: Any] {

@@ -1,4 +1,5 @@
 public import Foundation
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -44,8 +45,24 @@ public final class ChildProcess: @unchecked Sendable {
         let argv: [UnsafeMutablePointer<CChar>?] = ([executable] + arguments).map { strdup($0) } + [nil]
         let envp: [UnsafeMutablePointer<CChar>?] = merged.map { strdup("\($0.key)=\($0.value)") } + [nil]
         defer { for pointer in argv + envp { free(pointer) } }
+        // The child starts with no signal blocked and every signal at its default action, whatever
+        // this process (or the thread that spawns) has blocked or ignored.
+        #if os(Linux)
+        var attributes = posix_spawnattr_t()
+        #else
+        var attributes: posix_spawnattr_t?
+        #endif
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var noSignals = sigset_t(), allSignals = sigset_t()
+        sigemptyset(&noSignals)
+        sigfillset(&allSignals)
+        posix_spawnattr_setsigmask(&attributes, &noSignals)
+        posix_spawnattr_setsigdefault(&attributes, &allSignals)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+
         var pid: pid_t = 0
-        let spawned = posix_spawn(&pid, executable, &actions, nil, argv, envp)
+        let spawned = posix_spawn(&pid, executable, &actions, &attributes, argv, envp)
         close(input[0])
         close(output[1])
         close(errors[1])
@@ -54,6 +71,16 @@ public final class ChildProcess: @unchecked Sendable {
             throw CLIRunnerError("cannot start \(executable): \(String(cString: strerror(spawned)))")
         }
         self.pid = pid
+
+        // Peak memory is sampled from /proc (VmHWM) while the child runs: wait4's ru_maxrss would
+        // report this process's size, which posix_spawn's shared-memory start passes on to the child.
+        let sampled = peakMemory, child = pid
+        Thread.detachNewThread {
+            while let peak = Self.highWaterMark(child) {
+                sampled.value.withLock { $0 = max($0, peak) }
+                usleep(10_000)
+            }
+        }
 
         let stdinFD = input[1], stdoutFD = output[0], stderrFD = errors[0]
         group.enter()
@@ -80,6 +107,17 @@ public final class ChildProcess: @unchecked Sendable {
             }
             close(stdinFD)
         }
+    }
+
+    private final class Peak: Sendable { let value = Mutex(0) }
+    private let peakMemory = Peak()
+
+    /// VmHWM of a running process, in KiB; nil once it has exited (or where /proc has no such field).
+    private static func highWaterMark(_ pid: pid_t) -> Int? {
+        guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
+              let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") })
+        else { return nil }
+        return Int(line.dropFirst(6).trimmingCharacters(in: .whitespaces).split(separator: " ").first ?? "")
     }
 
     /// A child killed before it read its stdin must not take the test process down with SIGPIPE.
@@ -126,8 +164,11 @@ public final class ChildProcess: @unchecked Sendable {
         var status: Int32 = 0
         while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
         if timedOut { throw CLIRunnerError("the child did not finish within \(timeout) s") }
-        group.wait()
+        // The pipes can outlive the child when it left a process of its own holding them.
+        guard group.wait(timeout: .now() + 10) == .success else { throw CLIRunnerError("the child's output stayed open after it exited") }
         let exit = (status & 0x7F) == 0 ? (status >> 8) & 0xFF : 128 + (status & 0x7F)
-        return CLIResult(status: exit, stdout: String(decoding: out, as: UTF8.self), stderr: String(decoding: err, as: UTF8.self))
+        return CLIResult(
+            status: exit, stdout: String(decoding: out, as: UTF8.self), stderr: String(decoding: err, as: UTF8.self),
+            peakMemoryKiB: peakMemory.value.withLock { $0 })
     }
 }

@@ -38,6 +38,10 @@ public final class LoopbackHTTPServer: Sendable {
         case reset
         /// Close the connection without answering.
         case close
+        /// Write `next(n)` for n = 0, 1, … with `interval` seconds between writes, until it returns
+        /// nil, the client stops reading, `limit` seconds pass, or the server stops; then close.
+        /// For hostile servers: endless bodies, lying lengths, one byte a second.
+        case stream(interval: Double, limit: Double, next: @Sendable (Int) -> [UInt8]?)
 
         /// A JSON answer.
         public static func json(_ text: String, status: Int = 200, headers: [(String, String)] = []) -> Reply {
@@ -51,6 +55,7 @@ public final class LoopbackHTTPServer: Sendable {
         var handler: Handler
         var requests: [Request] = []
         var stopped = false
+        var bytesStreamed = 0
     }
 
     private let listener: Int32
@@ -93,6 +98,9 @@ public final class LoopbackHTTPServer: Sendable {
 
     /// Every request received so far, in order.
     public var requests: [Request] { state.withLock { $0.requests } }
+
+    /// How many bytes `.stream` replies have written so far.
+    public var bytesStreamed: Int { state.withLock { $0.bytesStreamed } }
 
     /// How many requests have arrived.
     public var requestCount: Int { state.withLock { $0.requests.count } }
@@ -149,6 +157,16 @@ public final class LoopbackHTTPServer: Sendable {
             close(fd)
         case .close:
             close(fd)
+        case .stream(let interval, let limit, let next):
+            let end = Date().addingTimeInterval(limit)
+            var index = 0
+            while Date() < end, !state.withLock({ $0.stopped }), let bytes = next(index) {
+                guard writeAll(fd, bytes) else { break }
+                state.withLock { $0.bytesStreamed += bytes.count }
+                index += 1
+                if interval > 0, stopSignal.wait(timeout: .now() + interval) == .success { break }
+            }
+            close(fd)
         }
     }
 
@@ -189,18 +207,22 @@ public final class LoopbackHTTPServer: Sendable {
         return nil
     }
 
-    private func writeAll(_ fd: Int32, _ bytes: [UInt8]) {
+    @discardableResult
+    private func writeAll(_ fd: Int32, _ bytes: [UInt8]) -> Bool {
         var offset = 0
         while offset < bytes.count {
             let written = bytes.withUnsafeBytes { send(fd, $0.baseAddress! + offset, bytes.count - offset, Int32(MSG_NOSIGNAL)) }
-            if written <= 0 { return }
+            if written < 0 && errno == EINTR { continue }
+            if written <= 0 { return false }
             offset += written
         }
+        return true
     }
 
     private static func reason(_ status: Int) -> String {
         switch status {
         case 200: return "OK"
+        case 302: return "Found"
         case 304: return "Not Modified"
         case 400: return "Bad Request"
         case 401: return "Unauthorized"

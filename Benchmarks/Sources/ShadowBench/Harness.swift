@@ -144,7 +144,7 @@ enum Harness {
     static func interleavedWallTimes(
         _ commands: [(String, [String])], stdin: String = "/dev/null", runs: Int = 41, warmup: Int = 3, prepare: () throws -> Void = {}
     ) throws -> [Double] {
-        let environment = ProcessInfo.processInfo.environment.map { "\($0.key)=\($0.value)" }
+        let environment = Self.environment
         var times = Array(repeating: [Double](), count: commands.count)
         for round in 0..<(runs + warmup) {
             for (index, command) in commands.enumerated() {
@@ -159,6 +159,9 @@ enum Harness {
         return times.map(median)
     }
 
+    /// This process's environment as `NAME=value` strings, read now.
+    static var environment: [String] { ProcessInfo.processInfo.environment.map { "\($0.key)=\($0.value)" } }
+
     /// Runs a program with stdin, stdout and stderr on /dev/null and returns its exit status.
     static func spawnAndWait(_ path: String, _ arguments: [String], environment: [String]) throws -> Int32 {
         try spawn(path, arguments, environment: environment).status
@@ -167,7 +170,7 @@ enum Harness {
     /// Runs a program (stdin from /dev/null, stdout to `stdout` or /dev/null, stderr to
     /// /dev/null); returns its exit status and peak resident set in KiB.
     static func spawn(
-        _ path: String, _ arguments: [String], environment: [String], stdin: String = "/dev/null", stdout: String = "/dev/null"
+        _ path: String, _ arguments: [String], environment: [String], stdin: String = "/dev/null", stdout: String = "/dev/null", timeout: Double = 120
     ) throws -> (status: Int32, maxRSSKiB: Int) {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
@@ -181,12 +184,29 @@ enum Harness {
             for pointer in argv { free(pointer) }
             for pointer in envp { free(pointer) }
         }
+        // No signal blocked and every signal at its default action in the child, whatever this
+        // process has: a server or tool that inherited a blocked SIGTERM would never stop.
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var noSignals = sigset_t(), allSignals = sigset_t()
+        sigemptyset(&noSignals)
+        sigfillset(&allSignals)
+        posix_spawnattr_setsigmask(&attributes, &noSignals)
+        posix_spawnattr_setsigdefault(&attributes, &allSignals)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
         var pid: pid_t = 0
-        let result = posix_spawn(&pid, path, &actions, nil, argv, envp)
+        let result = posix_spawn(&pid, path, &actions, &attributes, argv, envp)
         guard result == 0 else { throw BenchError("cannot run \(path): error \(result)") }
+        // A run that outlives the timeout is killed, so no benchmark waits forever.
+        let child = pid
+        let watchdog = DispatchWorkItem { kill(child, SIGKILL) }
+        DispatchQueue.global().asyncAfter(deadline: .now() + timeout, execute: watchdog)
         var status: Int32 = 0
         var usage = rusage()
         while wait4(pid, &status, 0, &usage) < 0 && errno == EINTR {}
+        watchdog.cancel()
+        guard (status & 0x7F) == 0 else { throw BenchError("\(path) \(arguments.joined(separator: " ")) was killed by signal \(status & 0x7F)") }
         return ((status >> 8) & 0xFF, Int(usage.ru_maxrss))
     }
 }

@@ -3,7 +3,7 @@ import Foundation
 // Usage: ShadowBench <shadow-keys binary> <output json> [section ...]
 let arguments = CommandLine.arguments
 guard arguments.count >= 3 else {
-    FileHandle.standardError.write(Data("usage: ShadowBench <shadow-keys binary> <results.json> [jwt jwks crypto apple vault state cli]\n".utf8))
+    FileHandle.standardError.write(Data("usage: ShadowBench <shadow-keys binary> <results.json> [jwt jwks crypto apple vault state cli net]\n".utf8))
     exit(64)
 }
 let binary = arguments[1]
@@ -31,4 +31,9 @@ if wants("apple") { rows += try await AppleBenchmarks.run(binary: binary, workDi
 if wants("vault") { rows += try await VaultBenchmarks.run(binary: binary, workDirectory: work) }
 if wants("state") { rows += try await StateBenchmarks.run(binary: binary, workDirectory: work) }
 if wants("cli") { rows += try CLIBenchmarks.run(binary: binary, workDirectory: work) }
+if wants("net") {
+    // HelloFloor is built beside this program, the same way.
+    let hello = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("HelloFloor").path
+    rows += try await NetworkBenchmarks.run(binary: binary, hello: hello, workDirectory: work)
+}
 try report(rows, to: output)

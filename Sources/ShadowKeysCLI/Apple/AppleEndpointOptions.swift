@@ -18,25 +18,22 @@ struct AppleEndpointOptions: ParsableArguments {
     @Option(name: .customLong("jwks"), help: "Key set for id_token verification: URL or file. Default: <base-url>/auth/keys.")
     var jwks: String?
 
-    @Flag(name: .customLong("allow-http-loopback"), help: "Allow plain http:// to 127.0.0.1 or ::1 (tests).")
-    var allowHTTPLoopback = false
+    @OptionGroup var network: NetworkOptions
 
     func validate() throws {
-        do { try URLPolicy.check(baseURL + "/auth/token", allowLoopbackHTTP: allowHTTPLoopback) } catch let error as HTTPTransportError {
-            throw ValidationError("--base-url: \(error.message)")
-        }
+        try network.check(baseURL + "/auth/token", option: "--base-url")
     }
 
     func client(_ credentials: ClientSecretOptions) throws -> AppleAuthClient {
         var configuration = AppleAuthClient.Configuration()
         configuration.baseURL = baseURL
-        configuration.allowLoopbackHTTP = allowHTTPLoopback
+        configuration.allowLoopbackHTTP = network.allowHTTPLoopback
         let keysURL = jwks ?? baseURL + "/auth/keys"
         let keys: any JWKSource = KeySourceOptions.isURL(keysURL)
-            ? try keySetProvider(url: keysURL, allowHTTPLoopback: allowHTTPLoopback, offline: false) : try readKeySet(keysURL)
+            ? try keySetProvider(url: keysURL, network: network, offline: false) : try readKeySet(keysURL)
         return try AppleAuthClient(
             configuration: configuration, secrets: ClientSecretProvider(builder: try credentials.builder()),
-            transport: HelperTransport(allowLoopbackHTTP: allowHTTPLoopback), identityTokenKeys: keys)
+            transport: try network.transport(), identityTokenKeys: keys)
     }
 }
 

@@ -18,21 +18,18 @@ extension JWKSCommand {
         @Argument(help: "The https:// URL of the key set.")
         var url: String
 
-        @Flag(name: .customLong("allow-http-loopback"), help: "Allow plain http:// to 127.0.0.1 or ::1.")
-        var allowHTTPLoopback = false
+        @OptionGroup var network: NetworkOptions
 
         @Flag(help: "Print JSON.")
         var json = false
 
         func validate() throws {
-            do { try URLPolicy.check(url, allowLoopbackHTTP: allowHTTPLoopback) } catch let error as HTTPTransportError {
-                throw ValidationError(error.message)
-            }
+            try network.check(url, option: "URL")
         }
 
         func run() async throws {
             try await reportingFailures(json: json) {
-                let provider = try keySetProvider(url: url, allowHTTPLoopback: allowHTTPLoopback, offline: false)
+                let provider = try keySetProvider(url: url, network: network, offline: false)
                 try await provider.refresh()
                 try printStatus(source: url, status: try provider.status, json: json)
             }

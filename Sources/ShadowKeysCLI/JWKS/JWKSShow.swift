@@ -24,7 +24,7 @@ extension JWKSCommand {
         func run() async throws {
             try await reportingFailures(json: json) {
                 if KeySourceOptions.isURL(source) {
-                    let provider = try keySetProvider(url: source, allowHTTPLoopback: true, offline: true)
+                    let provider = try keySetProvider(url: source, network: .offline, offline: true)
                     let status = try provider.status
                     guard status.snapshot.lastAttempt != nil || status.keySet != nil else {
                         throw CLIError(.keysUnavailable, "nothing is cached for \(source); run `shadow-keys jwks fetch \(source)`")

@@ -11,8 +11,7 @@ struct KeySourceOptions: ParsableArguments {
     @Flag(help: "Use only the on-disk cache for a URL; never fetch.")
     var offline = false
 
-    @Flag(name: .customLong("allow-http-loopback"), help: "Allow plain http:// to 127.0.0.1 or ::1 (tests, local mirrors).")
-    var allowHTTPLoopback = false
+    @OptionGroup var network: NetworkOptions
 
     /// True for `scheme://…`: such a value is a URL (and must pass the URL policy), never a file name.
     static func isURL(_ value: String) -> Bool {
@@ -29,33 +28,31 @@ struct KeySourceOptions: ParsableArguments {
     func validate(default defaultSource: String?) throws {
         guard let source = jwks ?? defaultSource else { throw ValidationError("--jwks URL|FILE|- is required") }
         if Self.isURL(source) {
-            do { try URLPolicy.check(source, allowLoopbackHTTP: allowHTTPLoopback) } catch let error as HTTPTransportError {
-                throw ValidationError("--jwks: \(error.message)")
-            }
-        } else if offline || allowHTTPLoopback {
-            throw ValidationError("--offline and --allow-http-loopback apply to a --jwks URL only")
+            try network.check(source, option: "--jwks")
+        } else if offline || network.isSet {
+            throw ValidationError("--offline, --allow-http-loopback and --ca-file apply to a --jwks URL only")
         }
     }
 
     /// The configured key source: a fetched, disk-cached set for a URL; a local set for a file or stdin.
     func keys(default defaultSource: String? = nil) throws -> any JWKSource {
         guard let source = jwks ?? defaultSource else { throw CLIError(.usage, "--jwks URL|FILE|- is required") }
-        return Self.isURL(source) ? try keySetProvider(url: source, allowHTTPLoopback: allowHTTPLoopback, offline: offline) : try readKeySet(source)
+        return Self.isURL(source) ? try keySetProvider(url: source, network: network, offline: offline) : try readKeySet(source)
     }
 }
 
 /// The disk-cached provider the CLI uses for a URL. A cache folder that another user could write
 /// to is not used (with a warning): the key set is then fetched for this run only.
-func keySetProvider(url: String, allowHTTPLoopback: Bool, offline: Bool) throws -> JWKSProvider {
+func keySetProvider(url: String, network: NetworkOptions, offline: Bool) throws -> JWKSProvider {
     var configuration = JWKSProvider.Configuration(url: url)
-    configuration.allowLoopbackHTTP = allowHTTPLoopback
+    configuration.allowLoopbackHTTP = network.allowHTTPLoopback
     var store: FileKeySetStore? = FileKeySetStore(url: url, directory: try cacheDirectory())
     if let problem = store?.directoryProblem {
         Console.err("shadow-keys: warning: not using the key-set cache: \(problem)")
         store = nil
     }
     do {
-        return try JWKSProvider(configuration: configuration, transport: offline ? nil : HelperTransport(allowLoopbackHTTP: allowHTTPLoopback), store: store)
+        return try JWKSProvider(configuration: configuration, transport: offline ? nil : try network.transport(), store: store)
     } catch let error as HTTPTransportError {
         throw CLIError(.usage, "--jwks: \(error.message)")
     }

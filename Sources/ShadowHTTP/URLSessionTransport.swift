@@ -1,12 +1,12 @@
+// URLSession is the transport on Apple platforms only: on Linux it means FoundationNetworking and
+// libcurl, and AsyncHTTPClientTransport takes its place.
+#if canImport(Darwin)
 import Dispatch
 import Foundation
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
 public import ShadowJWKS
 import Synchronization
 
-/// The default ``HTTPTransport``: Foundation's URLSession (libcurl on Linux).
+/// The default ``HTTPTransport`` on Apple platforms: Foundation's URLSession.
 ///
 /// It never follows redirects, enforces the request's timeout over the whole exchange, stops
 /// reading once the body passes `maxResponseBytes`, sends no cookies and uses no URL cache
@@ -171,3 +171,4 @@ public final class URLSessionTransport: HTTPTransport {
         }
     }
 }
+#endif

@@ -1,0 +1,215 @@
+#if canImport(AsyncHTTPClient)
+public import AsyncHTTPClient
+public import NIOCore
+import NIOHTTP1
+import NIOSSL
+import ShadowCore
+public import ShadowJWKS
+import Synchronization
+
+/// An ``HTTPTransport`` over AsyncHTTPClient (SwiftNIO): the default on Linux.
+///
+/// Whatever the server does, one request costs at most `request.timeout` seconds and
+/// `request.maxResponseBytes` of body:
+/// - one deadline covers the whole exchange (connect, TLS, head and body), enforced on a NIO event
+///   loop so that it fires even when Swift's cooperative pool is busy;
+/// - a `Content-Length` above the cap fails at once, and a body without one (read until close,
+///   or chunked) fails as soon as the bytes received pass the cap;
+/// - redirects are never followed: a 3xx is the answer;
+/// - TLS goes through the system trust store, plus the PEM certificates of `additionalTrustRootsFile`;
+/// - https requests go through the proxy that ``ProxySettings`` names (by default curl's
+///   environment variables).
+///
+/// It can run on a caller's `HTTPClient` (sharing its event loops and connection pool); that
+/// client should be configured with `redirectConfiguration: .disallow`, and a response that came
+/// through a redirect all the same is refused.
+public final class AsyncHTTPClientTransport: HTTPTransport {
+    /// How a transport that owns its clients makes them.
+    public struct Options: Sendable {
+        /// Whether plain `http://` to a literal loopback address is allowed.
+        public var allowLoopbackHTTP: Bool
+        /// A PEM file of CA certificates trusted besides the system's.
+        public var additionalTrustRootsFile: String?
+        /// The proxy for https requests.
+        public var proxy: ProxySettings
+        /// The event loops the clients run on; nil for `HTTPClient.defaultEventLoopGroup`, started
+        /// on the first request (so a process that never fetches starts no threads).
+        public var eventLoopGroup: (any EventLoopGroup)?
+
+        public init(
+            allowLoopbackHTTP: Bool = false, additionalTrustRootsFile: String? = nil, proxy: ProxySettings = .fromEnvironment(),
+            eventLoopGroup: (any EventLoopGroup)? = nil
+        ) {
+            self.allowLoopbackHTTP = allowLoopbackHTTP
+            self.additionalTrustRootsFile = additionalTrustRootsFile
+            self.proxy = proxy
+            self.eventLoopGroup = eventLoopGroup
+        }
+    }
+
+    /// The caller's client, used as it is; the caller shuts it down.
+    private let borrowed: HTTPClient?
+    /// For clients of its own: how to make them.
+    private let options: Options
+    private let tls: TLSConfiguration
+    /// The clients this transport made on first use, keyed by "through the proxy"; it shuts them down.
+    private let owned = Mutex<[Bool: HTTPClient]>([:])
+    /// Whether plain `http://` to a literal loopback address is allowed.
+    public let allowLoopbackHTTP: Bool
+
+    /// A transport with clients of its own: no redirects, no decompression, the system's trust store.
+    /// Throws when `additionalTrustRootsFile` cannot be read as PEM certificates.
+    public init(options: Options = Options()) throws {
+        var tls = TLSConfiguration.makeClientConfiguration()
+        if let path = options.additionalTrustRootsFile {
+            do {
+                let certificates = try NIOSSLCertificate.fromPEMFile(path)
+                guard !certificates.isEmpty else { throw HTTPTransportError(.other, "\(path) holds no PEM certificate") }
+                tls.additionalTrustRoots = [.certificates(certificates)]
+            } catch let error as HTTPTransportError {
+                throw error
+            } catch {
+                throw HTTPTransportError(.other, "cannot read CA certificates from \(path): \(error)")
+            }
+        }
+        borrowed = nil
+        self.options = options
+        self.tls = tls
+        allowLoopbackHTTP = options.allowLoopbackHTTP
+    }
+
+    /// A transport with clients of its own, defaults but for `allowLoopbackHTTP`.
+    public convenience init(allowLoopbackHTTP: Bool) {
+        // Without a trust-roots file the initializer cannot fail.
+        try! self.init(options: Options(allowLoopbackHTTP: allowLoopbackHTTP))
+    }
+
+    /// A transport on the caller's client.
+    public init(client: HTTPClient, allowLoopbackHTTP: Bool = false) {
+        borrowed = client
+        options = Options(allowLoopbackHTTP: allowLoopbackHTTP, proxy: .none)
+        tls = TLSConfiguration.makeClientConfiguration()
+        self.allowLoopbackHTTP = allowLoopbackHTTP
+    }
+
+    deinit {
+        for client in owned.withLock({ Array($0.values) }) {
+            client.shutdown { _ in }
+        }
+    }
+
+    public func send(_ request: HTTPRequest) async throws -> HTTPResponse {
+        try URLPolicy.check(request.url, allowLoopbackHTTP: allowLoopbackHTTP)
+        guard request.timeout.isFinite, request.timeout > 0, request.timeout <= 86_400 else {
+            throw HTTPTransportError(.other, "the timeout must be more than 0 and at most 86400 seconds")
+        }
+        guard request.maxResponseBytes >= 0 else { throw HTTPTransportError(.other, "the body cap must not be negative") }
+        guard let method = Self.method(request.method) else { throw HTTPTransportError(.other, "\(request.method) is not an HTTP method") }
+        let client = try client(for: request.url)
+
+        var outgoing = HTTPClientRequest(url: request.url)
+        outgoing.method = method
+        for field in request.headers { outgoing.headers.add(name: field.name, value: field.value) }
+        if let body = request.body { outgoing.body = .bytes(ByteBuffer(bytes: body)) }
+
+        let deadline = NIODeadline.now() + .nanoseconds(Int64(request.timeout * 1_000_000_000))
+        let limit = request.maxResponseBytes
+        let work = Task { try await Self.exchange(outgoing, on: client, deadline: deadline, limit: limit) }
+        let expired = Atomic(false)
+        let timer = client.eventLoopGroup.any().scheduleTask(deadline: deadline) {
+            expired.store(true, ordering: .releasing)
+            work.cancel()
+        }
+        defer { timer.cancel() }
+        do {
+            return try await withTaskCancellationHandler { try await work.value } onCancel: { work.cancel() }
+        } catch {
+            let timedOut = expired.load(ordering: .acquiring)
+            throw Self.transportError(error, url: request.url, timeout: timedOut ? request.timeout : nil)
+        }
+    }
+
+    /// The client for `url`: the borrowed one, or an owned one, direct or through the proxy.
+    private func client(for url: String) throws -> HTTPClient {
+        if let borrowed { return borrowed }
+        // URLPolicy has already checked that the URL parses and names a host.
+        let (scheme, host) = Self.schemeAndHost(url)
+        let proxy = scheme == "https" ? try options.proxy.server(forHost: host) : nil
+        return owned.withLock { clients in
+            if let client = clients[proxy != nil] { return client }
+            // A refused connection or a certificate that does not verify fails the request at once
+            // instead of being retried until the deadline.
+            var pool = HTTPClient.Configuration.ConnectionPool(idleTimeout: .seconds(30))
+            pool.retryConnectionEstablishment = false
+            let configuration = HTTPClient.Configuration(
+                tlsConfiguration: tls, redirectConfiguration: .disallow, timeout: .init(connect: .seconds(30)),
+                connectionPool: pool, proxy: proxy.map(Self.proxy), ignoreUncleanSSLShutdown: false, decompression: .disabled)
+            let client = HTTPClient(eventLoopGroup: options.eventLoopGroup ?? HTTPClient.defaultEventLoopGroup, configuration: configuration)
+            clients[proxy != nil] = client
+            return client
+        }
+    }
+
+    private static func proxy(_ server: ProxySettings.Server) -> HTTPClient.Configuration.Proxy {
+        let authorization = server.username.map { HTTPClient.Authorization.basic(username: $0, password: server.password ?? "") }
+        return .server(host: server.host, port: server.port, authorization: authorization)
+    }
+
+    /// One exchange: the head within the deadline, then the body up to `limit` bytes.
+    private static func exchange(_ request: HTTPClientRequest, on client: HTTPClient, deadline: NIODeadline, limit: Int) async throws -> HTTPResponse {
+        let response = try await client.execute(request, deadline: deadline)
+        guard response.history.count <= 1 else {
+            throw HTTPTransportError(.other, "the HTTPClient followed a redirect; give ShadowKeys a client with redirectConfiguration .disallow")
+        }
+        if let declared = response.headers.first(name: "content-length"), let length = Int(declared), length > limit {
+            throw HTTPTransportError(.bodyTooLarge, "response body of \(length) bytes exceeds \(limit) bytes")
+        }
+        var body: [UInt8] = []
+        for try await chunk in response.body {
+            guard chunk.readableBytes <= limit - body.count else {
+                throw HTTPTransportError(.bodyTooLarge, "response body exceeds \(limit) bytes")
+            }
+            body.append(contentsOf: chunk.readableBytesView)
+        }
+        var headers = ShadowJWKS.HTTPHeaders()
+        for (name, value) in response.headers { headers.add(name, value) }
+        return HTTPResponse(status: Int(response.status.code), headers: headers, body: body)
+    }
+
+    /// Maps whatever the exchange threw to an ``HTTPTransportError``.
+    private static func transportError(_ error: any Error, url: String, timeout: Double?) -> HTTPTransportError {
+        let late = HTTPTransportError(.timeout, "no complete response from \(url) within \(timeout ?? 0) s")
+        if let error = error as? HTTPTransportError { return error }
+        if error is CancellationError { return timeout != nil ? late : HTTPTransportError(.other, "the request to \(url) was cancelled") }
+        if let error = error as? HTTPClientError {
+            switch error {
+            case .deadlineExceeded, .connectTimeout, .readTimeout, .writeTimeout:
+                return timeout != nil ? late : HTTPTransportError(.timeout, "no complete response from \(url) in time")
+            case .cancelled:
+                return timeout != nil ? late : HTTPTransportError(.other, "the request to \(url) was cancelled")
+            default:
+                break
+            }
+        }
+        // A connection or TLS failure keeps its own reason even when the deadline passed meanwhile.
+        return HTTPTransportError(.connection, "\(url): \(error)")
+    }
+
+    private static func method(_ name: String) -> HTTPMethod? {
+        guard !name.isEmpty, name.utf8.allSatisfy({ (0x41...0x5A).contains($0) }) else { return nil }
+        return HTTPMethod(rawValue: name)
+    }
+
+    /// The lower-cased scheme and the host (without brackets) of an absolute URL.
+    static func schemeAndHost(_ url: String) -> (scheme: String, host: String) {
+        guard let schemeEnd = url.firstRange(of: "://") else { return ("", "") }
+        let scheme = url[..<schemeEnd.lowerBound].lowercased()
+        var authority = url[schemeEnd.upperBound...].prefix { $0 != "/" && $0 != "?" && $0 != "#" }
+        if let at = authority.lastIndex(of: "@") { authority = authority[authority.index(after: at)...] }
+        if authority.hasPrefix("["), let close = authority.firstIndex(of: "]") {
+            return (scheme, String(authority[authority.index(after: authority.startIndex)..<close]))
+        }
+        return (scheme, String(authority.prefix { $0 != ":" }))
+    }
+}
+#endif

@@ -1,1 +1,0 @@
-../ShadowURLSession/URLSessionTransport.swift

@@ -1,0 +1,183 @@
+import Foundation
+import ShadowCore
+import ShadowJOSE
+import ShadowTestSupport
+import Testing
+
+/// The one binary's own HTTP client, as scripts meet it: hostile servers cost a bounded time and
+/// memory, https works with a given CA, and no helper program or networking library is involved.
+@Suite(.tags(.multiProcess)) struct NetworkCLITests {
+    let cache: TemporaryDirectory
+    let environment: [String: String]
+
+    init() throws {
+        cache = try TemporaryDirectory()
+        environment = ["XDG_CACHE_HOME": cache.path]
+    }
+
+    private func fetch(_ url: String, _ extra: [String] = [], environment extraEnvironment: [String: String] = [:]) throws -> (CLIResult, Double) {
+        let started = Date()
+        let result = try CLIRunner.run(["jwks", "fetch", url] + extra, environment: environment.merging(extraEnvironment) { $1 }, timeout: 30)
+        return (result, Date().timeIntervalSince(started))
+    }
+
+    static func head(_ fields: String) -> [UInt8] { Array("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\(fields)\r\n".utf8) }
+    static let megabyte = [UInt8](repeating: UInt8(ascii: "x"), count: 1 << 20)
+
+    @Test func anEndlessBodyEndsInExit13WithBoundedMemory() throws {
+        let server = try LoopbackHTTPServer { _ in
+            .stream(interval: 0, limit: 30) { index in index == 0 ? Self.head("Connection: close\r\n") : Self.megabyte }
+        }
+        let (result, seconds) = try fetch(server.url("/keys"), ["--allow-http-loopback"])
+        #expect(result.status == 13, "\(result.stderr)")
+        #expect(result.stderr.contains("exceeds"), "\(result.stderr)")
+        #expect(seconds < 6, "took \(seconds) s")
+        #expect(result.peakMemoryKiB > 0 && result.peakMemoryKiB < 64 * 1024, "peak RSS \(result.peakMemoryKiB) KiB")
+    }
+
+    @Test func aChunkedBodyWithoutAnEndEndsInExit13WithBoundedMemory() throws {
+        let chunk = Array("100000\r\n".utf8) + Self.megabyte + Array("\r\n".utf8)
+        let server = try LoopbackHTTPServer { _ in
+            .stream(interval: 0, limit: 30) { index in index == 0 ? Self.head("Transfer-Encoding: chunked\r\n") : chunk }
+        }
+        let (result, seconds) = try fetch(server.url("/keys"), ["--allow-http-loopback"])
+        #expect(result.status == 13, "\(result.stderr)")
+        #expect(seconds < 6, "took \(seconds) s")
+        #expect(result.peakMemoryKiB < 64 * 1024, "peak RSS \(result.peakMemoryKiB) KiB")
+    }
+
+    /// The fetch deadline is 5 s: a server sending a byte a second gets exit 13 within 5 + 1 s.
+    @Test func aSlowDripEndsInExit13WithinTheDeadline() throws {
+        let server = try LoopbackHTTPServer { _ in
+            .stream(interval: 1, limit: 30) { index in index == 0 ? Self.head("Content-Length: 100000\r\n") : [UInt8(ascii: " ")] }
+        }
+        let (result, seconds) = try fetch(server.url("/keys"), ["--allow-http-loopback"])
+        #expect(result.status == 13, "\(result.stderr)")
+        #expect(result.stderr.contains("within"), "\(result.stderr)")
+        #expect(seconds >= 4.5 && seconds < 6, "took \(seconds) s")
+        #expect(result.peakMemoryKiB < 64 * 1024, "peak RSS \(result.peakMemoryKiB) KiB")
+    }
+
+    @Test func aRedirectIsNotFollowed() throws {
+        let server = try LoopbackHTTPServer { request in
+            request.path == "/keys" ? .respond(status: 302, headers: [("Location", "/elsewhere")], body: []) : .json(#"{"keys":[]}"#)
+        }
+        let (result, _) = try fetch(server.url("/keys"), ["--allow-http-loopback"])
+        #expect(result.status == 13, "\(result.stderr)")
+        #expect(result.stderr.contains("302"), "\(result.stderr)")
+        #expect(server.requests.map(\.path) == ["/keys"])
+    }
+
+    #if canImport(NIOSSL)
+    @Test func httpsWorksWithTheGivenCAAndFailsClosedWithout() throws {
+        let signer = try JWSSigner.rs256(TestKeys.rsa, keyID: "tls-key")
+        let server = try LoopbackHTTPSServer(headers: [("Cache-Control", "max-age=600")], body: Array(TestKeys.jwksJSON([try signer.publicJWK()]).utf8))
+        let (untrusted, _) = try fetch(server.url("/keys"))
+        #expect(untrusted.status == 13, "\(untrusted.stderr)")
+        #expect(untrusted.stderr.lowercased().contains("certificate"), "\(untrusted.stderr)")
+
+        let (trusted, _) = try fetch(server.url("/keys"), ["--ca-file", LoopbackHTTPSServer.caFile])
+        #expect(trusted.status == 0, "\(trusted.stderr)")
+        let (missing, _) = try fetch(server.url("/keys"), ["--ca-file", cache.path + "/absent.pem"])
+        #expect(missing.status == 66, "\(missing.stderr)")
+
+        // Warm cache: verify-token makes no request.
+        let token = try signer.sign(claims: TokenFactory.claims(now: Int64(Date().timeIntervalSince1970)))
+        let before = server.requestCount
+        let verified = try CLIRunner.run(["verify-token", "-", "--jwks", server.url("/keys"), "--aud", "app.example", "--iss", "https://issuer.example"], stdin: token, environment: environment)
+        #expect(verified.status == 0, "\(verified.stderr)")
+        #expect(server.requestCount == before)
+    }
+    #endif
+
+    @Test func anUnusableProxyIsAUsageErrorNamingTheVariable() throws {
+        let (result, _) = try fetch("https://127.0.0.1:9/keys", environment: ["HTTPS_PROXY": "socks5://127.0.0.1:1080"])
+        #expect(result.status == 64, "\(result.stderr)")
+        #expect(result.stderr.contains("HTTPS_PROXY"), "\(result.stderr)")
+    }
+
+    /// One executable: a program named by the old helper variable or left beside the binary is never run.
+    @Test func noHelperProgramIsEverRun() throws {
+        let marker = cache.path + "/ran"
+        let fake = cache.path + "/fake-fetch"
+        try "#!/bin/sh\ntouch \(marker)\n".write(toFile: fake, atomically: true, encoding: .utf8)
+        chmod(fake, 0o755)
+        let server = try LoopbackHTTPServer { _ in .json(#"{"keys":[]}"#) }
+        _ = try fetch(server.url("/keys"), ["--allow-http-loopback"], environment: ["SHADOW_KEYS_FETCH": fake])
+        #expect(!FileManager.default.fileExists(atPath: marker))
+        #expect(server.requestCount == 1)
+        #expect(!Sources.mentions("shadow-keys-fetch") && !Sources.mentions("SHADOW_KEYS_FETCH"), "the sources still name the helper")
+    }
+
+    /// Process start stays small: the binary links neither FoundationNetworking nor libcurl (nor
+    /// all of Foundation), read from its ELF dynamic section.
+    @Test func theBinaryLinksNoNetworkingFoundationOrCurl() throws {
+        #if os(Linux)
+        let needed = try ELFDynamicSection.neededLibraries(CLIRunner.executable.path)
+        #expect(!needed.isEmpty)
+        for library in needed {
+            #expect(!library.contains("FoundationNetworking") && !library.contains("curl") && !library.hasPrefix("libFoundation.so"), "links \(library)")
+        }
+        #endif
+    }
+}
+
+/// Looks through the package's own sources.
+enum Sources {
+    /// True when a file under Sources/ contains `text`.
+    static func mentions(_ text: String) -> Bool {
+        let root = PackagePaths.root.appendingPathComponent("Sources")
+        guard let files = FileManager.default.enumerator(atPath: root.path) else { return false }
+        for case let file as String in files where file.hasSuffix(".swift") {
+            if let contents = try? String(contentsOfFile: root.appendingPathComponent(file).path, encoding: .utf8), contents.contains(text) { return true }
+        }
+        return false
+    }
+}
+
+/// The DT_NEEDED entries of a 64-bit little-endian ELF file, read from its program headers.
+enum ELFDynamicSection {
+    struct Malformed: Error, CustomStringConvertible {
+        let description: String
+    }
+
+    static func neededLibraries(_ path: String) throws -> [String] {
+        let bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: path), options: .alwaysMapped))
+        func integer(_ offset: Int, _ size: Int) throws -> UInt64 {
+            guard offset >= 0, offset + size <= bytes.count else { throw Malformed(description: "\(path): truncated at \(offset)") }
+            return (0..<size).reduce(UInt64(0)) { $0 | UInt64(bytes[offset + $1]) << (8 * UInt64($1)) }
+        }
+        guard bytes.count > 64, bytes[0..<4] == [0x7F, 0x45, 0x4C, 0x46], bytes[4] == 2, bytes[5] == 1 else {
+            throw Malformed(description: "\(path) is not a 64-bit little-endian ELF file")
+        }
+        let programHeaders = Int(try integer(0x20, 8)), entrySize = Int(try integer(0x36, 2)), count = Int(try integer(0x38, 2))
+        var loads: [(virtual: UInt64, offset: UInt64, size: UInt64)] = []
+        var dynamic: (offset: Int, size: Int)?
+        for index in 0..<count {
+            let header = programHeaders + index * entrySize
+            let type = try integer(header, 4)
+            let offset = try integer(header + 8, 8), virtual = try integer(header + 16, 8), fileSize = try integer(header + 32, 8)
+            if type == 1 { loads.append((virtual, offset, fileSize)) }
+            if type == 2 { dynamic = (Int(offset), Int(fileSize)) }
+        }
+        guard let dynamic else { return [] }
+        var needed: [UInt64] = [], stringTable: UInt64?
+        for entry in stride(from: dynamic.offset, to: dynamic.offset + dynamic.size, by: 16) {
+            let tag = try integer(entry, 8), value = try integer(entry + 8, 8)
+            if tag == 0 { break }
+            if tag == 1 { needed.append(value) }
+            if tag == 5 { stringTable = value }
+        }
+        guard let stringTable, let segment = loads.first(where: { stringTable >= $0.virtual && stringTable < $0.virtual + $0.size }) else {
+            throw Malformed(description: "\(path): no string table for the dynamic section")
+        }
+        let tableOffset = Int(stringTable - segment.virtual + segment.offset)
+        return try needed.map { name in
+            var end = tableOffset + Int(name)
+            let start = end
+            while end < bytes.count, bytes[end] != 0 { end += 1 }
+            guard end < bytes.count else { throw Malformed(description: "\(path): unterminated library name") }
+            return String(decoding: bytes[start..<end], as: UTF8.self)
+        }
+    }
+}
