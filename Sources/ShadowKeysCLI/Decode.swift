@@ -4,6 +4,7 @@ import ShadowJOSE
 
 struct Decode: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "decode",
         abstract: "Print a token's header and payload WITHOUT verifying anything.",
         discussion: "Exits 0, or 10 when the token is malformed. A warning on stderr says nothing was verified."
     )

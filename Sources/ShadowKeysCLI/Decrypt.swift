@@ -11,6 +11,7 @@ import ShadowCrypto
 
 struct Decrypt: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "decrypt",
         abstract: "Decrypt a ShadowKeys envelope (either form).",
         discussion: """
             Nothing is written to the destination until the whole envelope has authenticated: a file

@@ -29,6 +29,7 @@ func parseContext(_ items: [String]) throws -> EnvelopeContext {
 
 struct Encrypt: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "encrypt",
         abstract: "Encrypt a file or stdin into a ShadowKeys envelope (stream form, or --record).",
         discussion: "Exit 0, 64 for usage errors, 65 for an input the record form cannot hold, 66 when the input cannot be opened. Format: Docs/envelope-format.md."
     )

@@ -9,6 +9,7 @@ import ShadowCrypto
 
 struct Hash: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "hash",
         abstract: "SHA-256 (or HMAC-SHA256) of files, in sha256sum format; --check verifies a manifest.",
         discussion: """
             Output lines are `<hex>  <name>` as sha256sum writes them. With --check MANIFEST, each

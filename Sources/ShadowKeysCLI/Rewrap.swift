@@ -11,6 +11,7 @@ import ShadowCrypto
 
 struct Rewrap: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "rewrap",
         abstract: "Re-wrap an envelope's data key under a new key-encryption key; the payload is copied untouched.",
         discussion: "Old key: --from-key-file or --from-passphrase-file/--from-passphrase-env. New key: --to-… likewise. Exit codes as for decrypt."
     )

@@ -13,6 +13,7 @@ import ShadowJWKS
 extension AppleCommand {
     struct Migrate: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "migrate",
             abstract: "User migration for app transfers: --sub S --target TEAM gives the transfer_sub (sending team); --transfer-sub T gives the new sub (receiving team).")
         @OptionGroup var credentials: ClientSecretOptions
         @OptionGroup var endpoint: AppleEndpointOptions

@@ -13,6 +13,7 @@ import ShadowJWKS
 extension AppleCommand {
     struct Notification: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "notification",
             abstract: "Verify a server-to-server notification body from stdin and print the event.",
             discussion: "Exit 0, 10 (body or JWS malformed), 11 (signature or key), 12 (claims or events rejected), 13 (keys unavailable), 64.")
         @Option(name: .customLong("aud"), help: "An accepted client ID; repeatable.") var audiences: [String] = []

@@ -12,7 +12,7 @@ import ShadowJWKS
 
 extension AppleCommand {
     struct Refresh: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Validate a refresh token with Apple (about once a day per token at most).")
+        static let configuration = CommandConfiguration(commandName: "refresh", abstract: "Validate a refresh token with Apple (about once a day per token at most).")
         @OptionGroup var credentials: ClientSecretOptions
         @OptionGroup var endpoint: AppleEndpointOptions
         @OptionGroup var token: BearerTokenOptions

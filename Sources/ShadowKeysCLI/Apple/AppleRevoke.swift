@@ -12,7 +12,7 @@ import ShadowJWKS
 
 extension AppleCommand {
     struct Revoke: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Revoke a refresh or access token.")
+        static let configuration = CommandConfiguration(commandName: "revoke", abstract: "Revoke a refresh or access token.")
         @OptionGroup var credentials: ClientSecretOptions
         @OptionGroup var endpoint: AppleEndpointOptions
         @OptionGroup var token: BearerTokenOptions

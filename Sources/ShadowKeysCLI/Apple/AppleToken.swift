@@ -12,7 +12,7 @@ import ShadowJWKS
 
 extension AppleCommand {
     struct Token: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Exchange an authorization code for tokens; the id_token is verified.")
+        static let configuration = CommandConfiguration(commandName: "token", abstract: "Exchange an authorization code for tokens; the id_token is verified.")
         @OptionGroup var credentials: ClientSecretOptions
         @OptionGroup var endpoint: AppleEndpointOptions
         @OptionGroup var code: CodeOptions

@@ -11,6 +11,7 @@ import ShadowJWKS
 extension JWKSCommand {
     struct Fetch: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "fetch",
             abstract: "Fetch a JWK Set now (conditionally) into the on-disk cache.",
             discussion: "Exits 0, 13 when the fetch fails, or 64 for a forbidden URL."
         )

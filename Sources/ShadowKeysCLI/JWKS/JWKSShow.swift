@@ -11,6 +11,7 @@ import ShadowJWKS
 extension JWKSCommand {
     struct Show: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "show",
             abstract: "Show a cached (URL) or local (FILE) JWK Set: kids, types, algorithms, RFC 7638 thumbprints, age and TTL.",
             discussion: "Never fetches. Exits 0, or 13 when there is nothing cached for the URL or the file is unusable."
         )

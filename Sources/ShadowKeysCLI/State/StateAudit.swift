@@ -12,6 +12,7 @@ import ShadowJOSE
 extension StateCommand {
     struct Audit: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "audit",
             abstract: "Check the audit log's hash chain against the vault (--verify), or print its entries as JSON lines.",
             discussion: "Exit 31 when a line was edited, removed, reordered or added, or the log was truncated.")
         @Flag(help: "Check the chain and print a summary instead of the entries.") var verify = false

@@ -11,7 +11,7 @@ import ShadowJOSE
 
 extension StateCommand {
     struct Check: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Exit 0 if the user is authorized, 14 otherwise (revoked, transferred or notFound).")
+        static let configuration = CommandConfiguration(commandName: "check", abstract: "Exit 0 if the user is authorized, 14 otherwise (revoked, transferred or notFound).")
         @OptionGroup var user: UserOptions
         @OptionGroup var vault: VaultOptions
         @Flag(help: "Print the state as JSON.") var json = false

@@ -11,7 +11,7 @@ import ShadowJOSE
 
 extension StateCommand {
     struct History: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Print a user's transitions from the audit log (checking the log's chain first).")
+        static let configuration = CommandConfiguration(commandName: "history", abstract: "Print a user's transitions from the audit log (checking the log's chain first).")
         @OptionGroup var user: UserOptions
         @OptionGroup var vault: VaultOptions
         @Flag(help: "Print JSON.") var json = false

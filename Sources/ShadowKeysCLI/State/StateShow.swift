@@ -11,7 +11,7 @@ import ShadowJOSE
 
 extension StateCommand {
     struct Show: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Print a user's state, since when, its cause and any linked subject.")
+        static let configuration = CommandConfiguration(commandName: "show", abstract: "Print a user's state, since when, its cause and any linked subject.")
         @OptionGroup var user: UserOptions
         @OptionGroup var vault: VaultOptions
         @Flag(help: "Print JSON.") var json = false

@@ -11,6 +11,7 @@ import ShadowVault
 extension VaultCommand {
     struct Get: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "get",
             abstract: "Print the secret stored under NAME (or with --json, the whole entry).",
             discussion: "Warns on stderr when the entry has expired; the exit code is still 0."
         )

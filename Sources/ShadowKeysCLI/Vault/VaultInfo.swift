@@ -11,6 +11,7 @@ import ShadowVault
 extension VaultCommand {
     struct Info: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "info",
             abstract: "Show the vault's format version, KDF parameters, generation and, given the key, its entry count.",
             discussion: "Without a key only the header is read; with one the whole vault is checked."
         )

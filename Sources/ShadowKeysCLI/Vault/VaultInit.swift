@@ -10,7 +10,7 @@ import ShadowVault
 
 extension VaultCommand {
     struct Init: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Create an empty vault (folder 0700, file 0600).")
+        static let configuration = CommandConfiguration(commandName: "init", abstract: "Create an empty vault (folder 0700, file 0600).")
 
         @OptionGroup var vault: VaultOptions
 

@@ -10,7 +10,7 @@ import ShadowVault
 
 extension VaultCommand {
     struct List: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "List entries and their metadata; never secrets.")
+        static let configuration = CommandConfiguration(commandName: "list", abstract: "List entries and their metadata; never secrets.")
 
         @OptionGroup var vault: VaultOptions
 

@@ -11,6 +11,7 @@ import ShadowVault
 extension VaultCommand {
     struct Put: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "put",
             abstract: "Store a secret read from stdin under NAME, replacing any entry of that name.",
             discussion: "One trailing newline is dropped from the secret unless --raw is given. The passphrase cannot come from stdin here."
         )

@@ -11,6 +11,7 @@ import ShadowVault
 extension VaultCommand {
     struct Rekey: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "rekey",
             abstract: "Re-encrypt the vault under a new passphrase or key, or with more iterations, atomically.",
             discussion: "The current key comes from --key-file/--key-env/--passphrase-*, the new one from --new-key-file/--new-key-env/--new-passphrase-*."
         )
