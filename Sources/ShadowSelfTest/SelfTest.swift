@@ -81,7 +81,8 @@ package enum SelfTest {
     ]
 
     /// Runs every suite. Files not compiled in are read from `directory`; without one, those
-    /// suites report an error. With `builtinOnly`, only compiled-in suites run.
+    /// suites are skipped (a missing file inside a given directory is an error). With
+    /// `builtinOnly`, only compiled-in suites are listed.
     package static func run(vectorsDirectory directory: String?, builtinOnly: Bool = false) -> [SuiteResult] {
         suites.filter { $0.embedded || !builtinOnly }.map { suite in
             let bytes: [UInt8]
@@ -91,9 +92,10 @@ package enum SelfTest {
                 bytes = Array(text.utf8)
             } else if let directory, let data = FileManager.default.contents(atPath: directory + "/" + suite.path) {
                 bytes = [UInt8](data)
+            } else if let directory {
+                return SuiteResult(module: suite.module, name: suite.name, cases: [], error: "cannot read \(directory)/\(suite.path)")
             } else {
-                let reason = directory == nil ? "no TestVectors directory found" : "cannot read \(directory ?? "")/\(suite.path)"
-                return SuiteResult(module: suite.module, name: suite.name, cases: [], error: reason)
+                return SuiteResult(module: suite.module, name: suite.name, cases: [], skipped: "no vector folder")
             }
             do {
                 return SuiteResult(module: suite.module, name: suite.name, cases: try suite.run(bytes))

@@ -35,12 +35,15 @@ package struct SuiteResult: Sendable {
     package let cases: [VectorCase]
     /// Set when the suite could not run at all (file missing or unreadable).
     package let error: String?
+    /// Set when the suite was not run because it needs vector files and no folder was found.
+    package let skipped: String?
 
-    package init(module: String, name: String, cases: [VectorCase], error: String? = nil) {
+    package init(module: String, name: String, cases: [VectorCase], error: String? = nil, skipped: String? = nil) {
         self.module = module
         self.name = name
         self.cases = cases
         self.error = error
+        self.skipped = skipped
     }
 
     /// Vectors run.
@@ -48,7 +51,9 @@ package struct SuiteResult: Sendable {
     /// Vectors that passed.
     package var passed: Int { cases.count { $0.passed } }
     /// True when the suite ran and every vector passed.
-    package var succeeded: Bool { error == nil && !cases.isEmpty && passed == run }
+    package var succeeded: Bool { error == nil && skipped == nil && !cases.isEmpty && passed == run }
+    /// True when the suite failed: it could not run, or a vector did not pass. A skipped suite has not failed.
+    package var failed: Bool { skipped == nil && !succeeded }
 }
 
 /// A vector file that is not in the expected shape.
