@@ -54,6 +54,13 @@ import Testing
         }
     }
 
+    @Test func algorithmNamesAreCaseInsensitiveOnTheCommandLine() throws {
+        for name in ["rs256", "Rs256", "RS256"] {
+            let result = try verify(try token(), ["--alg", name])
+            #expect(result.status == 0, "\(name): \(result.stderr)")
+        }
+    }
+
     @Test func exitCodesFollowTheContract() throws {
         let good = try token()
         var parts = TokenFactory.segments(good)
@@ -66,6 +73,7 @@ import Testing
             (parts.joined(separator: "."), [], 11, "invalid_signature"),
             (try JWSSigner.rs256(TestKeys.rsa, keyID: "nope").sign(claims: TokenFactory.claims(now: now)), [], 11, "unknown_key"),
             (good, ["--alg", "ES256"], 11, "disallowed_algorithm"),
+            (good, ["--alg", "es256"], 11, "disallowed_algorithm"),
             (good, ["--iss", "https://other.example"], 12, "claims_rejected"),
             (good, ["--aud", "other"], 12, "claims_rejected"),
             (try token(extra: ["exp": .int(now - 120)]), [], 12, "claims_rejected"),
@@ -119,6 +127,8 @@ import Testing
             ["verify-token", "-", "--jwks", "-"],
             ["verify-token", token, "--jwks", jwks, "--alg", "HS256"],
             ["verify-token", token, "--jwks", jwks, "--alg", "none"],
+            ["verify-token", token, "--jwks", jwks, "--alg", "hs256"],
+            ["verify-token", token, "--jwks", jwks, "--alg", "NONE"],
             ["verify-token", token, "--jwks", jwks, "--now", "tomorrow"],
             ["verify-token", token, "--token-env", "X", "--jwks", jwks],
             ["verify-token", token, "--jwks", jwks, "--leeway", "-1"],

@@ -4,7 +4,7 @@ import ShadowJOSE
 
 /// The claim and header options shared by every command that verifies a token.
 struct VerificationOptions: ParsableArguments {
-    @Option(name: .customLong("alg"), help: "Allowed algorithm (RS256, ES256); repeatable. Default: both.")
+    @Option(name: .customLong("alg"), help: "Allowed algorithm (RS256, ES256, any case); repeatable. Default: both.")
     var algorithms: [String] = []
 
     @Option(name: .customLong("iss"), help: "Required issuer (exact match).")
@@ -42,8 +42,11 @@ struct VerificationOptions: ParsableArguments {
     /// The longest `--max-age`: 100 years.
     static let maxAgeLimit: Double = 100 * 365.25 * 86400
 
+    /// An `--alg` value in any case (`rs256`, `Es256`). The token's own `alg` header stays exact, as RFC 7515 says.
+    static func algorithm(_ name: String) -> JWSAlgorithm? { JWSAlgorithm(rawValue: name.uppercased()) }
+
     func validate() throws {
-        for name in algorithms where JWSAlgorithm(rawValue: name) == nil {
+        for name in algorithms where Self.algorithm(name) == nil {
             throw ValidationError("--alg \(name): only RS256 and ES256 can be allowed; none and HMAC algorithms never are")
         }
         try checkLeeway(leeway)
@@ -54,7 +57,7 @@ struct VerificationOptions: ParsableArguments {
 
     /// The verifier these options describe.
     func verifier(defaultAlgorithms: Set<JWSAlgorithm> = [.rs256, .es256]) throws -> JWTVerifier {
-        let allowed = algorithms.isEmpty ? defaultAlgorithms : Set(algorithms.compactMap(JWSAlgorithm.init(rawValue:)))
+        let allowed = algorithms.isEmpty ? defaultAlgorithms : Set(algorithms.compactMap(Self.algorithm))
         let nonceRule: ClaimPolicy.NonceRule? = try nonce.value().map { nonce.isHashed ? .sha256HexOf($0) : .equals($0) }
         let policy = ClaimPolicy(
             issuer: issuer, audiences: audiences, requireEveryAudienceAccepted: everyAudienceAccepted,
