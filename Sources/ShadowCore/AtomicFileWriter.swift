@@ -74,11 +74,27 @@ package final class AtomicFileWriter {
         try Files.writeAll(fd, buffer, path: stagingName)
     }
 
-    /// Makes the file durable and moves it into place.
-    package func commit() throws {
+    /// Makes the file durable and moves it into place. With `replacing` false, an existing
+    /// file at the path is left alone and the commit fails with EEXIST (the staging file is discarded).
+    package func commit(replacing: Bool = true) throws {
         guard !finished else { return }
         guard fsync(fd) == 0 else { throw FileError("fsync", stagingName) }
         let directory = Files.parentDirectory(path)
+        if !replacing {
+            // link (or linkat for the unnamed file) never replaces an existing name.
+            let linked = temporary.map { link($0, path) } ?? linkat(AT_FDCWD, "/proc/self/fd/\(fd)", AT_FDCWD, path, AT_SYMLINK_FOLLOW)
+            guard linked == 0 else {
+                let error = FileError("create", path)
+                abort()
+                throw error
+            }
+            if let temporary { unlink(temporary) }
+            close(fd)
+            fd = -1
+            finished = true
+            try Files.syncDirectory(directory)
+            return
+        }
         if temporary == nil {
             // Give the unnamed file a temporary name, then rename that over the destination:
             // linkat cannot replace an existing file, rename can.

@@ -22,6 +22,8 @@ package struct FileError: Error, Equatable, Sendable, CustomStringConvertible {
 
     /// True when the path did not exist.
     package var isNotFound: Bool { code == ENOENT }
+    /// True when the path already existed.
+    package var alreadyExists: Bool { code == EEXIST }
 }
 
 /// File operations with the guarantees secrets need: atomic replacement, owner-only modes,

@@ -275,3 +275,49 @@ extension VaultCLITests {
         }
     }
 }
+
+/// `keygen` and `vault init --new-key`: a new user's first key, as the README shows it.
+@Suite(.tags(.multiProcess)) struct KeygenCLITests {
+    @Test func keygenWritesAnOwnerOnlyHexKeyAndNeverOverwrites() throws {
+        let folder = try TemporaryDirectory()
+        let path = folder.path + "/vault.key"
+        let made = try CLIRunner.run(["keygen", path])
+        #expect(made.status == 0, "\(made.stderr)")
+        let text = try String(contentsOfFile: path, encoding: .utf8)
+        #expect(text.count == 65 && text.hasSuffix("\n") && text.dropLast().allSatisfy(\.isHexDigit), "\(text)")
+        let mode = try #require(FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? Int)
+        #expect(mode == 0o600)
+
+        let again = try CLIRunner.run(["keygen", path, "--json"])
+        #expect(again.status == 73)
+        #expect(((try again.json())["error"] as? [String: Any])?["code"] as? String == "exists")
+        #expect(try String(contentsOfFile: path, encoding: .utf8) == text, "the key was overwritten")
+
+        let other = try CLIRunner.run(["keygen", folder.path + "/other.key"])
+        #expect(other.status == 0)
+        #expect(try String(contentsOfFile: folder.path + "/other.key", encoding: .utf8) != text)
+        #expect(try CLIRunner.run(["keygen", folder.path + "/absent/k.key"]).status == 66)
+        #expect(try CLIRunner.run(["keygen", "-"]).status == 64)
+        // Nothing but the two keys is left behind.
+        #expect(try FileManager.default.contentsOfDirectory(atPath: folder.path).sorted() == ["other.key", "vault.key"])
+    }
+
+    @Test func theReadmesVaultLinesWorkOnAFreshMachine() throws {
+        let folder = try TemporaryDirectory()
+        let environment = ["XDG_DATA_HOME": folder.path + "/data", "HOME": folder.path]
+        let initialized = try CLIRunner.run(["vault", "init", "--new-key", "vault.key"], environment: environment, currentDirectory: folder.url)
+        #expect(initialized.status == 0, "\(initialized.stderr)")
+        #expect(!initialized.stderr.contains("warning: the key file"), "\(initialized.stderr)")
+        let put = try CLIRunner.run(["vault", "put", "apple/refresh", "--key-file", "vault.key"], stdin: "r-token", environment: environment, currentDirectory: folder.url)
+        #expect(put.status == 0, "\(put.stderr)")
+        let got = try CLIRunner.run(["vault", "get", "apple/refresh", "--key-file", "vault.key"], environment: environment, currentDirectory: folder.url)
+        #expect(got.status == 0 && got.stdout == "r-token\n", "\(got.stderr)")
+        #expect(got.stderr.isEmpty, "every call warned: \(got.stderr)")
+
+        let twice = try CLIRunner.run(["vault", "init", "--new-key", "second.key"], environment: environment, currentDirectory: folder.url)
+        #expect(twice.status == 1, "\(twice.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: folder.path + "/second.key"), "a key was made for a vault that exists")
+        let mixed = try CLIRunner.run(["vault", "init", "--new-key", "third.key", "--key-file", "vault.key"], environment: environment, currentDirectory: folder.url)
+        #expect(mixed.status == 64)
+    }
+}

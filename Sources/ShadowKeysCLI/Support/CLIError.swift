@@ -27,6 +27,7 @@ enum ExitStatus: Int32 {
     case usage = 64
     case malformedInput = 65
     case noInput = 66
+    case cannotCreate = 73
 
     /// The status for an error from a ShadowKeys module. Exit codes are the CLI's contract
     /// (Docs/cli.md); the modules know nothing of them.

@@ -14,6 +14,9 @@ extension VaultCommand {
 
         @OptionGroup var vault: VaultOptions
 
+        @Option(name: .customLong("new-key"), help: ArgumentHelp("Make a new 256-bit key in this file (as keygen does) and create the vault under it.", valueName: "file"))
+        var newKey: String?
+
         @Option(help: "PBKDF2 iterations for a passphrase (at least 100000; OWASP currently recommends 600000).")
         var iterations: Int = PBKDF2.defaultIterations
 
@@ -21,13 +24,28 @@ extension VaultCommand {
         var json = false
 
         func validate() throws {
-            try vault.requireKey()
+            if newKey != nil {
+                try vault.requirePath()
+                guard try vault.key() == nil else { throw ValidationError("--new-key makes the key: give no other key or passphrase") }
+            } else {
+                try vault.requireKey()
+            }
             try checkIterations(iterations)
         }
 
         func run() async throws {
             try await reportingFailures(json: json) {
-                try TokenVault.create(at: vault.path, unlock: try vault.unlock(), iterations: iterations)
+                let unlock: VaultUnlock
+                if let newKey {
+                    // The vault must not exist yet: check before making a key nobody needs.
+                    guard !FileManager.default.fileExists(atPath: vault.path) else { throw CLIError(.failure, code: "vault_exists", "the vault \(vault.path.terminalSafe) exists already; it was left untouched") }
+                    try writeNewKey(to: newKey)
+                    Console.err("shadow-keys: wrote a new 256-bit key to \(newKey.terminalSafe) (mode 0600)")
+                    unlock = try KeyInput.key(SecretInput(origin: .file(newKey), what: "key")).vaultUnlock()
+                } else {
+                    unlock = try vault.unlock()
+                }
+                try TokenVault.create(at: vault.path, unlock: unlock, iterations: iterations)
                 // An existing folder keeps its mode: say so when others can get at the new vault.
                 for warning in TokenVault.permissionWarnings(path: vault.path) { Console.err("shadow-keys: warning: \(warning)") }
                 let info = try TokenVault.headerInfo(path: vault.path)
