@@ -1,4 +1,5 @@
 import ArgumentParser
+import ShadowCore
 
 @main
 struct ShadowKeysCommand: AsyncParsableCommand {
@@ -16,4 +17,38 @@ struct ShadowKeysCommand: AsyncParsableCommand {
         version: "0.1.0",
         subcommands: [VerifyToken.self, Decode.self, JWKSCommand.self, ClientSecretCommand.self, AppleCommand.self, Keygen.self, DeriveKey.self, Encrypt.self, Decrypt.self, Rewrap.self, Hash.self, VaultCommand.self, StateCommand.self, SelfTestCommand.self]
     )
+
+    /// Parses, then runs. When parsing fails and the command line names an option the command
+    /// does not have, that is what is reported (exit 64), before any other complaint. With
+    /// `--json`, a usage error is a JSON object on stdout too: `{"error":{"code":"usage","message":…}}`.
+    static func main() async {
+        let arguments = Array(CommandLine.arguments.dropFirst())
+        let command: any ParsableCommand
+        do {
+            command = try parseAsRoot(arguments)
+        } catch {
+            let json = arguments.prefix { $0 != "--" }.contains("--json")
+            if let unknown = UnknownOptions.first(in: arguments, root: Self.self) {
+                if json { Console.json(["error": ["code": "usage", "message": .string(unknown.message)]]) }
+                Console.err("Error: \(unknown.message)")
+                Console.err("  See 'shadow-keys \((unknown.commandPath + ["--help"]).joined(separator: " "))' for more information.")
+                exit(withError: ExitCode(ExitStatus.usage.rawValue))
+            }
+            let status = exitCode(for: error)
+            if json && status != .success {
+                Console.json(["error": ["code": "usage", "message": .string(message(for: error))]])
+            }
+            exit(withError: error)
+        }
+        do {
+            var command = command
+            if var asynchronous = command as? any AsyncParsableCommand {
+                try await asynchronous.run()
+            } else {
+                try command.run()
+            }
+        } catch {
+            exit(withError: error)
+        }
+    }
 }

@@ -1,3 +1,5 @@
+// Swift Testing is there for test targets only; the benchmarks also link this module.
+#if canImport(Testing)
 public import Testing
 
 extension Tag {
@@ -8,3 +10,4 @@ extension Tag {
     /// Run alone with `swift test --filter Stress`.
     @Tag public static var stress: Self
 }
+#endif
