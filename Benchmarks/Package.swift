@@ -16,6 +16,7 @@ let package = Package(
             name: "ShadowBench",
             dependencies: [
                 .product(name: "ShadowKeys", package: "ShadowKeys"),
+                .product(name: "ShadowCore", package: "ShadowKeys"),
                 .product(name: "ShadowJWKS", package: "ShadowKeys"),
                 .product(name: "ShadowCrypto", package: "ShadowKeys"),
                 .product(name: "ShadowApple", package: "ShadowKeys"),

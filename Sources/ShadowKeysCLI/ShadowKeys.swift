@@ -15,7 +15,7 @@ struct ShadowKeysCommand: AsyncParsableCommand {
             else. See Docs/cli.md.
             """,
         version: "0.1.0",
-        subcommands: [VerifyToken.self, Decode.self, JWKSCommand.self, ClientSecretCommand.self, AppleCommand.self, Keygen.self, DeriveKey.self, Encrypt.self, Decrypt.self, Rewrap.self, Hash.self, VaultCommand.self, StateCommand.self, SelfTestCommand.self]
+        subcommands: [VerifyToken.self, Decode.self, JWKSCommand.self, ClientSecretCommand.self, AppleCommand.self, Keygen.self, Sign.self, DeriveKey.self, Encrypt.self, Decrypt.self, Rewrap.self, Hash.self, VaultCommand.self, StateCommand.self, SelfTestCommand.self]
     )
 
     /// Parses, then runs. When parsing fails and the command line names an option the command

@@ -1,6 +1,7 @@
 import Crypto
 import CryptoExtras
 import Foundation
+import ShadowCore
 import ShadowCrypto
 
 /// PBKDF2, envelope encryption and SHA-256: ours beside the raw swift-crypto primitive and

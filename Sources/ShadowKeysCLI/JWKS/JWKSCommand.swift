@@ -12,6 +12,6 @@ struct JWKSCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "jwks",
         abstract: "Fetch, inspect and clear cached JWK Sets.",
-        subcommands: [Fetch.self, Show.self, Clear.self]
+        subcommands: [Fetch.self, Show.self, Clear.self, FromKey.self]
     )
 }
