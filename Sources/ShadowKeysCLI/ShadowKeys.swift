@@ -27,6 +27,8 @@ struct ShadowKeysCommand: AsyncParsableCommand {
         do {
             command = try parseAsRoot(arguments)
         } catch {
+            // --help and --version end parsing too; they are not errors.
+            guard exitCode(for: error) != .success else { exit(withError: error) }
             let json = arguments.prefix { $0 != "--" }.contains("--json")
             if let unknown = UnknownOptions.first(in: arguments, root: Self.self) {
                 if json { Console.json(["error": ["code": "usage", "message": .string(unknown.message)]]) }
@@ -34,8 +36,7 @@ struct ShadowKeysCommand: AsyncParsableCommand {
                 Console.err("  See 'shadow-keys \((unknown.commandPath + ["--help"]).joined(separator: " "))' for more information.")
                 exit(withError: ExitCode(ExitStatus.usage.rawValue))
             }
-            let status = exitCode(for: error)
-            if json && status != .success {
+            if json {
                 Console.json(["error": ["code": "usage", "message": .string(message(for: error))]])
             }
             exit(withError: error)
