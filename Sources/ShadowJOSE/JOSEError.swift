@@ -23,6 +23,9 @@ public struct JOSEError: ShadowKeysError {
         public static let invalidSignature = Code("invalid_signature")
         /// One or more claim rules failed; see ``JOSEError/claimFailures``.
         public static let claimsRejected = Code("claims_rejected")
+        /// The token verified, but its claims do not decode as the caller's `Decodable` type
+        /// (``JWTVerifier/verify(_:as:keys:)``).
+        public static let claimsUndecodable = Code("claims_undecodable")
         /// A JWK is malformed, unsupported, or outside the allowed key sizes.
         public static let invalidKey = Code("invalid_key")
         /// A JWK Set is malformed (not JSON, no `keys` array, duplicate `kid`s).

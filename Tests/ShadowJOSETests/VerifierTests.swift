@@ -286,3 +286,56 @@ import Testing
         #expect(signature.count == 64)
     }
 }
+
+/// `verify(_:as:keys:)`: claims decoded into the caller's own type, after every check.
+@Suite struct DecodableClaimsTests {
+    struct Session: Decodable, Equatable {
+        let sub: String
+        let aud: String
+        let exp: Int
+        let role: String?
+    }
+
+    struct NeedsTenant: Decodable {
+        let tenant: String
+    }
+
+    let now: Int64 = 1_700_000_000
+    let signer: JWSSigner
+    let keys: JWKSet
+    let verifier: JWTVerifier
+
+    init() throws {
+        signer = JWSSigner.es256(TestKeys.p256, keyID: "ec-1")
+        keys = try JWKSet(keys: [signer.publicJWK()])
+        verifier = JWTVerifier(
+            policy: ClaimPolicy(issuer: "https://issuer.example", audiences: ["app.example"]),
+            clock: .fixed(Date(timeIntervalSince1970: TimeInterval(now))))
+    }
+
+    @Test func verifiedClaimsDecodeIntoTheCallersType() async throws {
+        let token = try signer.sign(claims: TokenFactory.claims(now: now, extra: ["role": "admin"]))
+        let session = try verifier.verify(token, as: Session.self, keys: keys)
+        #expect(session == Session(sub: "user-1", aud: "app.example", exp: Int(now) + 3600, role: "admin"))
+        func viaSource(_ source: some JWKSource) async throws -> Session { try await verifier.verify(token, as: Session.self, keys: source) }
+        #expect(try await viaSource(keys) == session)
+    }
+
+    @Test func claimsThatDoNotFitAreRefusedByName() throws {
+        let token = try signer.sign(claims: TokenFactory.claims(now: now))
+        do {
+            _ = try verifier.verify(token, as: NeedsTenant.self, keys: keys)
+            Issue.record("decoded without a tenant")
+        } catch let error as JOSEError {
+            #expect(error.code == .claimsUndecodable)
+            #expect(error.reason.contains("NeedsTenant") && error.reason.contains("tenant"), "\(error.reason)")
+        }
+    }
+
+    @Test func nothingIsDecodedFromATokenThatFailsVerification() throws {
+        let expired = try signer.sign(claims: TokenFactory.claims(now: now - 7200))
+        #expect { try verifier.verify(expired, as: Session.self, keys: keys) } throws: { ($0 as? JOSEError)?.code == .claimsRejected }
+        let other = try JWSSigner.es256(TestKeys.p256b, keyID: "ec-1").sign(claims: TokenFactory.claims(now: now))
+        #expect { try verifier.verify(other, as: Session.self, keys: keys) } throws: { ($0 as? JOSEError)?.code == .invalidSignature }
+    }
+}
