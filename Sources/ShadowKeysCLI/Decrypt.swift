@@ -14,10 +14,10 @@ struct Decrypt: AsyncParsableCommand {
         commandName: "decrypt",
         abstract: "Decrypt a ShadowKeys envelope (either form).",
         discussion: """
-            Nothing is written to the destination until the whole envelope has authenticated: a file
-            appears by rename, stdout receives the plaintext after the last chunk verified.
-            Exit 20 for any authentication failure (wrong key or passphrase, wrong context,
-            tampering, truncation), 65 for input that is not an envelope, 66 when the input
+            Nothing is written to the destination until the whole envelope has authenticated: a file \
+            appears by rename, stdout receives the plaintext after the last chunk verified. \
+            Exit 20 for any authentication failure (wrong key or passphrase, wrong context, \
+            tampering, truncation), 65 for input that is not an envelope, 66 when the input \
             cannot be opened, 64 for usage errors.
             """
     )

@@ -12,10 +12,10 @@ struct Hash: AsyncParsableCommand {
         commandName: "hash",
         abstract: "SHA-256 (or HMAC-SHA256) of files, in sha256sum format; --check verifies a manifest.",
         discussion: """
-            Output lines are `<hex>  <name>` as sha256sum writes them. With --check MANIFEST, each
-            listed file is hashed and reported `name: OK` or `name: FAILED` (`FAILED open or read`
-            when it cannot be read); the exit status is 1 if any file failed, as with sha256sum -c.
-            With --hmac-key-file the digest is HMAC-SHA256: use it for hashes stored beside
+            Output lines are `<hex>  <name>` as sha256sum writes them. With --check MANIFEST, each \
+            listed file is hashed and reported `name: OK` or `name: FAILED` (`FAILED open or read` \
+            when it cannot be read); the exit status is 1 if any file failed, as with sha256sum -c. \
+            With --hmac-key-file the digest is HMAC-SHA256: use it for hashes stored beside \
             ciphertext, where a plain hash would reveal equal plaintexts.
             """
     )

@@ -7,8 +7,8 @@ struct SelfTestCommand: AsyncParsableCommand {
         commandName: "selftest",
         abstract: "Run the known-answer tests of every module and print a table.",
         discussion: """
-            RFC examples are built in; Wycheproof and NIST files are read from TestVectors/
-            (found via --vectors, $SHADOW_KEYS_VECTORS, ./TestVectors, or the package checkout the
+            RFC examples are built in; Wycheproof and NIST files are read from TestVectors/ \
+            (found via --vectors, $SHADOW_KEYS_VECTORS, ./TestVectors, or the package checkout the \
             binary was built in). Exits 0 only if every suite ran and passed.
             """
     )

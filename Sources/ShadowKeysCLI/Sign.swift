@@ -13,9 +13,9 @@ struct Sign: AsyncParsableCommand {
         commandName: "sign",
         abstract: "Sign a JWT with a private key (PEM, .p8 or JWK): RS256 or ES256.",
         discussion: """
-            The claims come from --claims (a JSON object, '-' for stdin; default {}). iat is set to now
-            unless the claims or --iat give it; --exp sets exp. Without --kid the kid is the key's
-            RFC 7638 thumbprint, as 'jwks from-key' gives it. Prints the token and a newline.
+            The claims come from --claims (a JSON object, '-' for stdin; default {}). iat is set to now \
+            unless the claims or --iat give it; --exp sets exp. Without --kid the kid is the key's \
+            RFC 7638 thumbprint, as 'jwks from-key' gives it. Prints the token and a newline. \
             Exit 0, 64 usage, 65 an unusable key or claims, 66 a file that cannot be read.
             """)
 

@@ -9,10 +9,10 @@ struct VerifyToken: AsyncParsableCommand {
         commandName: "verify-token",
         abstract: "Verify a JWS/JWT against a JWK Set and a claim policy.",
         discussion: """
-            Prints the verified claims and exits 0, or exits 10 (malformed), 11 (signature, key or
-            algorithm rejected), 12 (claims rejected), 13 (keys unavailable), 14 (with --state: the
-            credential was revoked or transferred after the token was issued), 64 (usage).
-            A --jwks URL is cached under $XDG_CACHE_HOME/shadow-keys/jwks (see Docs/jwks-caching.md).
+            Prints the verified claims and exits 0, or exits 10 (malformed), 11 (signature, key or \
+            algorithm rejected), 12 (claims rejected), 13 (keys unavailable), 14 (with --state: the \
+            credential was revoked or transferred after the token was issued), 64 (usage). \
+            A --jwks URL is cached under $XDG_CACHE_HOME/shadow-keys/jwks (see Docs/jwks-caching.md). \
             Pass the token on stdin (a pipe, or '-'), --token-file or --token-env to keep it out of argv.
             """
     )

@@ -62,7 +62,13 @@ public final class ChildProcess: @unchecked Sendable {
         posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
 
         var pid: pid_t = 0
-        let spawned = posix_spawn(&pid, executable, &actions, &attributes, argv, envp)
+        var spawned = posix_spawn(&pid, executable, &actions, &attributes, argv, envp)
+        // A just-written executable is "busy" while a child that another thread is spawning still
+        // holds the writer's descriptor between its fork and its exec: wait that out.
+        for _ in 0..<100 where spawned == ETXTBSY {
+            usleep(20_000)
+            spawned = posix_spawn(&pid, executable, &actions, &attributes, argv, envp)
+        }
         close(input[0])
         close(output[1])
         close(errors[1])

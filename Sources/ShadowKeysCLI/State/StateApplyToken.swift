@@ -15,7 +15,7 @@ extension StateCommand {
             commandName: "apply-token",
             abstract: "Verify a Sign in with Apple identity token and record the sign-in (and any transfer_sub).",
             discussion: """
-                Verification is that of `verify-token --apple`. Exit 14 when the sign-in is recorded but the
+                Verification is that of `verify-token --apple`. Exit 14 when the sign-in is recorded but the \
                 token is superseded: its subject was revoked or transferred at or after its iat.
                 """)
         @OptionGroup var token: TokenOptions
