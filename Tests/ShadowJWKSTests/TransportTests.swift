@@ -128,12 +128,12 @@ import Testing
         let body = Array(#"{"keys":[]}"#.utf8)
         let server = try LoopbackHTTPSServer(body: body)
         let trusting = try AsyncHTTPClientTransport(options: .init(additionalTrustRootsFile: LoopbackHTTPSServer.caFile, proxy: .none))
-        let response = try await trusting.send(HTTPRequest(url: server.url("/keys")))
+        let response = try await trusting.send(HTTPRequest(url: server.url("/keys"), timeout: 120))
         #expect(response.status == 200 && response.body == body)
 
         let system = try AsyncHTTPClientTransport(options: .init(proxy: .none))
         do {
-            _ = try await system.send(HTTPRequest(url: server.url("/keys")))
+            _ = try await system.send(HTTPRequest(url: server.url("/keys"), timeout: 120))
             Issue.record("a certificate from an unknown CA was accepted")
         } catch let error as HTTPTransportError {
             #expect(error.kind == .connection)
@@ -147,7 +147,7 @@ import Testing
         let server = try LoopbackHTTPServer { _ in .json("{}") }
         let client = HTTPClient(configuration: .init(redirectConfiguration: .disallow))
         let shared = AsyncHTTPClientTransport(client: client, allowLoopbackHTTP: true)
-        let response = try await shared.send(HTTPRequest(url: server.url("/")))
+        let response = try await shared.send(HTTPRequest(url: server.url("/"), timeout: 120))
         #expect(response.status == 200)
         try await client.shutdown()
     }
@@ -159,7 +159,7 @@ import Testing
         let client = HTTPClient(configuration: .init(redirectConfiguration: .follow(max: 3, allowCycles: false)))
         let shared = AsyncHTTPClientTransport(client: client, allowLoopbackHTTP: true)
         do {
-            _ = try await shared.send(HTTPRequest(url: server.url("/keys")))
+            _ = try await shared.send(HTTPRequest(url: server.url("/keys"), timeout: 120))
             Issue.record("a redirected answer was returned")
         } catch let error as HTTPTransportError {
             #expect(error.message.contains("redirect"))
@@ -176,7 +176,9 @@ extension TransportTests {
             let signer = try JWSSigner.rs256(TestKeys.rsa, keyID: "k1")
             let server = try LoopbackHTTPSServer(body: Array(TestKeys.jwksJSON([try signer.publicJWK()]).utf8))
             let transport = try AsyncHTTPClientTransport(options: .init(additionalTrustRootsFile: LoopbackHTTPSServer.caFile, proxy: .none))
-            let provider = try JWKSProvider(configuration: .init(url: server.url("/keys")), transport: transport)
+            var configuration = JWKSProvider.Configuration(url: server.url("/keys"))
+            configuration.timeout = 60  // the suite's other tests can hold the shared thread pool for seconds
+            let provider = try JWKSProvider(configuration: configuration, transport: transport)
             let now = Int64(Date().timeIntervalSince1970)
             let token = try signer.sign(claims: TokenFactory.claims(now: now))
             let verifier = JWTVerifier(policy: ClaimPolicy(issuer: "https://issuer.example", audiences: ["app.example"]))
