@@ -57,4 +57,21 @@ import Testing
         #expect(result.stdout.contains("USAGE") || result.stdout.contains("Usage"))
         #expect(!result.stdout.contains("\"error\""))
     }
+
+    @Test(arguments: ["bash", "zsh", "fish"])
+    func completionScriptsNameEverySubcommand(shell: String) throws {
+        let result = try CLIRunner.run(["--generate-completion-script", shell])
+        #expect(result.status == 0, "\(result.stderr)")
+        for command in ["verify-token", "keygen", "sign", "from-key", "selftest"] {
+            #expect(result.stdout.contains(command), "\(shell) completions lack \(command)")
+        }
+    }
+
+    @Test func helpWrapsToTheTerminalWidth() throws {
+        let result = try CLIRunner.run(["--help"], environment: ["COLUMNS": "80"])
+        #expect(result.status == 0)
+        let long = result.stdout.split(separator: "\n").filter { $0.count > 80 && !$0.contains("USAGE") }
+        #expect(long.isEmpty, "lines over 80 columns: \(long)")
+        #expect(result.stdout.contains("See Docs/cli.md."), "\(result.stdout)")
+    }
 }
