@@ -66,7 +66,7 @@ struct Encrypt: AsyncParsableCommand {
 
     func run() async throws {
         try await reportingFailures(json: false) {
-            let kek = try key.required().kek(id: keyID, iterations: iterations)
+            let kek = try key.required(confirm: true).kek(id: keyID, iterations: iterations)
             let context = try parseContext(self.context)
             let source = try InputFile(input)
             defer { source.close() }

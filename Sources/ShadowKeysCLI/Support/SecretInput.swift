@@ -15,6 +15,9 @@ struct SecretInput {
         case standardInput
         case file(String)
         case environment(String)
+        /// Asked on the terminal without echo (twice when `confirm`): only when stdin is a
+        /// terminal and no option names a key or passphrase.
+        case prompt(confirm: Bool)
     }
 
     let origin: Origin
@@ -49,6 +52,8 @@ struct SecretInput {
         case .environment(let name):
             guard let value = ProcessInfo.processInfo.environment[name] else { throw CLIError(.noInput, "environment variable \(name) is not set") }
             return Array(value.utf8)
+        case .prompt(let confirm):
+            return try TerminalPrompt.secret(what: what, confirm: confirm, limit: limit)
         }
     }
 

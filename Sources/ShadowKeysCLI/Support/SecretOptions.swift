@@ -80,7 +80,9 @@ struct KEKOptions: ParsableArguments {
     @OptionGroup var passphrase: PassphraseOptions
 
     func validate() throws {
-        guard try input() != nil else { throw ValidationError("give exactly one of --key-file, --passphrase-stdin, --passphrase-file or --passphrase-env") }
+        guard try input() != nil || TerminalPrompt.available else {
+            throw ValidationError("give exactly one of --key-file, --passphrase-stdin, --passphrase-file or --passphrase-env")
+        }
     }
 
     func input() throws -> KeyInput? {
@@ -88,10 +90,12 @@ struct KEKOptions: ParsableArguments {
                          options: "--key-file, --passphrase-stdin, --passphrase-file or --passphrase-env")
     }
 
-    /// The key, after ``validate()`` made sure there is one.
-    func required() throws -> KeyInput {
-        guard let input = try input() else { throw CLIError(.usage, "no key given") }
-        return input
+    /// The key, after ``validate()`` made sure there is one or a terminal to ask for a
+    /// passphrase (twice when `confirm`, for a passphrase that will seal something).
+    func required(confirm: Bool = false) throws -> KeyInput {
+        if let input = try input() { return input }
+        guard TerminalPrompt.available else { throw CLIError(.usage, "no key given") }
+        return .passphrase(SecretInput(origin: .prompt(confirm: confirm), what: "passphrase"))
     }
 }
 

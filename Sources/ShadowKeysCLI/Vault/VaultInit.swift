@@ -43,7 +43,7 @@ extension VaultCommand {
                     Console.err("shadow-keys: wrote a new 256-bit key to \(newKey.terminalSafe) (mode 0600)")
                     unlock = try KeyInput.key(SecretInput(origin: .file(newKey), what: "key")).vaultUnlock()
                 } else {
-                    unlock = try vault.unlock()
+                    unlock = try vault.unlock(confirm: true)
                 }
                 try TokenVault.create(at: vault.path, unlock: unlock, iterations: iterations)
                 // An existing folder keeps its mode: say so when others can get at the new vault.

@@ -54,14 +54,17 @@ struct VaultOptions: ParsableArguments {
 
     func requireKey() throws {
         try requirePath()
-        guard try key() != nil else {
+        guard try key() != nil || TerminalPrompt.available else {
             throw ValidationError("open the vault with one of --key-file, --key-env, --passphrase-stdin, --passphrase-file or --passphrase-env")
         }
     }
 
-    func unlock() throws -> VaultUnlock {
-        guard let key = try key() else { throw CLIError(.usage, "no vault key given") }
-        return try key.vaultUnlock()
+    /// The key or passphrase given; with none and stdin a terminal, a passphrase asked for there
+    /// (twice when `confirm`, for a new vault).
+    func unlock(confirm: Bool = false) throws -> VaultUnlock {
+        if let key = try key() { return try key.vaultUnlock() }
+        guard TerminalPrompt.available else { throw CLIError(.usage, "no vault key given") }
+        return try KeyInput.passphrase(SecretInput(origin: .prompt(confirm: confirm), what: "passphrase")).vaultUnlock()
     }
 
     /// A handle on the vault, after warning about loose permissions.
