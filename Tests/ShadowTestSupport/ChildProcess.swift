@@ -45,29 +45,13 @@ public final class ChildProcess: @unchecked Sendable {
         let argv: [UnsafeMutablePointer<CChar>?] = ([executable] + arguments).map { strdup($0) } + [nil]
         let envp: [UnsafeMutablePointer<CChar>?] = merged.map { strdup("\($0.key)=\($0.value)") } + [nil]
         defer { for pointer in argv + envp { free(pointer) } }
-        // The child starts with no signal blocked and every signal at its default action, whatever
-        // this process (or the thread that spawns) has blocked or ignored.
-        #if os(Linux)
-        var attributes = posix_spawnattr_t()
-        #else
-        var attributes: posix_spawnattr_t?
-        #endif
-        posix_spawnattr_init(&attributes)
-        defer { posix_spawnattr_destroy(&attributes) }
-        var noSignals = sigset_t(), allSignals = sigset_t()
-        sigemptyset(&noSignals)
-        sigfillset(&allSignals)
-        posix_spawnattr_setsigmask(&attributes, &noSignals)
-        posix_spawnattr_setsigdefault(&attributes, &allSignals)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
-
         var pid: pid_t = 0
-        var spawned = posix_spawn(&pid, executable, &actions, &attributes, argv, envp)
+        var spawned = CleanSpawn.spawn(&pid, executable, &actions, argv, envp)
         // A just-written executable is "busy" while a child that another thread is spawning still
         // holds the writer's descriptor between its fork and its exec: wait that out.
         for _ in 0..<100 where spawned == ETXTBSY {
             usleep(20_000)
-            spawned = posix_spawn(&pid, executable, &actions, &attributes, argv, envp)
+            spawned = CleanSpawn.spawn(&pid, executable, &actions, argv, envp)
         }
         close(input[0])
         close(output[1])
@@ -176,5 +160,36 @@ public final class ChildProcess: @unchecked Sendable {
         return CLIResult(
             status: exit, stdout: String(decoding: out, as: UTF8.self), stderr: String(decoding: err, as: UTF8.self),
             peakMemoryKiB: peakMemory.value.withLock { $0 })
+    }
+}
+
+/// posix_spawn with a clean signal state: the child starts with no signal blocked and every signal
+/// at its default action, whatever this process (or the spawning thread) has blocked or ignored.
+/// A child that inherited a blocked SIGTERM would never stop when told to.
+public enum CleanSpawn {
+    #if os(Linux)
+    public typealias FileActions = posix_spawn_file_actions_t
+    #else
+    public typealias FileActions = posix_spawn_file_actions_t?
+    #endif
+
+    /// posix_spawn's result: 0, or the error number.
+    public static func spawn(
+        _ pid: inout pid_t, _ path: String, _ actions: inout FileActions, _ argv: [UnsafeMutablePointer<CChar>?], _ envp: [UnsafeMutablePointer<CChar>?]
+    ) -> Int32 {
+        #if os(Linux)
+        var attributes = posix_spawnattr_t()
+        #else
+        var attributes: posix_spawnattr_t?
+        #endif
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var noSignals = sigset_t(), allSignals = sigset_t()
+        sigemptyset(&noSignals)
+        sigfillset(&allSignals)
+        posix_spawnattr_setsigmask(&attributes, &noSignals)
+        posix_spawnattr_setsigdefault(&attributes, &allSignals)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+        return posix_spawn(&pid, path, &actions, &attributes, argv, envp)
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import ShadowTestSupport
 
 /// One row of the results table: throughput of ours, the raw primitive, and a peer, in ops/s.
 struct BenchRow {
@@ -184,19 +185,8 @@ enum Harness {
             for pointer in argv { free(pointer) }
             for pointer in envp { free(pointer) }
         }
-        // No signal blocked and every signal at its default action in the child, whatever this
-        // process has: a server or tool that inherited a blocked SIGTERM would never stop.
-        var attributes = posix_spawnattr_t()
-        posix_spawnattr_init(&attributes)
-        defer { posix_spawnattr_destroy(&attributes) }
-        var noSignals = sigset_t(), allSignals = sigset_t()
-        sigemptyset(&noSignals)
-        sigfillset(&allSignals)
-        posix_spawnattr_setsigmask(&attributes, &noSignals)
-        posix_spawnattr_setsigdefault(&attributes, &allSignals)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
         var pid: pid_t = 0
-        let result = posix_spawn(&pid, path, &actions, &attributes, argv, envp)
+        let result = CleanSpawn.spawn(&pid, path, &actions, argv, envp)
         guard result == 0 else { throw BenchError("cannot run \(path): error \(result)") }
         // A run that outlives the timeout is killed, so no benchmark waits forever.
         let child = pid
