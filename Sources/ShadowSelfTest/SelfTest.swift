@@ -18,66 +18,50 @@ package enum SelfTest {
         /// Whether the file is compiled into the binary.
         package let embedded: Bool
         package let run: @Sendable ([UInt8]) throws -> [VectorCase]
+
+        /// Vectors computed in code, no file.
+        static func computed(_ module: String, _ name: String, _ run: @escaping @Sendable () -> [VectorCase]) -> Suite {
+            Suite(module: module, name: name, path: "", embedded: true) { _ in run() }
+        }
+
+        /// A compiled-in file of ShadowKeys' own, read as bytes.
+        static func bytes(_ module: String, _ name: String, _ path: String, _ run: @escaping @Sendable ([UInt8]) -> [VectorCase]) -> Suite {
+            Suite(module: module, name: name, path: path, embedded: true) { run($0) }
+        }
+
+        /// A text file (an RFC example or a NIST response file).
+        static func text(_ module: String, _ name: String, _ path: String, embedded: Bool, _ run: @escaping @Sendable (String) -> [VectorCase]) -> Suite {
+            Suite(module: module, name: name, path: path, embedded: embedded) { run(String(decoding: $0, as: UTF8.self)) }
+        }
+
+        /// A Wycheproof file under `wycheproof/`, read from the vector folder.
+        static func wycheproof(_ module: String, _ name: String, _ file: String, _ run: @escaping @Sendable (WycheproofFile) -> [VectorCase]) -> Suite {
+            Suite(module: module, name: name, path: "wycheproof/" + file, embedded: false) { run(try WycheproofFile(json: $0)) }
+        }
     }
 
     /// Every suite, in the order the table prints them.
     package static let suites: [Suite] = [
-        Suite(module: "ShadowCore", name: "RFC 4648 §10 base64", path: "", embedded: true) { _ in RFCSuites.base64() },
-        Suite(module: "ShadowJOSE", name: "RFC 7515 A.2 RS256", path: "rfc/rfc7515-a2-rs256.json", embedded: true) {
-            RFCSuites.rfc7515A2(String(decoding: $0, as: UTF8.self))
-        },
-        Suite(module: "ShadowJOSE", name: "RFC 7515 A.3 ES256", path: "rfc/rfc7515-a3-es256.json", embedded: true) {
-            RFCSuites.rfc7515A3(String(decoding: $0, as: UTF8.self))
-        },
-        Suite(module: "ShadowJOSE", name: "RFC 7638 §3.1 thumbprint", path: "rfc/rfc7638-3.1-thumbprint.json", embedded: true) {
-            RFCSuites.rfc7638(String(decoding: $0, as: UTF8.self))
-        },
-        Suite(module: "ShadowJOSE", name: "Wycheproof ECDSA P-256 P1363 (ES256)", path: "wycheproof/ecdsa_secp256r1_sha256_p1363_test.json", embedded: false) {
-            SignatureSuites.ecdsaP1363(try WycheproofFile(json: $0))
-        },
-        Suite(module: "ShadowJOSE", name: "Wycheproof ECDSA P-256 DER (all refused)", path: "wycheproof/ecdsa_secp256r1_sha256_test.json", embedded: false) {
-            SignatureSuites.ecdsaDERAllRejected(try WycheproofFile(json: $0))
-        },
-        Suite(module: "ShadowJOSE", name: "Wycheproof RSA-2048 PKCS#1 v1.5 (RS256)", path: "wycheproof/rsa_signature_2048_sha256_test.json", embedded: false) {
-            SignatureSuites.rsaPKCS1(try WycheproofFile(json: $0))
-        },
-        Suite(module: "ShadowApple", name: "Client secret sign/verify (RFC 7515 A.3 key)", path: "rfc/rfc7515-a3-es256.json", embedded: true) {
-            AppleSuites.clientSecret($0)
-        },
-        Suite(module: "ShadowCrypto", name: "FIPS 180-4 SHA-256 examples", path: "", embedded: true) { _ in CryptoSuites.fips180Examples() },
-        Suite(module: "ShadowCrypto", name: "NIST SHA256ShortMsg", path: "nist-cavp/SHA2/SHA256ShortMsg.rsp", embedded: false) {
-            CryptoSuites.sha256Messages(String(decoding: $0, as: UTF8.self))
-        },
-        Suite(module: "ShadowCrypto", name: "NIST SHA256LongMsg", path: "nist-cavp/SHA2/SHA256LongMsg.rsp", embedded: false) {
-            CryptoSuites.sha256Messages(String(decoding: $0, as: UTF8.self))
-        },
-        Suite(module: "ShadowCrypto", name: "NIST SHA256Monte", path: "nist-cavp/SHA2/SHA256Monte.rsp", embedded: false) {
-            CryptoSuites.sha256Monte(String(decoding: $0, as: UTF8.self))
-        },
-        Suite(module: "ShadowCrypto", name: "Wycheproof PBKDF2-HMAC-SHA256", path: "wycheproof/pbkdf2_hmacsha256_test.json", embedded: false) {
-            CryptoSuites.pbkdf2(try WycheproofFile(json: $0))
-        },
-        Suite(module: "ShadowCrypto", name: "Wycheproof HKDF-SHA256", path: "wycheproof/hkdf_sha256_test.json", embedded: false) {
-            CryptoSuites.hkdf(try WycheproofFile(json: $0))
-        },
-        Suite(module: "ShadowCrypto", name: "NIST GCM encrypt (256, IV 96, tag 128)", path: "nist-cavp/GCM/gcmEncryptExtIV256.rsp", embedded: false) {
-            CryptoSuites.nistGCMEncrypt(String(decoding: $0, as: UTF8.self))
-        },
-        Suite(module: "ShadowCrypto", name: "NIST GCM decrypt (256, IV 96, tag 128)", path: "nist-cavp/GCM/gcmDecrypt256.rsp", embedded: false) {
-            CryptoSuites.nistGCMDecrypt(String(decoding: $0, as: UTF8.self))
-        },
-        Suite(module: "ShadowCrypto", name: "Wycheproof AES-256-GCM (IV 96, tag 128)", path: "wycheproof/aes_gcm_test.json", embedded: false) {
-            CryptoSuites.aesGCM(try WycheproofFile(json: $0))
-        },
-        Suite(module: "ShadowCrypto", name: "ShadowKeys envelope v1 vectors", path: "shadow/envelope/vectors.json", embedded: true) {
-            EnvelopeSuites.vectors($0)
-        },
-        Suite(module: "ShadowVault", name: "ShadowKeys vault v1 vectors", path: "shadow/vault/vectors.json", embedded: true) {
-            VaultSuites.vectors($0)
-        },
-        Suite(module: "ShadowCredentials", name: "ShadowKeys audit log v1 vectors", path: "shadow/audit/vectors.json", embedded: true) {
-            AuditSuites.vectors($0)
-        },
+        .computed("ShadowCore", "RFC 4648 §10 base64", RFCSuites.base64),
+        .text("ShadowJOSE", "RFC 7515 A.2 RS256", "rfc/rfc7515-a2-rs256.json", embedded: true, RFCSuites.rfc7515A2),
+        .text("ShadowJOSE", "RFC 7515 A.3 ES256", "rfc/rfc7515-a3-es256.json", embedded: true, RFCSuites.rfc7515A3),
+        .text("ShadowJOSE", "RFC 7638 §3.1 thumbprint", "rfc/rfc7638-3.1-thumbprint.json", embedded: true, RFCSuites.rfc7638),
+        .wycheproof("ShadowJOSE", "Wycheproof ECDSA P-256 P1363 (ES256)", "ecdsa_secp256r1_sha256_p1363_test.json", SignatureSuites.ecdsaP1363),
+        .wycheproof("ShadowJOSE", "Wycheproof ECDSA P-256 DER (all refused)", "ecdsa_secp256r1_sha256_test.json", SignatureSuites.ecdsaDERAllRejected),
+        .wycheproof("ShadowJOSE", "Wycheproof RSA-2048 PKCS#1 v1.5 (RS256)", "rsa_signature_2048_sha256_test.json", SignatureSuites.rsaPKCS1),
+        .bytes("ShadowApple", "Client secret sign/verify (RFC 7515 A.3 key)", "rfc/rfc7515-a3-es256.json", AppleSuites.clientSecret),
+        .computed("ShadowCrypto", "FIPS 180-4 SHA-256 examples", CryptoSuites.fips180Examples),
+        .text("ShadowCrypto", "NIST SHA256ShortMsg", "nist-cavp/SHA2/SHA256ShortMsg.rsp", embedded: false, CryptoSuites.sha256Messages),
+        .text("ShadowCrypto", "NIST SHA256LongMsg", "nist-cavp/SHA2/SHA256LongMsg.rsp", embedded: false, CryptoSuites.sha256Messages),
+        .text("ShadowCrypto", "NIST SHA256Monte", "nist-cavp/SHA2/SHA256Monte.rsp", embedded: false, CryptoSuites.sha256Monte),
+        .wycheproof("ShadowCrypto", "Wycheproof PBKDF2-HMAC-SHA256", "pbkdf2_hmacsha256_test.json", CryptoSuites.pbkdf2),
+        .wycheproof("ShadowCrypto", "Wycheproof HKDF-SHA256", "hkdf_sha256_test.json", CryptoSuites.hkdf),
+        .text("ShadowCrypto", "NIST GCM encrypt (256, IV 96, tag 128)", "nist-cavp/GCM/gcmEncryptExtIV256.rsp", embedded: false, CryptoSuites.nistGCMEncrypt),
+        .text("ShadowCrypto", "NIST GCM decrypt (256, IV 96, tag 128)", "nist-cavp/GCM/gcmDecrypt256.rsp", embedded: false, CryptoSuites.nistGCMDecrypt),
+        .wycheproof("ShadowCrypto", "Wycheproof AES-256-GCM (IV 96, tag 128)", "aes_gcm_test.json", CryptoSuites.aesGCM),
+        .bytes("ShadowCrypto", "ShadowKeys envelope v1 vectors", "shadow/envelope/vectors.json", EnvelopeSuites.vectors),
+        .bytes("ShadowVault", "ShadowKeys vault v1 vectors", "shadow/vault/vectors.json", VaultSuites.vectors),
+        .bytes("ShadowCredentials", "ShadowKeys audit log v1 vectors", "shadow/audit/vectors.json", AuditSuites.vectors),
     ]
 
     /// Runs every suite. Files not compiled in are read from `directory`; without one, those

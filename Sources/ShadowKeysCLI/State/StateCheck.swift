@@ -12,21 +12,17 @@ import ShadowJOSE
 extension StateCommand {
     struct Check: AsyncParsableCommand {
         static let configuration = CommandConfiguration(commandName: "check", abstract: "Exit 0 if the user is authorized, 14 otherwise (revoked, transferred or notFound).")
-        @OptionGroup var user: UserOptions
-        @OptionGroup var vault: VaultOptions
-        @Flag(help: "Print the state as JSON.") var json = false
-
-        func validate() throws { try vault.requireKey() }
+        @OptionGroup var query: UserQueryOptions
 
         func run() async throws {
-            try await reportingFailures(json: json) {
-                let status = try credentialStore(vault).recordSync(clientID: user.clientID, subject: user.subject).status
-                if json { printStatus(status, user: user, json: true) }
+            try await reportingFailures(json: query.json) {
+                let status = try query.record().status
+                if query.json { printStatus(status, user: query.user, json: true) }
                 guard status.state == .authorized else {
-                    Console.err("shadow-keys: \(user.subject.quotedForMessage) is \(status.state)\(status.since.map { " since \(Timestamp.rfc3339($0))" } ?? "")")
+                    Console.err("shadow-keys: \(query.user.subject.quotedForMessage) is \(status.state)\(status.since.map { " since \(Timestamp.rfc3339($0))" } ?? "")")
                     throw ExitCode(ExitStatus.credentialRevoked.rawValue)
                 }
-                if !json { Console.out("authorized") }
+                if !query.json { Console.out("authorized") }
             }
         }
     }

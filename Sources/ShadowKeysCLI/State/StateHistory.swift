@@ -12,20 +12,16 @@ import ShadowJOSE
 extension StateCommand {
     struct History: AsyncParsableCommand {
         static let configuration = CommandConfiguration(commandName: "history", abstract: "Print a user's transitions from the audit log (checking the log's chain first).")
-        @OptionGroup var user: UserOptions
-        @OptionGroup var vault: VaultOptions
-        @Flag(help: "Print JSON.") var json = false
-
-        func validate() throws { try vault.requireKey() }
+        @OptionGroup var query: UserQueryOptions
 
         func run() async throws {
-            try await reportingFailures(json: json) {
-                let entries = try credentialStore(vault).historySync(clientID: user.clientID, subject: user.subject)
-                if json {
-                    Console.json(["client_id": .string(user.clientID), "sub": .string(user.subject), "entries": .array(entries.map { .object(auditJSON($0)) })])
+            try await reportingFailures(json: query.json) {
+                let entries = try credentialStore(query.vault).historySync(clientID: query.user.clientID, subject: query.user.subject)
+                if query.json {
+                    Console.json(["client_id": .string(query.user.clientID), "sub": .string(query.user.subject), "entries": .array(entries.map { .object(auditJSON($0)) })])
                     return
                 }
-                if entries.isEmpty { Console.err("shadow-keys: no transitions recorded for \(user.subject.quotedForMessage)") }
+                if entries.isEmpty { Console.err("shadow-keys: no transitions recorded for \(query.user.subject.quotedForMessage)") }
                 for entry in entries {
                     Console.out("\(Timestamp.rfc3339(millisecondsToDate(entry.eventTimeMilliseconds)))  \(entry.old) -> \(entry.new)  \(entry.cause.rawValue)  \(entry.eventID.terminalSafe)")
                 }

@@ -20,6 +20,20 @@ struct UserOptions: ParsableArguments {
     }
 }
 
+/// What every per-user query takes: the user, the vault that holds the state, and `--json`.
+struct UserQueryOptions: ParsableArguments {
+    @OptionGroup var user: UserOptions
+    @OptionGroup var vault: VaultOptions
+    @Flag(help: "Print JSON.") var json = false
+
+    func validate() throws { try vault.requireKey() }
+
+    /// The user's record, from the vault's credential store.
+    func record() throws -> CredentialRecord {
+        try credentialStore(vault).recordSync(clientID: user.clientID, subject: user.subject)
+    }
+}
+
 /// The vault's credential store.
 func credentialStore(_ vault: VaultOptions) throws -> VaultCredentialStore { VaultCredentialStore(vault: try vault.open()) }
 
