@@ -17,7 +17,7 @@ public import ShadowJWKS
 /// - Plain `http://` requests (loopback only, see ``URLPolicy``) never use a proxy.
 public struct ProxySettings: Sendable, Hashable {
     /// A proxy server reached over plain HTTP (CONNECT for https targets).
-    public struct Server: Sendable, Hashable {
+    public struct Server: Sendable, Hashable, CustomStringConvertible, CustomDebugStringConvertible {
         public var host: String
         public var port: Int
         public var username: String?
@@ -29,6 +29,13 @@ public struct ProxySettings: Sendable, Hashable {
             self.username = username
             self.password = password
         }
+
+        /// `host:port`, with `user:***@` when credentials are set: the password is never printed.
+        public var description: String {
+            (username.map { "\($0):***@" } ?? "") + (host.contains(":") ? "[\(host)]" : host) + ":\(port)"
+        }
+
+        public var debugDescription: String { description }
     }
 
     /// The proxy for https requests, or the reason the configured one cannot be used.

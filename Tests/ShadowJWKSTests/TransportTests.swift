@@ -210,6 +210,15 @@ extension TransportTests {
         #expect(try settings.server(forHost: "example.com") == .init(host: "::1", port: 3128, username: "us@er", password: "p:ss"))
     }
 
+    @Test func aProxyPasswordIsNeverPrinted() throws {
+        let settings = ProxySettings.fromEnvironment(["HTTPS_PROXY": "http://user:hunter2@proxy.example:3128"])
+        let server = try #require(try settings.server(forHost: "example.com"))
+        for text in ["\(server)", String(reflecting: server), "\(settings)"] {
+            #expect(!text.contains("hunter2"), "\(text)")
+        }
+        #expect("\(server)" == "user:***@proxy.example:3128")
+    }
+
     @Test func unusableProxiesAreRefusedByName() {
         for value in ["https://proxy:443", "socks5://proxy:1080", "http://proxy:0", "http://proxy:65536", "http://proxy:x", "http://", "http://[::1", "http://a%zz@p:1"] {
             let settings = ProxySettings.fromEnvironment(["HTTPS_PROXY": value])
