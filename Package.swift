@@ -18,6 +18,12 @@ let asyncHTTPClient = Target.Dependency.product(name: "AsyncHTTPClient", package
 let nioLinux: [Target.Dependency] = ["NIOCore", "NIOPosix", "NIOHTTP1"].map { .product(name: $0, package: "swift-nio", condition: .when(platforms: [.linux])) }
     + [.product(name: "NIOSSL", package: "swift-nio-ssl", condition: .when(platforms: [.linux]))]
 
+let sqliteNIO = Target.Dependency.product(name: "SQLiteNIO", package: "sqlite-nio")
+let postgresNIO = Target.Dependency.product(name: "PostgresNIO", package: "postgres-nio")
+let nioCore = Target.Dependency.product(name: "NIOCore", package: "swift-nio")
+let nioPosix = Target.Dependency.product(name: "NIOPosix", package: "swift-nio")
+let nioSSL = Target.Dependency.product(name: "NIOSSL", package: "swift-nio-ssl")
+
 let package = Package(
     name: "ShadowKeys",
     platforms: [.macOS(.v15), .iOS(.v18), .tvOS(.v18), .watchOS(.v11), .visionOS(.v2)],
@@ -31,6 +37,9 @@ let package = Package(
         .library(name: "ShadowCrypto", targets: ["ShadowCrypto"]),
         .library(name: "ShadowVault", targets: ["ShadowVault"]),
         .library(name: "ShadowCredentials", targets: ["ShadowCredentials"]),
+        // The database stores: each its own product, so `import ShadowKeys` builds no database.
+        .library(name: "ShadowSQLite", targets: ["ShadowSQLite"]),
+        .library(name: "ShadowPostgres", targets: ["ShadowPostgres"]),
         .executable(name: "shadow-keys", targets: ["ShadowKeysCLI"]),
         // For FuzzTesting/ (a separate package) and the regression tests; not API.
         .library(name: "ShadowFuzzTargets", targets: ["ShadowFuzzTargets"]),
@@ -44,6 +53,8 @@ let package = Package(
         .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.0"),
         .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.0"),
+        .package(url: "https://github.com/vapor/sqlite-nio.git", from: "1.13.0"),
+        .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.0"),
     ],
     targets: [
         .target(name: "ShadowCore", dependencies: [crypto], swiftSettings: strictSettings),
@@ -52,6 +63,9 @@ let package = Package(
         .target(name: "ShadowCrypto", dependencies: ["ShadowCore", crypto, cryptoExtras], swiftSettings: strictSettings),
         .target(name: "ShadowVault", dependencies: ["ShadowCore", "ShadowCrypto", crypto], swiftSettings: strictSettings),
         .target(name: "ShadowCredentials", dependencies: ["ShadowCore", "ShadowJOSE", "ShadowJWKS", "ShadowApple", "ShadowVault", crypto], swiftSettings: strictSettings),
+        // SQLite through sqlite-nio (which bundles SQLite), PostgreSQL through postgres-nio.
+        .target(name: "ShadowSQLite", dependencies: ["ShadowCore", "ShadowVault", "ShadowCredentials", sqliteNIO, logging, nioCore, nioPosix], swiftSettings: strictSettings),
+        .target(name: "ShadowPostgres", dependencies: ["ShadowCore", "ShadowVault", "ShadowCredentials", postgresNIO, logging, nioCore, nioSSL], swiftSettings: strictSettings),
         .target(name: "ShadowApple", dependencies: ["ShadowCore", "ShadowJOSE", "ShadowJWKS", crypto, cryptoExtras], swiftSettings: strictSettings),
         // The platform's HTTP client behind ShadowJWKS' HTTPTransport: AsyncHTTPClient on Linux,
         // URLSession on Apple platforms (Docs/architecture.md).
@@ -64,7 +78,7 @@ let package = Package(
         .target(name: "ShadowKeys", dependencies: ["ShadowCore", "ShadowJOSE", "ShadowJWKS", "ShadowHTTP", "ShadowApple", "ShadowCrypto", "ShadowVault", "ShadowCredentials"], swiftSettings: strictSettings),
         .executableTarget(
             name: "ShadowKeysCLI",
-            dependencies: ["ShadowCore", "ShadowJOSE", "ShadowJWKS", "ShadowHTTP", "ShadowApple", "ShadowCrypto", "ShadowVault", "ShadowCredentials", "ShadowSelfTest", argumentParser, logging],
+            dependencies: ["ShadowCore", "ShadowJOSE", "ShadowJWKS", "ShadowHTTP", "ShadowApple", "ShadowCrypto", "ShadowVault", "ShadowCredentials", "ShadowSQLite", "ShadowPostgres", "ShadowSelfTest", argumentParser, logging],
             swiftSettings: strictSettings
         ),
 
@@ -74,7 +88,7 @@ let package = Package(
         .testTarget(name: "ShadowJWKSTests", dependencies: ["ShadowJWKS", "ShadowHTTP", "ShadowTestSupport", "ShadowJOSE", logging, asyncHTTPClient], swiftSettings: strictSettings),
         .testTarget(name: "ShadowCryptoTests", dependencies: ["ShadowCrypto", "ShadowCore", "ShadowSelfTest", "ShadowTestSupport", crypto], swiftSettings: strictSettings),
         .testTarget(name: "ShadowVaultTests", dependencies: ["ShadowVault", "ShadowCrypto", "ShadowCore", "ShadowSelfTest", "ShadowTestSupport"], swiftSettings: strictSettings),
-        .testTarget(name: "ShadowCredentialsTests", dependencies: ["ShadowCredentials", "ShadowSelfTest", "ShadowApple", "ShadowVault", "ShadowCrypto", "ShadowJOSE", "ShadowCore", "ShadowTestSupport"], swiftSettings: strictSettings),
+        .testTarget(name: "ShadowCredentialsTests", dependencies: ["ShadowCredentials", "ShadowSQLite", "ShadowPostgres", sqliteNIO, "ShadowSelfTest", "ShadowApple", "ShadowVault", "ShadowCrypto", "ShadowJOSE", "ShadowCore", "ShadowTestSupport"], swiftSettings: strictSettings),
         .testTarget(name: "ShadowAppleTests", dependencies: ["ShadowApple", "ShadowJWKS", "ShadowHTTP", "ShadowCrypto", "ShadowCore", "ShadowTestSupport", "ShadowJOSE", crypto, cryptoExtras], swiftSettings: strictSettings),
         .testTarget(name: "ShadowFuzzRegressionTests", dependencies: ["ShadowFuzzTargets", "ShadowTestSupport"], swiftSettings: strictSettings),
         .testTarget(name: "ShadowKeysCLITests", dependencies: ["ShadowKeysCLI", "ShadowTestSupport", "ShadowJOSE", "ShadowCore", "ShadowApple", "ShadowCrypto", "ShadowVault", "ShadowCredentials", crypto, cryptoExtras], swiftSettings: strictSettings),

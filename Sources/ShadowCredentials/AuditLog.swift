@@ -77,7 +77,7 @@ public struct AuditEntry: Sendable, Equatable {
 
 /// The audit log's keys, derived from the 32-byte secret kept (encrypted) in the vault: a chain
 /// key that links each line to the one before, and a subject key for the subject hashes.
-package struct AuditKeys {
+package struct AuditKeys: Sendable {
     package let chain: SymmetricKey
     package let subject: SymmetricKey
 
@@ -93,8 +93,11 @@ package struct AuditKeys {
     /// The chain value after `line` (its bytes without the newline).
     package func link(_ line: ArraySlice<UInt8>) -> [UInt8] { Array(HMAC<SHA256>.authenticationCode(for: line, using: chain)) }
 
-    package func subjectHash(clientID: String, subject: String) -> String {
-        Hex.encode(HMAC<SHA256>.authenticationCode(for: Array(clientID.utf8) + [0] + Array(subject.utf8), using: self.subject))
+    package func subjectHash(clientID: String, subject: String) -> String { Hex.encode(subjectDigest(clientID: clientID, subject: subject)) }
+
+    /// HMAC-SHA-256(subject key, client ID ‖ 0x00 ‖ subject).
+    package func subjectDigest(clientID: String, subject: String) -> [UInt8] {
+        Array(HMAC<SHA256>.authenticationCode(for: Array(clientID.utf8) + [0] + Array(subject.utf8), using: self.subject))
     }
 }
 

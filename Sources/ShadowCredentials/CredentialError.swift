@@ -18,4 +18,12 @@ public struct CredentialErrorCode: ShadowKeysErrorCode {
     public static let auditTampered = CredentialErrorCode("audit_log_tampered")
     /// Reading or writing the audit log failed.
     public static let io = CredentialErrorCode("io")
+    /// The key or passphrase does not open the store.
+    public static let wrongKey = CredentialErrorCode("wrong_key")
+    /// The database cannot be reached, or refused the connection.
+    public static let storeUnavailable = CredentialErrorCode("store_unavailable")
+    /// Another writer held the database longer than the lock timeout.
+    public static let lockTimeout = CredentialErrorCode("lock_timeout")
+    /// A parameter is out of range (a token kind, an iteration count, a store URL).
+    public static let invalidParameter = CredentialErrorCode("invalid_parameter")
 }

@@ -48,6 +48,17 @@ public protocol CredentialStateStore: Sendable {
     func apply(_ events: [CredentialEvent]) async throws -> [CredentialChange]
 }
 
+/// A store that also keeps the audit chain of Docs/credential-state.md (the vault store and the
+/// database stores).
+public protocol AuditedCredentialStore: CredentialStateStore {
+    /// The audit entries about `subject` under `clientID` (as subject or linked subject), oldest first.
+    func history(clientID: String, subject: String) async throws -> [AuditEntry]
+    /// Checks the whole chain. - Throws: ``CredentialError/Code/auditTampered`` naming the first bad line.
+    func verifyAudit() async throws -> AuditReport
+    /// Every committed entry, after checking the whole chain.
+    func auditEntries() async throws -> [AuditEntry]
+}
+
 extension CredentialStateStore {
     /// The subject's status: `notFound` for a user never seen.
     public func status(clientID: String, subject: String) async throws -> CredentialStatus {

@@ -14,7 +14,7 @@ public import ShadowVault
 /// A write appends the audit lines and syncs them, then commits the records and the log's new
 /// head in one atomic vault write. A crash between the two leaves lines past the committed head;
 /// the next write drops them, and they never took effect.
-public final class VaultCredentialStore: CredentialStateStore {
+public final class VaultCredentialStore: AuditedCredentialStore {
     public let vault: TokenVault
     /// The audit log: by default the vault's path plus ".audit".
     public let auditPath: String
@@ -48,6 +48,10 @@ public final class VaultCredentialStore: CredentialStateStore {
     /// - Throws: ``CredentialError/Code/auditTampered`` naming the first bad line.
     public func verifyAudit() async throws -> AuditReport {
         try await runBlocking { try self.verifyAuditSync() }
+    }
+
+    public func auditEntries() async throws -> [AuditEntry] {
+        try await runBlocking { try self.auditEntriesSync() }
     }
 
     // MARK: - Synchronous core (the CLI's entry points)

@@ -1,0 +1,380 @@
+#if canImport(FoundationEssentials)
+public import FoundationEssentials
+#else
+public import Foundation
+#endif
+public import Logging
+import NIOCore
+import NIOSSL
+import PostgresNIO
+import Synchronization
+public import ShadowCore
+public import ShadowCredentials
+public import ShadowVault
+
+/// Credential state and server tokens in PostgreSQL, for several server instances sharing one
+/// database.
+///
+/// Every writing transaction first locks the `shadow_meta` row `writer` (`SELECT … FOR UPDATE`),
+/// so writers on every host are serialised and the audit chain stays one chain; each instance
+/// coalesces concurrent ``apply(_:)`` calls into one transaction (group commit). Lost connections
+/// (a restarted server) are retried until the retry budget runs out; applying an event again is
+/// harmless, since duplicates change nothing and log nothing (Docs/credential-state.md).
+public final class PostgresCredentialStore: AuditedCredentialStore, ServerTokenStore {
+    let engine: StateEngine<PostgresStateDatabase>
+    /// Where the store connects (the password is never printed).
+    public let location: PostgresLocation
+
+    private init(location: PostgresLocation, engine: StateEngine<PostgresStateDatabase>) {
+        self.location = location
+        self.engine = engine
+    }
+
+    /// Connects, applies any pending schema migration (under an advisory lock, so instances starting
+    /// together do not race), and opens the store with `unlock`.
+    /// - Throws: ``CredentialError/Code/storeUnavailable`` when the server cannot be reached within
+    ///   `connectTimeout`; ``CredentialError/Code/wrongKey``; ``CredentialError/Code/corruptedState``.
+    public static func connect(
+        _ location: PostgresLocation, unlock: VaultUnlock, connectTimeout: Duration = .seconds(10), retryFor: Duration = .seconds(30),
+        maximumConnections: Int = 8, logger: Logger = Logger(label: "shadow-keys.postgres", factory: { _ in SwiftLogNoOpLogHandler() }),
+        clock: WallClock = .system
+    ) async throws -> PostgresCredentialStore {
+        let database = try PostgresStateDatabase(location: location, connectTimeout: connectTimeout, retryFor: retryFor, maximumConnections: maximumConnections, logger: logger)
+        do {
+            try await database.migrate()
+            return PostgresCredentialStore(location: location, engine: try await StateEngine.open(database, unlock: unlock, clock: clock))
+        } catch {
+            await database.close()
+            throw error
+        }
+    }
+
+    /// Applies pending schema migrations and returns the schema version (what
+    /// `shadow-keys state migrate-schema` runs); needs no key.
+    public static func migrateSchema(_ location: PostgresLocation, connectTimeout: Duration = .seconds(10)) async throws -> Int {
+        let database = try PostgresStateDatabase(location: location, connectTimeout: connectTimeout, retryFor: .zero, maximumConnections: 1,
+                                                 logger: Logger(label: "shadow-keys.postgres", factory: { _ in SwiftLogNoOpLogHandler() }))
+        defer { Task { await database.close() } }
+        try await database.migrate()
+        return PostgresStateDatabase.migrations.count
+    }
+
+    /// Closes the connections.
+    public func close() async { await engine.database.close() }
+
+    // MARK: CredentialStateStore
+
+    public func record(clientID: String, subject: String) async throws -> CredentialRecord { try await engine.record(clientID: clientID, subject: subject) }
+    public func apply(_ events: [CredentialEvent]) async throws -> [CredentialChange] { try await engine.apply(events) }
+
+    // MARK: AuditedCredentialStore
+
+    public func history(clientID: String, subject: String) async throws -> [AuditEntry] { try await engine.history(clientID: clientID, subject: subject) }
+    public func verifyAudit() async throws -> AuditReport { try await engine.verifyAudit().report }
+    public func auditEntries() async throws -> [AuditEntry] { try await engine.verifyAudit(collect: true).entries }
+    public func counts() async throws -> [CredentialState: Int] { try await engine.counts() }
+
+    // MARK: ServerTokenStore
+
+    public func put(_ token: ServerToken) async throws { try await engine.put(token) }
+    public func token(clientID: String, subject: String, kind: ServerToken.Kind) async throws -> ServerToken? {
+        try await engine.tokens(clientID: clientID, subject: subject, kind: kind).first
+    }
+    public func tokens(clientID: String, subject: String) async throws -> [ServerToken] { try await engine.tokens(clientID: clientID, subject: subject, kind: nil) }
+    @discardableResult
+    public func deleteToken(clientID: String, subject: String, kind: ServerToken.Kind) async throws -> Bool {
+        try await engine.deleteToken(clientID: clientID, subject: subject, kind: kind)
+    }
+    public func expiredTokens(at time: Date, limit: Int) async throws -> [ServerToken] { try await engine.expiredTokens(at: time, limit: limit) }
+}
+
+final class PostgresStateDatabase: StateDatabase {
+    let client: PostgresClient
+    let runner: Task<Void, Never>
+    let logger: Logger
+    let retryFor: Duration
+    let connectTimeout: Duration
+    let location: PostgresLocation
+
+    init(location: PostgresLocation, connectTimeout: Duration, retryFor: Duration, maximumConnections: Int, logger: Logger) throws {
+        var configuration: PostgresClient.Configuration
+        let tls = try location.tls()
+        if let socket = location.socketPath {
+            configuration = .init(unixSocketPath: socket, username: location.user, password: location.password, database: location.database)
+        } else {
+            configuration = .init(host: location.host, port: location.port, username: location.user, password: location.password, database: location.database, tls: tls)
+        }
+        configuration.options.connectTimeout = connectTimeout
+        configuration.options.maximumConnections = max(1, maximumConnections)
+        configuration.options.keepAliveBehavior = nil
+        let client = PostgresClient(configuration: configuration, backgroundLogger: logger)
+        self.client = client
+        self.logger = logger
+        self.retryFor = retryFor
+        self.connectTimeout = connectTimeout
+        self.location = location
+        runner = Task { await client.run() }
+    }
+
+    func close() async {
+        runner.cancel()
+        _ = await runner.value
+    }
+
+    /// Versioned migrations: the n-th brings the schema to version n.
+    static let migrations: [[PostgresQuery]] = [
+        [
+            "CREATE TABLE shadow_meta (name text PRIMARY KEY, value bytea NOT NULL)",
+            "CREATE TABLE shadow_credentials (row_id bytea PRIMARY KEY, state smallint NOT NULL, body bytea NOT NULL)",
+            "CREATE TABLE shadow_audit (seq bigint PRIMARY KEY, subject bytea NOT NULL, linked bytea, line bytea NOT NULL)",
+            "CREATE INDEX shadow_audit_subject ON shadow_audit (subject)",
+            "CREATE INDEX shadow_audit_linked ON shadow_audit (linked) WHERE linked IS NOT NULL",
+            "CREATE TABLE shadow_tokens (row_id bytea NOT NULL, kind text NOT NULL, expires_at_ms bigint, body bytea NOT NULL, PRIMARY KEY (row_id, kind))",
+            "CREATE INDEX shadow_tokens_expiry ON shadow_tokens (expires_at_ms) WHERE expires_at_ms IS NOT NULL",
+            "INSERT INTO shadow_meta (name, value) VALUES ('writer', ''::bytea)",
+        ],
+    ]
+
+    /// The advisory lock migrations run under ("shadowky" in ASCII).
+    static let migrationLock: Int64 = 0x7368_6164_6f77_6b79
+
+    func migrate() async throws {
+        try await retrying {
+            try await self.withConnection { connection in try await connection.withTransaction(logger: self.logger) { connection in
+                try await connection.query("SELECT pg_advisory_xact_lock(\(Self.migrationLock))", logger: self.logger)
+                let exists = try await connection.query("SELECT to_regclass('shadow_meta') IS NOT NULL", logger: self.logger).collect().first?.decode(Bool.self) ?? false
+                var version = 0
+                if exists {
+                    let rows = try await connection.query("SELECT convert_from(value, 'UTF8') FROM shadow_meta WHERE name = \(MetaName.schemaVersion)", logger: self.logger).collect()
+                    guard let text = try rows.first?.decode(String.self), let number = Int(text), number >= 1 else {
+                        throw CredentialError(.corruptedState, "the database has a shadow_meta table without a schema version")
+                    }
+                    version = number
+                }
+                guard version <= Self.migrations.count else {
+                    throw CredentialError(.corruptedState, "the database has schema version \(version); this ShadowKeys knows up to \(Self.migrations.count)")
+                }
+                for migration in Self.migrations[version...] {
+                    for statement in migration { try await connection.query(statement, logger: self.logger) }
+                }
+                if version < Self.migrations.count {
+                    let value = ByteBuffer(string: String(Self.migrations.count))
+                    try await connection.query(
+                        "INSERT INTO shadow_meta (name, value) VALUES (\(MetaName.schemaVersion), \(value)) ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value",
+                        logger: self.logger)
+                }
+            } }
+        }
+    }
+
+    func transaction<R: Sendable>(writing: Bool, _ body: @escaping @Sendable (PostgresStateTransaction) async throws -> R) async throws -> R {
+        try await retrying {
+            try await self.withConnection { connection in
+                try await connection.withTransaction(logger: self.logger) { connection -> R in
+                    if writing { try await connection.query("SELECT 1 FROM shadow_meta WHERE name = 'writer' FOR UPDATE", logger: self.logger) }
+                    return try await body(PostgresStateTransaction(connection: connection, logger: self.logger))
+                }
+            }
+        }
+    }
+
+    /// Runs `work`, retrying what a restarted or briefly unreachable server causes (and the
+    /// serialisation failures PostgreSQL asks clients to retry) until `retryFor` has passed.
+    func retrying<R>(_ work: () async throws -> R) async throws -> R {
+        let deadline = ContinuousClock.now + retryFor
+        var pause = Duration.milliseconds(20)
+        while true {
+            do {
+                return try await work()
+            } catch {
+                let mapped = map(error)
+                guard mapped.retry, ContinuousClock.now + pause < deadline, !Task.isCancelled else { throw mapped.error }
+                try await Task.sleep(for: pause)
+                pause = min(pause * 2, .seconds(1))
+            }
+        }
+    }
+
+    /// Runs `body` on a pooled connection, giving up when none can be had within the connect
+    /// timeout (the pool itself would wait for the server indefinitely). Once `body` runs, it is not
+    /// timed.
+    func withConnection<R: Sendable>(_ body: @escaping @Sendable (PostgresConnection) async throws -> R) async throws -> R {
+        let leased = LeaseFlag()
+        let client = self.client, timeout = connectTimeout
+        return try await withThrowingTaskGroup(of: R?.self) { group in
+            group.addTask {
+                try await client.withConnection { connection in
+                    leased.set()
+                    return try await body(connection)
+                }
+            }
+            group.addTask {
+                try await Task.sleep(for: timeout)
+                if !leased.isSet { throw LeaseTimeout() }
+                return nil
+            }
+            while let result = try await group.next() {
+                if let result {
+                    group.cancelAll()
+                    return result
+                }
+            }
+            throw LeaseTimeout()
+        }
+    }
+
+    func map(_ error: any Error) -> (error: CredentialError, retry: Bool) {
+        let location = self.location.description
+        if let error = error as? CredentialError { return (error, false) }
+        if let error = error as? PostgresTransactionError {
+            // The first of the errors the transaction met.
+            if let cause = error.beginError ?? error.closureError ?? error.commitError ?? error.rollbackError { return map(cause) }
+        }
+        if error is LeaseTimeout {
+            return (CredentialError(.storeUnavailable, "cannot reach \(location) within \(connectTimeout)"), true)
+        }
+        if let error = error as? PSQLError {
+            switch error.code {
+            case .server:
+                let state = error.serverInfo?[.sqlState] ?? ""
+                let message = error.serverInfo?[.message] ?? "an error"
+                switch state {
+                case "40001", "40P01", "57P01", "57P02", "57P03", "53300":
+                    return (CredentialError(.storeUnavailable, "\(location): \(message) (SQLSTATE \(state))"), true)
+                case "28000", "28P01", "3D000":
+                    return (CredentialError(.storeUnavailable, "\(location) refused the connection: \(message) (SQLSTATE \(state))"), false)
+                default:
+                    return (CredentialError(.storeUnavailable, "\(location): \(message) (SQLSTATE \(state))"), false)
+                }
+            case .connectionError, .serverClosedConnection, .uncleanShutdown, .clientClosedConnection, .poolClosed:
+                return (CredentialError(.storeUnavailable, "cannot reach \(location): the connection failed or was closed"), true)
+            default:
+                return (CredentialError(.storeUnavailable, "\(location): \(String(describing: error.code))"), false)
+            }
+        }
+        if let error = error as? NIOSSLError { return (CredentialError(.storeUnavailable, "TLS to \(location) failed: \(error)"), false) }
+        return (CredentialError(.storeUnavailable, "cannot reach \(location): \(type(of: error))"), true)
+    }
+}
+
+struct PostgresStateTransaction: StateTransaction {
+    let connection: PostgresConnection
+    let logger: Logger
+
+    func meta(_ name: String) async throws -> [UInt8]? {
+        try await connection.query("SELECT value FROM shadow_meta WHERE name = \(name)", logger: logger).collect().first.map { Array(try $0.decode(ByteBuffer.self).readableBytesView) }
+    }
+
+    func setMeta(_ name: String, _ value: [UInt8]) async throws {
+        let bytes = ByteBuffer(bytes: value)
+        try await connection.query("INSERT INTO shadow_meta (name, value) VALUES (\(name), \(bytes)) ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value", logger: logger)
+    }
+
+    func rows(_ ids: [[UInt8]]) async throws -> [StoredRow] {
+        guard !ids.isEmpty else { return [] }
+        let list = ids.map { ByteBuffer(bytes: $0) }
+        return try await storedRows(try await connection.query("SELECT row_id, state, body FROM shadow_credentials WHERE row_id = ANY(\(list))", logger: logger))
+    }
+
+    func rows(after id: [UInt8]?, limit: Int) async throws -> [StoredRow] {
+        let cursor = ByteBuffer(bytes: id ?? [])
+        return try await storedRows(try await connection.query("SELECT row_id, state, body FROM shadow_credentials WHERE row_id > \(cursor) ORDER BY row_id LIMIT \(limit)", logger: logger))
+    }
+
+    func storedRows(_ sequence: PostgresRowSequence) async throws -> [StoredRow] {
+        var rows: [StoredRow] = []
+        for try await (id, state, body) in sequence.decode((ByteBuffer, Int16, ByteBuffer).self) {
+            rows.append(StoredRow(id: Array(id.readableBytesView), state: Int(state), body: Array(body.readableBytesView)))
+        }
+        return rows
+    }
+
+    func upsert(_ rows: [StoredRow]) async throws {
+        guard !rows.isEmpty else { return }
+        let ids = rows.map { ByteBuffer(bytes: $0.id) }, states = rows.map { Int16($0.state) }, bodies = rows.map { ByteBuffer(bytes: $0.body) }
+        try await connection.query("""
+            INSERT INTO shadow_credentials (row_id, state, body) SELECT * FROM unnest(\(ids)::bytea[], \(states)::smallint[], \(bodies)::bytea[])
+            ON CONFLICT (row_id) DO UPDATE SET state = EXCLUDED.state, body = EXCLUDED.body
+            """, logger: logger)
+    }
+
+    func stateCounts() async throws -> [Int: Int] {
+        var counts: [Int: Int] = [:]
+        for try await (state, count) in try await connection.query("SELECT state, count(*) FROM shadow_credentials GROUP BY state", logger: logger).decode((Int16, Int64).self) {
+            counts[Int(state)] = Int(count)
+        }
+        return counts
+    }
+
+    func appendAudit(_ lines: [StoredAuditLine]) async throws {
+        guard !lines.isEmpty else { return }
+        let sequences = lines.map { Int64($0.sequence) }, subjects = lines.map { ByteBuffer(bytes: $0.subject) }
+        let linked = lines.map { ByteBuffer(bytes: $0.linked ?? []) }, texts = lines.map { ByteBuffer(bytes: $0.line) }
+        try await connection.query("""
+            INSERT INTO shadow_audit (seq, subject, linked, line)
+            SELECT s, subj, NULLIF(l, ''::bytea), t FROM unnest(\(sequences)::bigint[], \(subjects)::bytea[], \(linked)::bytea[], \(texts)::bytea[]) AS x(s, subj, l, t)
+            """, logger: logger)
+    }
+
+    func audit(after sequence: Int, limit: Int) async throws -> [(sequence: Int, line: [UInt8])] {
+        try await auditLines(try await connection.query("SELECT seq, line FROM shadow_audit WHERE seq > \(Int64(sequence)) ORDER BY seq LIMIT \(limit)", logger: logger))
+    }
+
+    func audit(about rowID: [UInt8]) async throws -> [(sequence: Int, line: [UInt8])] {
+        let id = ByteBuffer(bytes: rowID)
+        return try await auditLines(try await connection.query("SELECT seq, line FROM shadow_audit WHERE subject = \(id) OR linked = \(id) ORDER BY seq", logger: logger))
+    }
+
+    func auditLines(_ sequence: PostgresRowSequence) async throws -> [(sequence: Int, line: [UInt8])] {
+        var lines: [(sequence: Int, line: [UInt8])] = []
+        for try await (seq, line) in sequence.decode((Int64, ByteBuffer).self) { lines.append((Int(seq), Array(line.readableBytesView))) }
+        return lines
+    }
+
+    func putToken(_ row: StoredTokenRow) async throws {
+        let id = ByteBuffer(bytes: row.rowID), body = ByteBuffer(bytes: row.body)
+        try await connection.query("""
+            INSERT INTO shadow_tokens (row_id, kind, expires_at_ms, body) VALUES (\(id), \(row.kind), \(row.expiresAtMilliseconds), \(body))
+            ON CONFLICT (row_id, kind) DO UPDATE SET expires_at_ms = EXCLUDED.expires_at_ms, body = EXCLUDED.body
+            """, logger: logger)
+    }
+
+    func tokens(rowID: [UInt8], kind: String?) async throws -> [StoredTokenRow] {
+        let id = ByteBuffer(bytes: rowID)
+        let query: PostgresQuery = if let kind {
+            "SELECT row_id, kind, expires_at_ms, body FROM shadow_tokens WHERE row_id = \(id) AND kind = \(kind)"
+        } else {
+            "SELECT row_id, kind, expires_at_ms, body FROM shadow_tokens WHERE row_id = \(id) ORDER BY kind"
+        }
+        return try await tokenRows(try await connection.query(query, logger: logger))
+    }
+
+    func deleteToken(rowID: [UInt8], kind: String) async throws -> Bool {
+        let id = ByteBuffer(bytes: rowID)
+        return try await !connection.query("DELETE FROM shadow_tokens WHERE row_id = \(id) AND kind = \(kind) RETURNING kind", logger: logger).collect().isEmpty
+    }
+
+    func expiredTokens(at milliseconds: Int64, limit: Int) async throws -> [StoredTokenRow] {
+        try await tokenRows(try await connection.query("""
+            SELECT row_id, kind, expires_at_ms, body FROM shadow_tokens WHERE expires_at_ms <= \(milliseconds) ORDER BY expires_at_ms, row_id, kind LIMIT \(limit)
+            """, logger: logger))
+    }
+
+    func tokenRows(_ sequence: PostgresRowSequence) async throws -> [StoredTokenRow] {
+        var rows: [StoredTokenRow] = []
+        for try await (id, kind, expiry, body) in sequence.decode((ByteBuffer, String, Int64?, ByteBuffer).self) {
+            rows.append(StoredTokenRow(rowID: Array(id.readableBytesView), kind: kind, expiresAtMilliseconds: expiry, body: Array(body.readableBytesView)))
+        }
+        return rows
+    }
+}
+
+/// No pooled connection within the connect timeout.
+struct LeaseTimeout: Error {}
+
+/// Set once a pooled connection was handed out.
+final class LeaseFlag: Sendable {
+    private let value = Mutex(false)
+    func set() { value.withLock { $0 = true } }
+    var isSet: Bool { value.withLock { $0 } }
+}

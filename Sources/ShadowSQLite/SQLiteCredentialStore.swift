@@ -1,0 +1,335 @@
+#if canImport(Darwin)
+import Darwin
+#else
+import Glibc
+#endif
+#if canImport(FoundationEssentials)
+public import FoundationEssentials
+#else
+public import Foundation
+#endif
+import Logging
+import NIOCore
+import NIOPosix
+public import ShadowCore
+public import ShadowCredentials
+public import ShadowVault
+import SQLiteNIO
+
+/// Credential state and server tokens in one SQLite database file: the embedded default.
+///
+/// WAL mode, `synchronous=FULL`; writers in any number of processes are serialised by SQLite's
+/// write lock (`BEGIN IMMEDIATE`, waiting up to the lock timeout), and readers never wait for
+/// them. Rows are found by a keyed hash of (client ID, subject) and sealed with AES-256-GCM; every
+/// transition is appended to the audit chain in the same transaction (Docs/credential-state.md).
+public final class SQLiteCredentialStore: AuditedCredentialStore, ServerTokenStore {
+    public let path: String
+    let engine: StateEngine<SQLiteStateDatabase>
+
+    private init(path: String, engine: StateEngine<SQLiteStateDatabase>) {
+        self.path = path
+        self.engine = engine
+    }
+
+    /// `$SHADOW_KEYS_STATE_DB`, else `$XDG_DATA_HOME/shadow-keys/state.sqlite`, else
+    /// `$HOME/.local/share/shadow-keys/state.sqlite`.
+    public static func defaultPath(environment: [String: String]? = nil) throws -> String {
+        let environment = environment ?? ProcessInfo.processInfo.environment
+        if let xdg = environment["XDG_DATA_HOME"], xdg.hasPrefix("/") { return xdg + "/shadow-keys/state.sqlite" }
+        if let home = environment["HOME"], home.hasPrefix("/") { return home + "/.local/share/shadow-keys/state.sqlite" }
+        throw CredentialError(.invalidParameter, "no state database path: give one, or set XDG_DATA_HOME or HOME to an absolute path")
+    }
+
+    /// Opens the database at `path`, creating it (mode 0600, its folder 0700) and its schema when
+    /// `create` is set and it does not exist.
+    /// - Throws: ``CredentialError/Code/wrongKey`` when `unlock` does not open it;
+    ///   ``CredentialError/Code/corruptedState`` when the file is not a state database;
+    ///   ``CredentialError/Code/storeUnavailable`` when it does not exist and `create` is off.
+    public static func open(path: String, unlock: VaultUnlock, create: Bool = true, lockTimeout: Double = 10, clock: WallClock = .system) async throws -> SQLiteCredentialStore {
+        guard lockTimeout >= 0, lockTimeout <= 3600 else { throw CredentialError(.invalidParameter, "the lock timeout is 0 to 3600 seconds") }
+        try prepareFile(path, create: create)
+        let database = try await SQLiteStateDatabase.open(path: path, lockTimeout: lockTimeout)
+        do {
+            try await database.migrate()
+            return SQLiteCredentialStore(path: path, engine: try await StateEngine.open(database, unlock: unlock, clock: clock))
+        } catch {
+            await database.close()
+            throw error
+        }
+    }
+
+    /// Closes the database's connections.
+    public func close() async { await engine.database.close() }
+
+    /// Creates the file with mode 0600 (and its folder with 0700) before SQLite opens it, so the
+    /// database and its -wal and -shm files (which SQLite gives the database's mode) are private.
+    static func prepareFile(_ path: String, create: Bool) throws {
+        guard !path.isEmpty else { throw CredentialError(.invalidParameter, "the state database path is empty") }
+        var status = stat()
+        if lstat(path, &status) == 0 {
+            guard status.st_mode & S_IFMT == S_IFREG else { throw CredentialError(.storeUnavailable, "\(path) is not a regular file") }
+            return
+        }
+        guard create else { throw CredentialError(.storeUnavailable, "no state database at \(path)") }
+        let folder = Files.parentDirectory(path)
+        if !Files.isDirectory(folder) {
+            do { try Files.makeDirectory(folder) } catch { throw CredentialError(.storeUnavailable, "creating \(folder): \(error)") }
+        }
+        let fd = Glibc.open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        guard fd >= 0 || errno == EEXIST else { throw CredentialError(.storeUnavailable, "creating \(path): \(String(cString: strerror(errno)))") }
+        if fd >= 0 { Glibc.close(fd) }
+    }
+
+    // MARK: CredentialStateStore
+
+    public func record(clientID: String, subject: String) async throws -> CredentialRecord { try await engine.record(clientID: clientID, subject: subject) }
+    public func apply(_ events: [CredentialEvent]) async throws -> [CredentialChange] { try await engine.apply(events) }
+
+    // MARK: AuditedCredentialStore
+
+    public func history(clientID: String, subject: String) async throws -> [AuditEntry] { try await engine.history(clientID: clientID, subject: subject) }
+    public func verifyAudit() async throws -> AuditReport { try await engine.verifyAudit().report }
+    public func auditEntries() async throws -> [AuditEntry] { try await engine.verifyAudit(collect: true).entries }
+    public func counts() async throws -> [CredentialState: Int] { try await engine.counts() }
+
+    // MARK: ServerTokenStore
+
+    public func put(_ token: ServerToken) async throws { try await engine.put(token) }
+    public func token(clientID: String, subject: String, kind: ServerToken.Kind) async throws -> ServerToken? {
+        try await engine.tokens(clientID: clientID, subject: subject, kind: kind).first
+    }
+    public func tokens(clientID: String, subject: String) async throws -> [ServerToken] { try await engine.tokens(clientID: clientID, subject: subject, kind: nil) }
+    @discardableResult
+    public func deleteToken(clientID: String, subject: String, kind: ServerToken.Kind) async throws -> Bool {
+        try await engine.deleteToken(clientID: clientID, subject: subject, kind: kind)
+    }
+    public func expiredTokens(at time: Date, limit: Int) async throws -> [ServerToken] { try await engine.expiredTokens(at: time, limit: limit) }
+}
+
+/// Two connections: one for writes, one for reads, each used by one transaction at a time.
+final class SQLiteStateDatabase: StateDatabase {
+    static let schemaVersion = 1
+    let writer: SQLiteConnection
+    let reader: SQLiteConnection
+    let writeLock = AsyncLock()
+    let readLock = AsyncLock()
+    let path: String
+
+    private init(path: String, writer: SQLiteConnection, reader: SQLiteConnection) {
+        self.path = path
+        self.writer = writer
+        self.reader = reader
+    }
+
+    static func open(path: String, lockTimeout: Double) async throws -> SQLiteStateDatabase {
+        var logger = Logger(label: "shadow-keys.sqlite")
+        logger.logLevel = .critical
+        func connect() async throws -> SQLiteConnection {
+            let connection = try await mapped(path) { try await SQLiteConnection.open(storage: .file(path: path), logger: logger) }
+            do {
+                // Replaces the connection's default busy handler (which retries at once, forever).
+                _ = try await connection.query("PRAGMA busy_timeout = \(Int(lockTimeout * 1000))", [])
+                _ = try await connection.query("PRAGMA foreign_keys = OFF", [])
+            } catch {
+                try? await connection.close()
+                throw error
+            }
+            return connection
+        }
+        let writer = try await connect()
+        let reader: SQLiteConnection
+        do {
+            _ = try await mapped(path) { try await writer.query("PRAGMA journal_mode = WAL", []) }
+            _ = try await mapped(path) { try await writer.query("PRAGMA synchronous = FULL", []) }
+            reader = try await connect()
+        } catch {
+            try? await writer.close()
+            throw error
+        }
+        return SQLiteStateDatabase(path: path, writer: writer, reader: reader)
+    }
+
+    func close() async {
+        try? await writer.close()
+        try? await reader.close()
+    }
+
+    /// Creates the schema in an empty database; refuses one a newer version wrote.
+    func migrate() async throws {
+        try await transaction(writing: true) { transaction in
+            let tables = try await transaction.connection.query("SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'shadow_meta'", [])
+            if !tables.isEmpty {
+                guard let version = try await transaction.meta(MetaName.schemaVersion) else {
+                    throw CredentialError(.corruptedState, "the state database has no schema version")
+                }
+                let number = Int(String(decoding: version, as: UTF8.self)) ?? Int.max
+                guard number <= Self.schemaVersion else {
+                    throw CredentialError(.corruptedState, "the state database has schema version \(String(decoding: version, as: UTF8.self)); this ShadowKeys reads up to \(Self.schemaVersion)")
+                }
+                return
+            }
+            for statement in Self.schema { _ = try await transaction.connection.query(statement, []) }
+            try await transaction.setMeta(MetaName.schemaVersion, Array(String(Self.schemaVersion).utf8))
+        }
+    }
+
+    /// Schema version 1 (Docs/credential-state.md, "Schema").
+    static let schema = [
+        "CREATE TABLE shadow_meta (name TEXT PRIMARY KEY, value BLOB NOT NULL) WITHOUT ROWID",
+        "CREATE TABLE shadow_credentials (row_id BLOB PRIMARY KEY, state INTEGER NOT NULL, body BLOB NOT NULL) WITHOUT ROWID",
+        "CREATE TABLE shadow_audit (seq INTEGER PRIMARY KEY, subject BLOB NOT NULL, linked BLOB, line BLOB NOT NULL)",
+        "CREATE INDEX shadow_audit_subject ON shadow_audit (subject)",
+        "CREATE INDEX shadow_audit_linked ON shadow_audit (linked) WHERE linked IS NOT NULL",
+        "CREATE TABLE shadow_tokens (row_id BLOB NOT NULL, kind TEXT NOT NULL, expires_at_ms INTEGER, body BLOB NOT NULL, PRIMARY KEY (row_id, kind)) WITHOUT ROWID",
+        "CREATE INDEX shadow_tokens_expiry ON shadow_tokens (expires_at_ms) WHERE expires_at_ms IS NOT NULL",
+    ]
+
+    func transaction<R: Sendable>(writing: Bool, _ body: @escaping @Sendable (SQLiteStateTransaction) async throws -> R) async throws -> R {
+        let connection = writing ? writer : reader
+        let path = self.path
+        return try await (writing ? writeLock : readLock).withLock {
+            try await Self.mapped(path) {
+                _ = try await connection.query(writing ? "BEGIN IMMEDIATE" : "BEGIN", [])
+                do {
+                    let result = try await body(SQLiteStateTransaction(connection: connection))
+                    _ = try await connection.query("COMMIT", [])
+                    return result
+                } catch {
+                    _ = try? await connection.query("ROLLBACK", [])
+                    throw error
+                }
+            }
+        }
+    }
+
+    /// SQLite's errors as ``CredentialError``s.
+    static func mapped<R>(_ path: String, _ body: () async throws -> R) async throws -> R {
+        do {
+            return try await body()
+        } catch let error as SQLiteError {
+            switch error.reason {
+            case .busy, .busyTimeout, .locked, .busyInRecovery, .busyInSnapshot:
+                throw CredentialError(.lockTimeout, "another process held the state database's write lock for longer than the lock timeout")
+            case .notADatabase, .corrupt, .format, .corruptVirtualTable, .corruptSequenceSchema, .corruptIndex, .ioErrorCorruptedFilesystem:
+                throw CredentialError(.corruptedState, "\(path) is damaged or is not a SQLite database")
+            case .cantOpen, .cantOpenDirectory, .cantOpenInvalidPath, .permission, .readOnly, .readonlyDirectory, .readonlyCantLock, .auth:
+                throw CredentialError(.storeUnavailable, "cannot open \(path) for reading and writing: \(error.message)")
+            default:
+                throw CredentialError(.storeUnavailable, "the state database \(path): \(error.message)")
+            }
+        }
+    }
+}
+
+struct SQLiteStateTransaction: StateTransaction {
+    let connection: SQLiteConnection
+
+    func meta(_ name: String) async throws -> [UInt8]? {
+        try await connection.query("SELECT value FROM shadow_meta WHERE name = ?", [.text(name)]).first.map { try blob($0, "value") }
+    }
+
+    func setMeta(_ name: String, _ value: [UInt8]) async throws {
+        _ = try await connection.query("INSERT INTO shadow_meta (name, value) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET value = excluded.value", [.text(name), .blob(ByteBuffer(bytes: value))])
+    }
+
+    func rows(_ ids: [[UInt8]]) async throws -> [StoredRow] {
+        guard !ids.isEmpty else { return [] }
+        let marks = Array(repeating: "?", count: ids.count).joined(separator: ",")
+        return try await connection.query("SELECT row_id, state, body FROM shadow_credentials WHERE row_id IN (\(marks))", ids.map { .blob(ByteBuffer(bytes: $0)) })
+            .map(storedRow)
+    }
+
+    func rows(after id: [UInt8]?, limit: Int) async throws -> [StoredRow] {
+        let rows = if let id {
+            try await connection.query("SELECT row_id, state, body FROM shadow_credentials WHERE row_id > ? ORDER BY row_id LIMIT ?", [.blob(ByteBuffer(bytes: id)), .integer(limit)])
+        } else {
+            try await connection.query("SELECT row_id, state, body FROM shadow_credentials ORDER BY row_id LIMIT ?", [.integer(limit)])
+        }
+        return try rows.map(storedRow)
+    }
+
+    func storedRow(_ row: SQLiteRow) throws -> StoredRow {
+        guard let state = row.column("state")?.integer else { throw CredentialError(.corruptedState, "a credential row's state is not an integer") }
+        return StoredRow(id: try blob(row, "row_id"), state: Int(state), body: try blob(row, "body"))
+    }
+
+    func upsert(_ rows: [StoredRow]) async throws {
+        guard !rows.isEmpty else { return }
+        let values = Array(repeating: "(?,?,?)", count: rows.count).joined(separator: ",")
+        let binds: [SQLiteData] = rows.flatMap { [.blob(ByteBuffer(bytes: $0.id)), .integer(SQLiteInt64($0.state)), .blob(ByteBuffer(bytes: $0.body))] }
+        _ = try await connection.query(
+            "INSERT INTO shadow_credentials (row_id, state, body) VALUES \(values) ON CONFLICT (row_id) DO UPDATE SET state = excluded.state, body = excluded.body", binds)
+    }
+
+    func stateCounts() async throws -> [Int: Int] {
+        var counts: [Int: Int] = [:]
+        for row in try await connection.query("SELECT state, count(*) AS n FROM shadow_credentials GROUP BY state", []) {
+            counts[Int(row.column("state")?.integer ?? -1)] = Int(row.column("n")?.integer ?? 0)
+        }
+        return counts
+    }
+
+    func appendAudit(_ lines: [StoredAuditLine]) async throws {
+        guard !lines.isEmpty else { return }
+        let values = Array(repeating: "(?,?,?,?)", count: lines.count).joined(separator: ",")
+        let binds: [SQLiteData] = lines.flatMap {
+            [.integer(SQLiteInt64($0.sequence)), .blob(ByteBuffer(bytes: $0.subject)), $0.linked.map { .blob(ByteBuffer(bytes: $0)) } ?? .null, .blob(ByteBuffer(bytes: $0.line))]
+        }
+        _ = try await connection.query("INSERT INTO shadow_audit (seq, subject, linked, line) VALUES \(values)", binds)
+    }
+
+    func audit(after sequence: Int, limit: Int) async throws -> [(sequence: Int, line: [UInt8])] {
+        try await connection.query("SELECT seq, line FROM shadow_audit WHERE seq > ? ORDER BY seq LIMIT ?", [.integer(SQLiteInt64(sequence)), .integer(limit)]).map(auditLine)
+    }
+
+    func audit(about rowID: [UInt8]) async throws -> [(sequence: Int, line: [UInt8])] {
+        let id = SQLiteData.blob(ByteBuffer(bytes: rowID))
+        return try await connection.query("SELECT seq, line FROM shadow_audit WHERE subject = ? UNION SELECT seq, line FROM shadow_audit WHERE linked = ? ORDER BY seq", [id, id])
+            .map(auditLine)
+    }
+
+    func auditLine(_ row: SQLiteRow) throws -> (sequence: Int, line: [UInt8]) {
+        guard let sequence = row.column("seq")?.integer, let line = row.column("line")?.blob else {
+            throw CredentialError(.auditTampered, "an audit row's sequence number or line has the wrong type: it was edited")
+        }
+        return (Int(sequence), Array(line.readableBytesView))
+    }
+
+    func putToken(_ row: StoredTokenRow) async throws {
+        _ = try await connection.query(
+            "INSERT INTO shadow_tokens (row_id, kind, expires_at_ms, body) VALUES (?, ?, ?, ?) ON CONFLICT (row_id, kind) DO UPDATE SET expires_at_ms = excluded.expires_at_ms, body = excluded.body",
+            [.blob(ByteBuffer(bytes: row.rowID)), .text(row.kind), row.expiresAtMilliseconds.map { .integer(SQLiteInt64($0)) } ?? .null, .blob(ByteBuffer(bytes: row.body))])
+    }
+
+    func tokens(rowID: [UInt8], kind: String?) async throws -> [StoredTokenRow] {
+        let id = SQLiteData.blob(ByteBuffer(bytes: rowID))
+        let rows = if let kind {
+            try await connection.query("SELECT row_id, kind, expires_at_ms, body FROM shadow_tokens WHERE row_id = ? AND kind = ?", [id, .text(kind)])
+        } else {
+            try await connection.query("SELECT row_id, kind, expires_at_ms, body FROM shadow_tokens WHERE row_id = ? ORDER BY kind", [id])
+        }
+        return try rows.map(tokenRow)
+    }
+
+    func deleteToken(rowID: [UInt8], kind: String) async throws -> Bool {
+        try await !connection.query("DELETE FROM shadow_tokens WHERE row_id = ? AND kind = ? RETURNING kind", [.blob(ByteBuffer(bytes: rowID)), .text(kind)]).isEmpty
+    }
+
+    func expiredTokens(at milliseconds: Int64, limit: Int) async throws -> [StoredTokenRow] {
+        try await connection.query(
+            "SELECT row_id, kind, expires_at_ms, body FROM shadow_tokens WHERE expires_at_ms IS NOT NULL AND expires_at_ms <= ? ORDER BY expires_at_ms, row_id, kind LIMIT ?",
+            [.integer(SQLiteInt64(milliseconds)), .integer(limit)]
+        ).map(tokenRow)
+    }
+
+    func tokenRow(_ row: SQLiteRow) throws -> StoredTokenRow {
+        guard let kind = row.column("kind")?.string, let expiry = row.column("expires_at_ms") else { throw CredentialError(.corruptedState, "a token row is malformed") }
+        return StoredTokenRow(rowID: try blob(row, "row_id"), kind: kind, expiresAtMilliseconds: expiry.isNull ? nil : expiry.integer.map(Int64.init),
+                              body: try blob(row, "body"))
+    }
+
+    func blob(_ row: SQLiteRow, _ column: String) throws -> [UInt8] {
+        guard let buffer = row.column(column)?.blob else { throw CredentialError(.corruptedState, "a state database row's \(column) is not a blob") }
+        return Array(buffer.readableBytesView)
+    }
+}

@@ -1,0 +1,187 @@
+import Foundation
+import ShadowCore
+import ShadowCredentials
+import ShadowPostgres
+import ShadowSQLite
+import ShadowTestSupport
+import ShadowVault
+import Testing
+
+/// The three stores that keep state: the vault, SQLite, and PostgreSQL (a throwaway cluster).
+enum StoreKind: String, CaseIterable, Sendable, CustomTestStringConvertible {
+    case vault, sqlite, postgres
+    var testDescription: String { rawValue }
+}
+
+/// A fresh, empty store of one kind, and a way to open another handle on the same data.
+struct StoreFixture: Sendable {
+    let kind: StoreKind
+    let directory: TemporaryDirectory
+    /// The SQLite file, the vault file, or the PostgreSQL URL.
+    let location: String
+    let key: SecretBytes
+
+    static let defaultKey = SecretBytes((0..<32).map { UInt8($0) })
+
+    init(_ kind: StoreKind, key: SecretBytes = defaultKey) throws {
+        self.kind = kind
+        self.key = key
+        directory = try TemporaryDirectory()
+        switch kind {
+        case .vault:
+            location = directory.path + "/vault.skv"
+            _ = try TokenVault.create(at: location, unlock: .key(key))
+        case .sqlite:
+            location = directory.path + "/state.sqlite"
+        case .postgres:
+            location = try PostgresCluster.shared.get().freshDatabase()
+        }
+    }
+
+    /// A new handle (a new connection for the databases).
+    func open(unlock: VaultUnlock? = nil, clock: WallClock = .system) async throws -> any AuditedCredentialStore {
+        let unlock = unlock ?? .key(key)
+        switch kind {
+        case .vault: return VaultCredentialStore(vault: TokenVault(path: location, unlock: unlock), clock: clock)
+        case .sqlite: return try await SQLiteCredentialStore.open(path: location, unlock: unlock, clock: clock)
+        case .postgres: return try await PostgresCredentialStore.connect(try PostgresLocation(url: location), unlock: unlock, clock: clock)
+        }
+    }
+}
+
+func close(_ store: any AuditedCredentialStore) async {
+    if let store = store as? SQLiteCredentialStore { await store.close() }
+    if let store = store as? PostgresCredentialStore { await store.close() }
+}
+
+/// The transition table, the ordering rule and the audit chain, through every store.
+@Suite(.serialized) struct StoreConformanceTests {
+    typealias Table = StateMachineTests
+
+    /// Every cell of the table of Docs/credential-state.md, each in its own subject, through the store.
+    @Test(arguments: StoreKind.allCases)
+    func everyStateAndEvent(kind: StoreKind) async throws {
+        let fixture = try StoreFixture(kind)
+        let store = try await fixture.open()
+        defer { Task { await close(store) } }
+        var cell = 0
+        for eventKind in CredentialEvent.Kind.allCases {
+            for (start, setup) in Table.setups {
+                for (column, offset) in [Int64(-1000), 0, 1000].enumerated() {
+                    cell += 1
+                    let subject = "cell.\(cell)"
+                    let moved = setup.map { Table.event($0.kind, at: $0.timeMilliseconds, id: $0.id, subject: subject) }
+                    let event = Table.event(eventKind, at: Table.t + offset, subject: subject)
+                    _ = try await store.apply(moved)
+                    #expect(try await store.status(clientID: Table.client, subject: subject).state == start)
+                    let changes = try await store.apply([event])
+                    let expected = try #require(Table.table[start]?[eventKind.effect]?[column])
+                    let status = try await store.status(clientID: Table.client, subject: subject)
+                    #expect(status.state == expected, "\(kind): \(start) + \(eventKind) at \(offset) ms")
+                    #expect(status == Table.fold(moved + [event]), "\(kind): \(start) + \(eventKind) at \(offset) ms: store and fold disagree")
+                    #expect(changes.count == 1 && changes[0].new == status)
+                }
+            }
+        }
+        #expect(try await store.verifyAudit().entries > 0)
+    }
+
+    /// Random events over a few subjects, delivered shuffled, with duplicates, in random batches:
+    /// every record equals the sorted fold, and the chain verifies.
+    @Test(arguments: StoreKind.allCases)
+    func arrivalOrderAndDuplicatesNeverMatter(kind: StoreKind) async throws {
+        let fixture = try StoreFixture(kind)
+        let store = try await fixture.open()
+        defer { Task { await close(store) } }
+        var random = SeededGenerator(seed: 0xD1CE_5EED)
+        for round in 0..<40 {
+            let subjects = (0..<3).map { "r\(round).s\($0)" }
+            var events: [CredentialEvent] = []
+            for _ in 0..<Int.random(in: 1...12, using: &random) {
+                let eventKind = CredentialEvent.Kind.allCases.randomElement(using: &random)!
+                let time = Table.t + Int64.random(in: 0...4, using: &random) * 1000
+                events.append(Table.event(eventKind, at: time, id: ["a", "b", "c"].randomElement(using: &random)!, subject: subjects.randomElement(using: &random)!))
+            }
+            var delivered = events
+            for _ in 0..<Int.random(in: 0...4, using: &random) { delivered.append(events.randomElement(using: &random)!) }
+            delivered.shuffle(using: &random)
+            var rest = delivered[...]
+            while !rest.isEmpty {
+                let take = Int.random(in: 1...rest.count, using: &random)
+                _ = try await store.apply(Array(rest.prefix(take)))
+                rest = rest.dropFirst(take)
+            }
+            for subject in subjects {
+                let expected = Table.fold(events.filter { $0.subject == subject })
+                #expect(try await store.status(clientID: Table.client, subject: subject) == expected, "\(kind) round \(round) (seed 0xD1CE5EED), \(subject)")
+            }
+        }
+        let entries = try await store.auditEntries()
+        #expect(try await store.verifyAudit().entries == entries.count)
+    }
+
+    /// Two handles (two connections, or two vault handles) apply the same shuffled stream with
+    /// duplicates at once: the states equal one handle's result and no transition is logged twice.
+    @Test(arguments: StoreKind.allCases)
+    func concurrentWritersAgreeAndLogOnce(kind: StoreKind) async throws {
+        let fixture = try StoreFixture(kind)
+        let first = try await fixture.open(), second = try await fixture.open()
+        defer { Task { await close(first); await close(second) } }
+        var random = SeededGenerator(seed: 0xC0C0_4EED)
+        let subjects = (0..<20).map { "c.\($0)" }
+        var events: [CredentialEvent] = []
+        for index in 0..<400 {
+            let eventKind = CredentialEvent.Kind.allCases.randomElement(using: &random)!
+            events.append(Table.event(eventKind, at: Table.t + Int64.random(in: 0...20, using: &random) * 1000, id: "e\(index % 50)",
+                                      subject: subjects.randomElement(using: &random)!))
+        }
+        let streams = [events.shuffled(using: &random), events.shuffled(using: &random)]
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for (store, stream) in zip([first, second], streams) {
+                group.addTask {
+                    for chunk in stride(from: 0, to: stream.count, by: 10) { _ = try await store.apply(Array(stream[chunk..<min(chunk + 10, stream.count)])) }
+                }
+            }
+            try await group.waitForAll()
+        }
+        for subject in subjects {
+            #expect(try await first.status(clientID: Table.client, subject: subject) == Table.fold(events.filter { $0.subject == subject }), "\(kind) \(subject)")
+        }
+        let entries = try await second.auditEntries()
+        let keys = entries.map { "\($0.subjectHash) \($0.old)>\($0.new) \($0.cause.rawValue) \($0.eventID) \($0.eventTimeMilliseconds) \($0.emailForwarding.map(String.init) ?? "-")" }
+        #expect(Set(keys).count == keys.count, "\(kind): a transition was logged twice")
+        #expect(!entries.isEmpty)
+    }
+
+    @Test(arguments: StoreKind.allCases)
+    func aWrongKeyIsRefused(kind: StoreKind) async throws {
+        let fixture = try StoreFixture(kind)
+        let store = try await fixture.open()
+        _ = try await store.apply([Table.event(.signIn, at: Table.t)])
+        await close(store)
+        let other = SecretBytes(Array(repeating: 7, count: 32))
+        await #expect(throws: (any Error).self) {
+            let wrong = try await fixture.open(unlock: .key(other))
+            defer { Task { await close(wrong) } }
+            _ = try await wrong.status(clientID: Table.client, subject: "001.aaa.1")
+        }
+        if kind != .vault {
+            await #expect(throws: CredentialError(.wrongKey, "")) { _ = try await fixture.open(unlock: .key(other)) }
+            await #expect(throws: CredentialError(.wrongKey, "")) { _ = try await fixture.open(unlock: .passphrase(SecretBytes(utf8: "a passphrase"))) }
+        }
+    }
+
+    @Test(arguments: StoreKind.allCases)
+    func historyFollowsTheSubjectAndItsLinkedSubject(kind: StoreKind) async throws {
+        let fixture = try StoreFixture(kind)
+        let store = try await fixture.open()
+        defer { Task { await close(store) } }
+        let transfer = try CredentialEvent(kind: .transferred, clientID: Table.client, subject: "old.1", timeMilliseconds: Table.t + 5000, id: "t1", linkedSubject: "new.1")
+        _ = try await store.apply([Table.event(.signIn, at: Table.t, subject: "old.1"), transfer, Table.event(.signIn, at: Table.t, subject: "other")])
+        let old = try await store.history(clientID: Table.client, subject: "old.1")
+        #expect(old.map { "\($0.old)>\($0.new)" } == ["notFound>authorized", "authorized>transferred"])
+        let new = try await store.history(clientID: Table.client, subject: "new.1")
+        #expect(new.map(\.cause) == [.transferred])
+        #expect(try await store.history(clientID: "another.client", subject: "old.1").isEmpty)
+    }
+}
