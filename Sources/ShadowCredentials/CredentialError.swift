@@ -20,6 +20,8 @@ public struct CredentialErrorCode: ShadowKeysErrorCode {
     public static let io = CredentialErrorCode("io")
     /// The key or passphrase does not open the store.
     public static let wrongKey = CredentialErrorCode("wrong_key")
+    /// There is no store where one was named (a reader never creates one).
+    public static let noStore = CredentialErrorCode("no_store")
     /// The database cannot be reached, or refused the connection.
     public static let storeUnavailable = CredentialErrorCode("store_unavailable")
     /// Another writer held the database longer than the lock timeout.

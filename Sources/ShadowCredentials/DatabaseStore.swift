@@ -326,6 +326,49 @@ package final class StateEngine<Database: StateDatabase>: Sendable {
     }
 }
 
+/// What moving a vault store into a database store moved.
+public struct MigrationReport: Sendable, Equatable {
+    /// Users (records) moved.
+    public let users: Int
+    /// Audit entries moved, their chain intact.
+    public let auditEntries: Int
+}
+
+extension StateEngine {
+    /// Moves a vault store into an empty database in one transaction. The database adopts the
+    /// vault's audit secret (sealed under `unlock`), so its row ids are the vault log's subject
+    /// hashes and the log moves line for line with its chain and head unchanged: `state audit`
+    /// prints the same entries before and after.
+    package static func importVault(_ export: VaultStateExport, into database: Database, unlock: VaultUnlock) async throws -> MigrationReport {
+        let keys = StoreKeys(secret: export.secret)
+        let sealedSecret = try SealedStoreSecret.create(unlock: unlock, secret: export.secret).stored
+        var rows: [StoredRow] = []
+        for (clientID, subject, record) in export.records {
+            let id = keys.rowID(clientID: clientID, subject: subject)
+            let body = try SealedRows.sealRecord(SealedRows.encode(clientID: clientID, subject: subject, record: record), rowID: id, keys: keys)
+            rows.append(StoredRow(id: id, state: record.status.state.rawValue, body: body))
+        }
+        var lines: [StoredAuditLine] = []
+        for (line, entry) in zip(export.auditLines, export.auditEntries) {
+            let subject = try Hex.decode(entry.subjectHash), linked = try entry.linkedSubjectHash.map(Hex.decode)
+            lines.append(StoredAuditLine(sequence: entry.sequence, subject: subject, linked: linked, line: try SealedRows.sealAuditLine(line, sequence: entry.sequence, keys: keys)))
+        }
+        let head = keys.encodeHead(count: lines.count, chain: export.auditChain)
+        let (moved, logged) = (rows.count, lines.count)
+        let (finalRows, finalLines) = (rows, lines)
+        try await database.transaction(writing: true) { transaction in
+            guard try await transaction.stateCounts().isEmpty, try await transaction.audit(after: 0, limit: 1).isEmpty else {
+                throw CredentialError(.invalidParameter, "the target store already holds credential state: migrate into a new one")
+            }
+            try await transaction.setMeta(MetaName.secret, sealedSecret)
+            for chunk in finalRows.chunked(300) { try await transaction.upsert(Array(chunk)) }
+            for chunk in finalLines.chunked(200) { try await transaction.appendAudit(Array(chunk)) }
+            try await transaction.setMeta(MetaName.auditHead, head)
+        }
+        return MigrationReport(users: moved, auditEntries: logged)
+    }
+}
+
 /// Group commit: calls to ``submit(_:run:)`` that arrive while a transaction runs share the next one.
 actor WriteQueue {
     typealias Job = (events: [CredentialEvent], continuation: CheckedContinuation<[CredentialChange], any Error>)

@@ -56,9 +56,9 @@ package enum SealedStoreSecret {
     static let label = Array("shadow-keys state v1 secret".utf8)
     static let maxIterations = 10_000_000
 
-    /// Seals a fresh secret; returns it and its stored form.
-    package static func create(unlock: VaultUnlock, iterations: Int = PBKDF2.defaultIterations) throws -> (secret: [UInt8], stored: [UInt8]) {
-        let secret = SecretBytes.random(count: 32).withUnsafeBytes { Array($0) }
+    /// Seals `secret` (default: a fresh one); returns it and its stored form.
+    package static func create(unlock: VaultUnlock, secret given: [UInt8]? = nil, iterations: Int = PBKDF2.defaultIterations) throws -> (secret: [UInt8], stored: [UInt8]) {
+        let secret = given ?? SecretBytes.random(count: 32).withUnsafeBytes { Array($0) }
         var header: [UInt8] = [0x01]
         switch unlock {
         case .key: header.append(0x01)

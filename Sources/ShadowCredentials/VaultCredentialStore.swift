@@ -196,3 +196,31 @@ struct StoredState {
         ])
     }
 }
+
+/// Everything a vault store holds, for moving it into a database store.
+package struct VaultStateExport: Sendable {
+    package let secret: [UInt8]
+    package let records: [(clientID: String, subject: String, record: CredentialRecord)]
+    /// The committed audit lines, without their newlines, and the entries they hold.
+    package let auditLines: [[UInt8]]
+    package let auditEntries: [AuditEntry]
+    package let auditChain: [UInt8]
+}
+
+extension VaultCredentialStore {
+    /// The state and the committed audit log, read under the vault's lock after checking the chain.
+    package func exportSync() throws -> VaultStateExport {
+        try vault.withLockedContents { contents in
+            let state = try StoredState(contents)
+            let keys = AuditKeys(secret: state.secret)
+            let bytes = try AuditLog.read(auditPath)
+            let (_, entries) = try AuditLog.verify(bytes, keys: keys, head: state.head)
+            let lines = bytes[..<state.head.bytes].split(separator: 0x0A, omittingEmptySubsequences: false).dropLast().map(Array.init)
+            guard lines.count == entries.count else { throw CredentialError(.auditTampered, "the audit log's committed lines do not match its entries") }
+            let records = state.records.keys.sorted().map { key in
+                (String(decoding: key.clientID, as: UTF8.self), String(decoding: key.subject, as: UTF8.self), state.records[key]!)
+            }
+            return VaultStateExport(secret: state.secret, records: records, auditLines: lines, auditEntries: entries, auditChain: state.head.chain)
+        }
+    }
+}

@@ -26,13 +26,13 @@ struct VerifyToken: AsyncParsableCommand {
     @Flag(help: "Sign in with Apple identity token: Apple's JWKS by default, iss Apple, RS256 only, --aud required; --nonce matches the raw nonce or its SHA-256 hex.")
     var apple = false
 
-    @Flag(help: "With --apple: refuse (exit 14) a token issued at or before its subject's revocation or transfer, as recorded in the vault's credential state.")
+    @Flag(help: "With --apple: refuse (exit 14) a token issued at or before its subject's revocation or transfer, as recorded in the credential-state store (--store).")
     var state = false
 
     @Option(name: .customLong("client-id"), help: "With --state: the client ID the state is kept under, one of the --aud values (default: the token's aud, which must be one string).")
     var clientID: String?
 
-    @OptionGroup(title: "Credential state (--state)") var vault: VaultOptions
+    @OptionGroup(title: "Credential state (--state)") var store: StoreOptions
 
     @Flag(help: "Print a JSON result on stdout instead of the claims.")
     var json = false
@@ -45,14 +45,14 @@ struct VerifyToken: AsyncParsableCommand {
         if apple { try options.validateApple() }
         if state {
             guard apple else { throw ValidationError("--state applies to Sign in with Apple identity tokens: add --apple") }
-            try vault.requireKey()
+            try store.requireKey()
             // State is kept per client ID: only one the token can be accepted for may key it.
             if let clientID, !options.audiences.contains(where: { $0.exactlyEquals(clientID) }) {
                 throw ValidationError("--client-id must be one of the --aud values")
             }
-            if token.usesStdin && vault.keyUsesStdin { throw ValidationError("the token and the passphrase cannot both come from stdin") }
-        } else if vault.isGiven || clientID != nil {
-            throw ValidationError("--vault, its key options and --client-id apply with --state only")
+            if token.usesStdin && store.keyUsesStdin { throw ValidationError("the token and the passphrase cannot both come from stdin") }
+        } else if store.isGiven || clientID != nil {
+            throw ValidationError("--store, --vault, their key options and --client-id apply with --state only")
         }
         if token.usesStdin && keySource.jwks == "-" { throw ValidationError("the token and --jwks cannot both come from stdin") }
     }
@@ -69,7 +69,7 @@ struct VerifyToken: AsyncParsableCommand {
                 return
             }
             let identity = try await options.appleValidator().validate(token, keys: keySource.keys(default: Apple.keysURL))
-            if state { try credentialStore(vault).recordSync(clientID: clientID ?? identity.audience, subject: identity.subject).enforce(identity) }
+            if state { try await store.withStore(create: false) { try await $0.record(clientID: clientID ?? identity.audience, subject: identity.subject) }.enforce(identity) }
             printVerified(identity.jwt, json: json, extra: [.init(name: "apple", value: .object(identity.json))])
         }
     }

@@ -54,9 +54,31 @@ public final class PostgresCredentialStore: AuditedCredentialStore, ServerTokenS
     public static func migrateSchema(_ location: PostgresLocation, connectTimeout: Duration = .seconds(10)) async throws -> Int {
         let database = try PostgresStateDatabase(location: location, connectTimeout: connectTimeout, retryFor: .zero, maximumConnections: 1,
                                                  logger: Logger(label: "shadow-keys.postgres", factory: { _ in SwiftLogNoOpLogHandler() }))
-        defer { Task { await database.close() } }
-        try await database.migrate()
-        return PostgresStateDatabase.migrations.count
+        do {
+            try await database.migrate()
+            await database.close()
+            return PostgresStateDatabase.migrations.count
+        } catch {
+            await database.close()
+            throw error
+        }
+    }
+
+    /// Moves `vault`'s credential state and audit log into an empty database at `location` (the
+    /// audit chain moves intact).
+    public static func migrate(from vault: VaultCredentialStore, to location: PostgresLocation, unlock: VaultUnlock, connectTimeout: Duration = .seconds(10)) async throws -> MigrationReport {
+        let export = try await runBlocking { try vault.exportSync() }
+        let database = try PostgresStateDatabase(location: location, connectTimeout: connectTimeout, retryFor: .zero, maximumConnections: 1,
+                                                 logger: Logger(label: "shadow-keys.postgres", factory: { _ in SwiftLogNoOpLogHandler() }))
+        do {
+            try await database.migrate()
+            let report = try await StateEngine.importVault(export, into: database, unlock: unlock)
+            await database.close()
+            return report
+        } catch {
+            await database.close()
+            throw error
+        }
     }
 
     /// Closes the connections.

@@ -44,7 +44,7 @@ public final class SQLiteCredentialStore: AuditedCredentialStore, ServerTokenSto
     /// `create` is set and it does not exist.
     /// - Throws: ``CredentialError/Code/wrongKey`` when `unlock` does not open it;
     ///   ``CredentialError/Code/corruptedState`` when the file is not a state database;
-    ///   ``CredentialError/Code/storeUnavailable`` when it does not exist and `create` is off.
+    ///   ``CredentialError/Code/noStore`` when it does not exist and `create` is off.
     public static func open(path: String, unlock: VaultUnlock, create: Bool = true, lockTimeout: Double = 10, clock: WallClock = .system) async throws -> SQLiteCredentialStore {
         guard lockTimeout >= 0, lockTimeout <= 3600 else { throw CredentialError(.invalidParameter, "the lock timeout is 0 to 3600 seconds") }
         try prepareFile(path, create: create)
@@ -52,6 +52,37 @@ public final class SQLiteCredentialStore: AuditedCredentialStore, ServerTokenSto
         do {
             try await database.migrate()
             return SQLiteCredentialStore(path: path, engine: try await StateEngine.open(database, unlock: unlock, clock: clock))
+        } catch {
+            await database.close()
+            throw error
+        }
+    }
+
+    /// Moves `vault`'s credential state and audit log into a new (or empty) database at `path`
+    /// (``StateEngine``'s import: the audit chain moves intact).
+    public static func migrate(from vault: VaultCredentialStore, toPath path: String, unlock: VaultUnlock, lockTimeout: Double = 10) async throws -> MigrationReport {
+        let export = try await runBlocking { try vault.exportSync() }
+        try prepareFile(path, create: true)
+        let database = try await SQLiteStateDatabase.open(path: path, lockTimeout: lockTimeout)
+        do {
+            try await database.migrate()
+            let report = try await StateEngine.importVault(export, into: database, unlock: unlock)
+            await database.close()
+            return report
+        } catch {
+            await database.close()
+            throw error
+        }
+    }
+
+    /// Creates the database (mode 0600) or brings its schema up to date; returns the schema version.
+    public static func migrateSchema(path: String) async throws -> Int {
+        try prepareFile(path, create: true)
+        let database = try await SQLiteStateDatabase.open(path: path, lockTimeout: 10)
+        do {
+            try await database.migrate()
+            await database.close()
+            return SQLiteStateDatabase.schemaVersion
         } catch {
             await database.close()
             throw error
@@ -70,7 +101,7 @@ public final class SQLiteCredentialStore: AuditedCredentialStore, ServerTokenSto
             guard status.st_mode & S_IFMT == S_IFREG else { throw CredentialError(.storeUnavailable, "\(path) is not a regular file") }
             return
         }
-        guard create else { throw CredentialError(.storeUnavailable, "no state database at \(path)") }
+        guard create else { throw CredentialError(.noStore, "no state database at \(path)") }
         let folder = Files.parentDirectory(path)
         if !Files.isDirectory(folder) {
             do { try Files.makeDirectory(folder) } catch { throw CredentialError(.storeUnavailable, "creating \(folder): \(error)") }

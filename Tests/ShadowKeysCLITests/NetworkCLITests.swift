@@ -109,14 +109,15 @@ import Testing
         #expect(!Sources.mentions("shadow-keys-fetch") && !Sources.mentions("SHADOW_KEYS_FETCH"), "the sources still name the helper")
     }
 
-    /// Process start stays small: the binary links neither FoundationNetworking nor libcurl (nor
-    /// all of Foundation), read from its ELF dynamic section.
+    /// Process start stays small: the binary links neither FoundationNetworking nor libcurl, read
+    /// from its ELF dynamic section. (It links all of Foundation since postgres-nio, which imports
+    /// it, is part of the one executable: measured at +1.2 to 1.5 ms a process, Docs/architecture.md.)
     @Test func theBinaryLinksNoNetworkingFoundationOrCurl() throws {
         #if os(Linux)
         let needed = try ELFDynamicSection.neededLibraries(CLIRunner.executable.path)
         #expect(!needed.isEmpty)
         for library in needed {
-            #expect(!library.contains("FoundationNetworking") && !library.contains("curl") && !library.hasPrefix("libFoundation.so"), "links \(library)")
+            #expect(!library.contains("FoundationNetworking") && !library.contains("curl"), "links \(library)")
         }
         #endif
     }

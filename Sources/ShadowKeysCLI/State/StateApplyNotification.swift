@@ -22,19 +22,19 @@ extension StateCommand {
         @OptionGroup var keySource: KeySourceOptions
         @Option(help: "Verify as of this time: epoch seconds or RFC 3339.") var now: String?
         @Option(help: "Allowed clock skew, seconds.") var leeway: Double = 60
-        @OptionGroup var vault: VaultOptions
+        @OptionGroup var store: StoreOptions
         @Flag(help: "Print JSON.") var json = false
 
         var acceptedAudiences: [String] { audiences.isEmpty ? clientID.map { [$0] } ?? [] : audiences }
 
         func validate() throws {
-            try vault.requireKey()
+            try store.requireKey()
             guard !acceptedAudiences.isEmpty else { throw ValidationError("give --client-id or --aud: the client IDs the notification may be for") }
             if let clientID, !audiences.isEmpty, !audiences.contains(where: { $0.exactlyEquals(clientID) }) {
                 throw ValidationError("--client-id must be one of the --aud values")
             }
             try keySource.validate(default: Apple.keysURL)
-            if keySource.jwks == "-" || vault.keyUsesStdin { throw ValidationError("the notification body comes on stdin; give --jwks and the passphrase another way") }
+            if keySource.jwks == "-" || store.keyUsesStdin { throw ValidationError("the notification body comes on stdin; give --jwks and the passphrase another way") }
             try checkLeeway(leeway)
             _ = try parseNow(now)
         }
@@ -47,7 +47,7 @@ extension StateCommand {
                     printChanges([], json: json)
                     return
                 }
-                printChanges(try credentialStore(vault).applySync([event]), json: json)
+                printChanges(try await store.withStore(create: true) { try await $0.apply([event]) }, json: json)
             }
         }
     }

@@ -23,7 +23,7 @@ extension StateCommand {
         var clientID: String?
         @OptionGroup var keySource: KeySourceOptions
         @OptionGroup var options: VerificationOptions
-        @OptionGroup var vault: VaultOptions
+        @OptionGroup var store: StoreOptions
         @Flag(help: "Print JSON.") var json = false
         @Flag(name: .shortAndLong, help: "Print no warnings.") var quiet = false
 
@@ -34,13 +34,13 @@ extension StateCommand {
         }
 
         func validate() throws {
-            try vault.requireKey()
+            try store.requireKey()
             try keySource.validate(default: Apple.keysURL)
             try appleOptions.validateApple()
             if let clientID, !options.audiences.isEmpty, !options.audiences.contains(where: { $0.exactlyEquals(clientID) }) {
                 throw ValidationError("--client-id must be one of the --aud values")
             }
-            let stdinUsers = [token.usesStdin, keySource.jwks == "-", vault.keyUsesStdin].filter { $0 }.count
+            let stdinUsers = [token.usesStdin, keySource.jwks == "-", store.keyUsesStdin].filter { $0 }.count
             if stdinUsers > 1 { throw ValidationError("only one of the token, --jwks and the passphrase can come from stdin") }
         }
 
@@ -49,9 +49,11 @@ extension StateCommand {
                 let raw = try token.read(quiet: quiet)
                 let identity = try await appleOptions.appleValidator().validate(raw, keys: keySource.keys(default: Apple.keysURL))
                 let client = clientID ?? identity.audience
-                let store = try credentialStore(vault)
-                let changes = try store.applySync(try CredentialEvent.signIn(identity, rawToken: raw, clientID: client))
-                try store.recordSync(clientID: client, subject: identity.subject).enforce(identity)
+                let events = try CredentialEvent.signIn(identity, rawToken: raw, clientID: client)
+                let (changes, record) = try await store.withStore(create: true) { store in
+                    (try await store.apply(events), try await store.record(clientID: client, subject: identity.subject))
+                }
+                try record.enforce(identity)
                 printChanges(changes, json: json)
             }
         }

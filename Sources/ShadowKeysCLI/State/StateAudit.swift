@@ -16,22 +16,23 @@ extension StateCommand {
             abstract: "Check the audit log's hash chain against the vault (--verify), or print its entries as JSON lines.",
             discussion: "Exit 31 when a line was edited, removed, reordered or added, or the log was truncated.")
         @Flag(help: "Check the chain and print a summary instead of the entries.") var verify = false
-        @OptionGroup var vault: VaultOptions
+        @OptionGroup var store: StoreOptions
         @Flag(help: "Print JSON.") var json = false
 
-        func validate() throws { try vault.requireKey() }
+        func validate() throws { try store.requireKey() }
 
         func run() async throws {
             try await reportingFailures(json: json) {
-                let store = try credentialStore(vault)
+                let location = try store.location()
                 guard verify else {
-                    for entry in try store.auditEntriesSync() { Console.json(.object(auditJSON(entry))) }
+                    for entry in try await store.withStore(create: false, { try await $0.auditEntries() }) { Console.json(.object(auditJSON(entry))) }
                     return
                 }
-                let report = try store.verifyAuditSync()
+                let report = try await store.withStore(create: false) { try await $0.verifyAudit() }
+                let log: String = if case .vault(let path) = location { path + ".audit" } else { location.description }
                 if json {
                     Console.json([
-                        "valid": true, "log": .string(store.auditPath), "entries": .int(report.entries), "uncommitted": .int(report.uncommitted),
+                        "valid": true, "log": .string(log), "entries": .int(report.entries), "uncommitted": .int(report.uncommitted),
                         "partial_tail": .bool(report.partialTail),
                     ])
                 } else {

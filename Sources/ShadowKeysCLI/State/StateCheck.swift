@@ -16,7 +16,7 @@ extension StateCommand {
 
         func run() async throws {
             try await reportingFailures(json: query.json) {
-                let status = try query.record().status
+                let status = try await query.record().status
                 if query.json { printStatus(status, user: query.user, json: true) }
                 guard status.state == .authorized else {
                     Console.err("shadow-keys: \(query.user.subject.quotedForMessage) is \(status.state)\(status.since.map { " since \(Timestamp.rfc3339($0))" } ?? "")")

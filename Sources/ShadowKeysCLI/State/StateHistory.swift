@@ -16,7 +16,7 @@ extension StateCommand {
 
         func run() async throws {
             try await reportingFailures(json: query.json) {
-                let entries = try credentialStore(query.vault).historySync(clientID: query.user.clientID, subject: query.user.subject)
+                let entries = try await query.store.withStore(create: false) { try await $0.history(clientID: query.user.clientID, subject: query.user.subject) }
                 if query.json {
                     Console.json(["client_id": .string(query.user.clientID), "sub": .string(query.user.subject), "entries": .array(entries.map { .object(auditJSON($0)) })])
                     return

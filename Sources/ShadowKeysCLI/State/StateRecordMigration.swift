@@ -18,11 +18,11 @@ extension StateCommand {
         @Option(help: "The user's subject before the transfer (transfer_sub).") var from: String
         @Option(help: "The user's subject after the transfer.") var to: String
         @Option(help: "When the migration happened: epoch seconds or RFC 3339. Default: now.") var at: String?
-        @OptionGroup var vault: VaultOptions
+        @OptionGroup var store: StoreOptions
         @Flag(help: "Print JSON.") var json = false
 
         func validate() throws {
-            try vault.requireKey()
+            try store.requireKey()
             if from.exactlyEquals(to) { throw ValidationError("--from and --to name the same subject") }
             _ = try eventTime(at)
         }
@@ -30,7 +30,7 @@ extension StateCommand {
         func run() async throws {
             try await reportingFailures(json: json) {
                 let event = try CredentialEvent.migration(clientID: clientID, from: from, to: to, at: try eventTime(at))
-                printChanges(try credentialStore(vault).applySync([event]), json: json)
+                printChanges(try await store.withStore(create: true) { try await $0.apply([event]) }, json: json)
             }
         }
     }

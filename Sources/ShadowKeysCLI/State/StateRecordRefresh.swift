@@ -17,11 +17,11 @@ extension StateCommand {
         @OptionGroup var user: UserOptions
         @Option(help: "ok or invalid_grant.") var result: String
         @Option(help: "When Apple answered: epoch seconds or RFC 3339. Default: now.") var at: String?
-        @OptionGroup var vault: VaultOptions
+        @OptionGroup var store: StoreOptions
         @Flag(help: "Print JSON.") var json = false
 
         func validate() throws {
-            try vault.requireKey()
+            try store.requireKey()
             guard ["ok", "invalid_grant"].contains(result) else { throw ValidationError("--result: ok or invalid_grant") }
             _ = try eventTime(at)
         }
@@ -29,7 +29,7 @@ extension StateCommand {
         func run() async throws {
             try await reportingFailures(json: json) {
                 let event = try CredentialEvent.refresh(succeeded: result == "ok", clientID: user.clientID, subject: user.subject, at: try eventTime(at))
-                printChanges(try credentialStore(vault).applySync([event]), json: json)
+                printChanges(try await store.withStore(create: true) { try await $0.apply([event]) }, json: json)
             }
         }
     }

@@ -16,7 +16,7 @@ extension StateCommand {
 
         func run() async throws {
             try await reportingFailures(json: query.json) {
-                let status = try query.record().status
+                let status = try await query.record().status
                 printStatus(status, user: query.user, json: query.json)
             }
         }

@@ -20,22 +20,19 @@ struct UserOptions: ParsableArguments {
     }
 }
 
-/// What every per-user query takes: the user, the vault that holds the state, and `--json`.
+/// What every per-user query takes: the user, the store that holds the state, and `--json`.
 struct UserQueryOptions: ParsableArguments {
     @OptionGroup var user: UserOptions
-    @OptionGroup var vault: VaultOptions
+    @OptionGroup var store: StoreOptions
     @Flag(help: "Print JSON.") var json = false
 
-    func validate() throws { try vault.requireKey() }
+    func validate() throws { try store.requireKey() }
 
-    /// The user's record, from the vault's credential store.
-    func record() throws -> CredentialRecord {
-        try credentialStore(vault).recordSync(clientID: user.clientID, subject: user.subject)
+    /// The user's record.
+    func record() async throws -> CredentialRecord {
+        try await store.withStore(create: false) { try await $0.record(clientID: user.clientID, subject: user.subject) }
     }
 }
-
-/// The vault's credential store.
-func credentialStore(_ vault: VaultOptions) throws -> VaultCredentialStore { VaultCredentialStore(vault: try vault.open()) }
 
 /// `--at`, default now: an event time, which starts at 1970.
 func eventTime(_ value: String?) throws -> Date {

@@ -21,6 +21,7 @@ enum ExitStatus: Int32 {
     case vaultCorrupted = 31
     case vaultNoSuchEntry = 32
     case vaultLockTimeout = 33
+    case storeUnavailable = 34
     case appleInvalidGrant = 40
     case appleRejected = 41
     case appleUnavailable = 42
@@ -76,6 +77,11 @@ enum ExitStatus: Int32 {
             case .superseded: self = .credentialRevoked
             case .auditTampered, .corruptedState: self = .vaultCorrupted
             case .invalidEvent: self = .malformedInput
+            case .wrongKey: self = .vaultWrongKey
+            case .lockTimeout: self = .vaultLockTimeout
+            case .storeUnavailable: self = .storeUnavailable
+            case .noStore: self = .noInput
+            case .invalidParameter: self = .usage
             default: self = .failure
             }
         default:

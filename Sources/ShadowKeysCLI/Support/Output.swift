@@ -37,11 +37,22 @@ final class Progress {
     private let verb: String
     private var lastDraw = 0.0
     private let enabled: Bool
+    private let events: Bool
 
+    /// Bytes: drawn for inputs of 16 MiB or more.
     init(verb: String, total: Int?) {
         self.verb = verb
         self.total = total ?? 0
+        events = false
         enabled = isatty(2) == 1 && (total ?? 0) >= 16 << 20
+    }
+
+    /// Events: drawn for more than one batch.
+    init(verb: String, events total: Int, quiet: Bool) {
+        self.verb = verb
+        self.total = total
+        events = true
+        enabled = isatty(2) == 1 && !quiet && total > 1000
     }
 
     func update(_ done: Int) {
@@ -52,7 +63,8 @@ final class Progress {
         let fraction = total > 0 ? min(1, Double(done) / Double(total)) : 0
         let filled = Int(fraction * 30)
         let bar = String(repeating: "#", count: filled) + String(repeating: ".", count: 30 - filled)
-        Console.errNoNewline("\r\(verb) [\(bar)] \(Int(fraction * 100))% \(done >> 20)/\(total >> 20) MiB")
+        let amount = events ? "\(done)/\(total) events" : "\(done >> 20)/\(total >> 20) MiB"
+        Console.errNoNewline("\r\(verb) [\(bar)] \(Int(fraction * 100))% \(amount)")
     }
 
     func finish() { if enabled { Console.err("") } }

@@ -1,0 +1,118 @@
+import ArgumentParser
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+import ShadowCore
+import ShadowCredentials
+import ShadowPostgres
+import ShadowSQLite
+import ShadowVault
+
+/// Where credential state lives: a SQLite file, a vault, or a PostgreSQL database.
+enum StoreLocation: CustomStringConvertible {
+    case sqlite(String)
+    case vault(String)
+    case postgres(PostgresLocation)
+
+    /// `sqlite:PATH`, `vault:PATH`, or a `postgres://` / `postgresql://` URL.
+    init(parsing text: String, option: String) throws {
+        if text.hasPrefix("sqlite:") {
+            let path = String(text.dropFirst("sqlite:".count))
+            guard !path.isEmpty else { throw ValidationError("\(option): sqlite: needs a path (sqlite:PATH)") }
+            self = .sqlite(path)
+        } else if text.hasPrefix("vault:") {
+            let path = String(text.dropFirst("vault:".count))
+            guard !path.isEmpty else { throw ValidationError("\(option): vault: needs a path (vault:PATH)") }
+            self = .vault(path)
+        } else if text.hasPrefix("postgres://") || text.hasPrefix("postgresql://") {
+            do { self = .postgres(try PostgresLocation(url: text)) } catch let error as CredentialError { throw ValidationError("\(option): \(error.reason)") }
+        } else {
+            throw ValidationError("\(option): expected sqlite:PATH, vault:PATH or postgres://user@host:port/database, not \(text.quotedForMessage)")
+        }
+    }
+
+    var description: String {
+        switch self {
+        case .sqlite(let path): return "sqlite:\(path)"
+        case .vault(let path): return "vault:\(path)"
+        case .postgres(let location): return location.description
+        }
+    }
+}
+
+/// `--store URL` (or `--vault PATH`, the same as `--store vault:PATH`) and the key options that
+/// open it, as for `vault`.
+struct StoreOptions: ParsableArguments {
+    @Option(name: .customLong("store"), help: ArgumentHelp(
+        "Where state lives: sqlite:PATH, vault:PATH, or postgres://user@host:port/db?sslmode=disable|require|verify-full (password also from PGPASSWORD).",
+        discussion: "Default: $SHADOW_KEYS_STATE_STORE, else sqlite:$XDG_DATA_HOME/shadow-keys/state.sqlite."))
+    var url: String?
+
+    @OptionGroup var vault: VaultOptions
+
+    /// The location named, or the default one.
+    func location() throws -> StoreLocation {
+        if let url { return try StoreLocation(parsing: url, option: "--store") }
+        if let path = vault.explicitPath { return .vault(path) }
+        if let configured = ProcessInfo.processInfo.environment["SHADOW_KEYS_STATE_STORE"], !configured.isEmpty {
+            return try StoreLocation(parsing: configured, option: "SHADOW_KEYS_STATE_STORE")
+        }
+        do { return .sqlite(try SQLiteCredentialStore.defaultPath()) } catch let error as CredentialError { throw ValidationError(error.reason) }
+    }
+
+    var isGiven: Bool { url != nil || vault.isGiven }
+    var keyUsesStdin: Bool { vault.keyUsesStdin }
+
+    /// Checks what was named; the default location is worked out when the store is opened.
+    func validate() throws {
+        if url != nil, vault.explicitPath != nil { throw ValidationError("give --store or --vault, not both (--vault PATH is --store vault:PATH)") }
+        if let url { _ = try StoreLocation(parsing: url, option: "--store") }
+    }
+
+    /// Checks there is a key (or a terminal to ask for a passphrase on).
+    func requireKey() throws {
+        if case .vault = try location() { return try vault.requireKey() }
+        guard try vault.key() != nil || TerminalPrompt.available else {
+            throw ValidationError("open the state store with one of --key-file, --key-env, --passphrase-stdin, --passphrase-file or --passphrase-env")
+        }
+    }
+
+    /// Opens the store, runs `body` with it, and closes it. Readers (`create` off) never create a
+    /// SQLite file: a missing one is exit 66.
+    func withStore<R>(create: Bool, _ body: (any AuditedCredentialStore) async throws -> R) async throws -> R {
+        let store = try await open(create: create)
+        do {
+            let result = try await body(store)
+            await close(store)
+            return result
+        } catch {
+            await close(store)
+            throw error
+        }
+    }
+
+    func open(create: Bool) async throws -> any AuditedCredentialStore {
+        switch try location() {
+        case .vault(let path):
+            var options = vault
+            options.explicitPath = path
+            return VaultCredentialStore(vault: try options.open())
+        case .sqlite(let path):
+            if let (_, mode) = try? Files.ownerAndMode(path), mode & 0o077 != 0 {
+                Console.err("shadow-keys: warning: the state database \(path.quotedForMessage) is open to other users (mode \(String(mode & 0o777, radix: 8))); chmod 600 it")
+            }
+            return try await SQLiteCredentialStore.open(path: path, unlock: try vault.unlock(confirm: create && !FileManager.default.fileExists(atPath: path)),
+                                                        create: create, lockTimeout: vault.lockTimeout)
+        case .postgres(let location):
+            return try await PostgresCredentialStore.connect(location, unlock: try vault.unlock(), connectTimeout: .seconds(10), retryFor: .seconds(vault.lockTimeout))
+        }
+    }
+}
+
+/// Closes a database store's connections.
+func close(_ store: any AuditedCredentialStore) async {
+    if let store = store as? SQLiteCredentialStore { await store.close() }
+    if let store = store as? PostgresCredentialStore { await store.close() }
+}
