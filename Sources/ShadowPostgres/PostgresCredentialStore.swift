@@ -162,8 +162,8 @@ final class PostgresStateDatabase: StateDatabase {
 
     func migrate() async throws {
         try await retrying {
-            try await self.withConnection { connection in try await connection.withTransaction(logger: self.logger) { connection in
-                try await connection.query("SELECT pg_advisory_xact_lock(\(Self.migrationLock))", logger: self.logger)
+            try await self.withConnection { connection in try await self.inTransaction(connection) {
+                try await connection.run("SELECT pg_advisory_xact_lock(\(Self.migrationLock))", logger: self.logger)
                 let exists = try await connection.query("SELECT to_regclass('shadow_meta') IS NOT NULL", logger: self.logger).collect().first?.decode(Bool.self) ?? false
                 var version = 0
                 if exists {
@@ -177,11 +177,11 @@ final class PostgresStateDatabase: StateDatabase {
                     throw CredentialError(.corruptedState, "the database has schema version \(version); this ShadowKeys knows up to \(Self.migrations.count)")
                 }
                 for migration in Self.migrations[version...] {
-                    for statement in migration { try await connection.query(statement, logger: self.logger) }
+                    for statement in migration { try await connection.run(statement, logger: self.logger) }
                 }
                 if version < Self.migrations.count {
                     let value = ByteBuffer(string: String(Self.migrations.count))
-                    try await connection.query(
+                    try await connection.run(
                         "INSERT INTO shadow_meta (name, value) VALUES (\(MetaName.schemaVersion), \(value)) ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value",
                         logger: self.logger)
                 }
@@ -192,11 +192,32 @@ final class PostgresStateDatabase: StateDatabase {
     func transaction<R: Sendable>(writing: Bool, _ body: @escaping @Sendable (PostgresStateTransaction) async throws -> R) async throws -> R {
         try await retrying {
             try await self.withConnection { connection in
-                try await connection.withTransaction(logger: self.logger) { connection -> R in
-                    if writing { try await connection.query("SELECT 1 FROM shadow_meta WHERE name = 'writer' FOR UPDATE", logger: self.logger) }
+                try await self.inTransaction(connection) { () -> R in
+                    if writing { try await connection.run("SELECT 1 FROM shadow_meta WHERE name = 'writer' FOR UPDATE", logger: self.logger) }
                     return try await body(PostgresStateTransaction(connection: connection, logger: self.logger))
                 }
             }
+        }
+    }
+
+    /// BEGIN, `body`, COMMIT; ROLLBACK when `body` fails, unless the connection itself failed (a
+    /// ROLLBACK on a connection the server has dropped is never answered, and the pool discards
+    /// the connection anyway).
+    func inTransaction<R>(_ connection: PostgresConnection, _ body: () async throws -> R) async throws -> R {
+        try await connection.run("BEGIN", logger: logger)
+        do {
+            let result = try await body()
+            try await connection.run("COMMIT", logger: logger)
+            return result
+        } catch {
+            if let failure = error as? PSQLError, [.connectionError, .serverClosedConnection, .uncleanShutdown, .clientClosedConnection].contains(failure.code) {
+                throw error
+            }
+            if let failure = error as? PSQLError, failure.code == .server, let state = failure.serverInfo?[.sqlState], state.hasPrefix("57P") || state.hasPrefix("08") {
+                throw error
+            }
+            try? await connection.run("ROLLBACK", logger: logger)
+            throw error
         }
     }
 
@@ -217,31 +238,39 @@ final class PostgresStateDatabase: StateDatabase {
         }
     }
 
-    /// Runs `body` on a pooled connection, giving up when none can be had within the connect
-    /// timeout (the pool itself would wait for the server indefinitely). Once `body` runs, it is not
-    /// timed.
-    func withConnection<R: Sendable>(_ body: @escaping @Sendable (PostgresConnection) async throws -> R) async throws -> R {
-        let leased = LeaseFlag()
-        let client = self.client, timeout = connectTimeout
-        return try await withThrowingTaskGroup(of: R?.self) { group in
-            group.addTask {
-                try await client.withConnection { connection in
-                    leased.set()
-                    return try await body(connection)
+    /// Runs `body` on a pooled connection. The attempt is abandoned (and retried by the caller)
+    /// when no connection can be had within the connect timeout, or when `body` has not finished
+    /// within `deadline`: a connection whose server vanished mid-statement is not always reported
+    /// closed, and waiting on it would hang the store. An abandoned write that still commits later
+    /// is harmless: applying events again changes nothing and logs nothing.
+    func withConnection<R: Sendable>(deadline: Duration = .seconds(15), _ body: @escaping @Sendable (PostgresConnection) async throws -> R) async throws -> R {
+        let attempt = Attempt<R>()
+        let client = self.client, connectTimeout = self.connectTimeout
+        return try await withCheckedThrowingContinuation { continuation in
+            attempt.start(continuation)
+            let work = Task {
+                do {
+                    let result = try await client.withConnection { connection in
+                        guard attempt.markLeased() else { throw LeaseTimeout() }
+                        return try await body(connection)
+                    }
+                    attempt.finish(.success(result))
+                } catch {
+                    attempt.finish(.failure(error))
                 }
             }
-            group.addTask {
-                try await Task.sleep(for: timeout)
-                if !leased.isSet { throw LeaseTimeout() }
-                return nil
-            }
-            while let result = try await group.next() {
-                if let result {
-                    group.cancelAll()
-                    return result
+            let watchdog = Task {
+                try await Task.sleep(for: connectTimeout)
+                if !attempt.isLeased {
+                    attempt.finish(.failure(LeaseTimeout()))
+                    work.cancel()
+                    return
                 }
+                try await Task.sleep(for: deadline)
+                attempt.finish(.failure(StatementTimeout()))
+                work.cancel()
             }
-            throw LeaseTimeout()
+            attempt.onFinish { watchdog.cancel() }
         }
     }
 
@@ -254,6 +283,9 @@ final class PostgresStateDatabase: StateDatabase {
         }
         if error is LeaseTimeout {
             return (CredentialError(.storeUnavailable, "cannot reach \(location) within \(connectTimeout)"), true)
+        }
+        if error is StatementTimeout {
+            return (CredentialError(.storeUnavailable, "\(location) did not answer a transaction in time"), true)
         }
         if let error = error as? PSQLError {
             switch error.code {
@@ -289,7 +321,7 @@ struct PostgresStateTransaction: StateTransaction {
 
     func setMeta(_ name: String, _ value: [UInt8]) async throws {
         let bytes = ByteBuffer(bytes: value)
-        try await connection.query("INSERT INTO shadow_meta (name, value) VALUES (\(name), \(bytes)) ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value", logger: logger)
+        try await connection.run("INSERT INTO shadow_meta (name, value) VALUES (\(name), \(bytes)) ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value", logger: logger)
     }
 
     func rows(_ ids: [[UInt8]]) async throws -> [StoredRow] {
@@ -314,7 +346,7 @@ struct PostgresStateTransaction: StateTransaction {
     func upsert(_ rows: [StoredRow]) async throws {
         guard !rows.isEmpty else { return }
         let ids = rows.map { ByteBuffer(bytes: $0.id) }, states = rows.map { Int16($0.state) }, bodies = rows.map { ByteBuffer(bytes: $0.body) }
-        try await connection.query("""
+        try await connection.run("""
             INSERT INTO shadow_credentials (row_id, state, body) SELECT * FROM unnest(\(ids)::bytea[], \(states)::smallint[], \(bodies)::bytea[])
             ON CONFLICT (row_id) DO UPDATE SET state = EXCLUDED.state, body = EXCLUDED.body
             """, logger: logger)
@@ -332,7 +364,7 @@ struct PostgresStateTransaction: StateTransaction {
         guard !lines.isEmpty else { return }
         let sequences = lines.map { Int64($0.sequence) }, subjects = lines.map { ByteBuffer(bytes: $0.subject) }
         let linked = lines.map { ByteBuffer(bytes: $0.linked ?? []) }, texts = lines.map { ByteBuffer(bytes: $0.line) }
-        try await connection.query("""
+        try await connection.run("""
             INSERT INTO shadow_audit (seq, subject, linked, line)
             SELECT s, subj, NULLIF(l, ''::bytea), t FROM unnest(\(sequences)::bigint[], \(subjects)::bytea[], \(linked)::bytea[], \(texts)::bytea[]) AS x(s, subj, l, t)
             """, logger: logger)
@@ -355,7 +387,7 @@ struct PostgresStateTransaction: StateTransaction {
 
     func putToken(_ row: StoredTokenRow) async throws {
         let id = ByteBuffer(bytes: row.rowID), body = ByteBuffer(bytes: row.body)
-        try await connection.query("""
+        try await connection.run("""
             INSERT INTO shadow_tokens (row_id, kind, expires_at_ms, body) VALUES (\(id), \(row.kind), \(row.expiresAtMilliseconds), \(body))
             ON CONFLICT (row_id, kind) DO UPDATE SET expires_at_ms = EXCLUDED.expires_at_ms, body = EXCLUDED.body
             """, logger: logger)
@@ -394,9 +426,58 @@ struct PostgresStateTransaction: StateTransaction {
 /// No pooled connection within the connect timeout.
 struct LeaseTimeout: Error {}
 
-/// Set once a pooled connection was handed out.
-final class LeaseFlag: Sendable {
-    private let value = Mutex(false)
-    func set() { value.withLock { $0 = true } }
-    var isSet: Bool { value.withLock { $0 } }
+/// A transaction that did not finish within its deadline.
+struct StatementTimeout: Error {}
+
+/// One attempt at a transaction: resumed exactly once, by its result or by its watchdog.
+final class Attempt<R: Sendable>: Sendable {
+    private struct State {
+        var continuation: CheckedContinuation<R, any Error>?
+        var leased = false
+        var finished = false
+        var onFinish: (@Sendable () -> Void)?
+    }
+    private let state = Mutex(State())
+
+    func start(_ continuation: CheckedContinuation<R, any Error>) { state.withLock { $0.continuation = continuation } }
+
+    /// False when the attempt was already given up: the body must not run.
+    func markLeased() -> Bool {
+        state.withLock { state in
+            guard !state.finished else { return false }
+            state.leased = true
+            return true
+        }
+    }
+
+    var isLeased: Bool { state.withLock { $0.leased } }
+
+    func onFinish(_ action: @escaping @Sendable () -> Void) {
+        let runNow = state.withLock { state -> Bool in
+            guard !state.finished else { return true }
+            state.onFinish = action
+            return false
+        }
+        if runNow { action() }
+    }
+
+    func finish(_ result: Result<R, any Error>) {
+        let (continuation, action) = state.withLock { state -> (CheckedContinuation<R, any Error>?, (@Sendable () -> Void)?) in
+            guard !state.finished else { return (nil, nil) }
+            state.finished = true
+            defer { state.continuation = nil; state.onFinish = nil }
+            return (state.continuation, state.onFinish)
+        }
+        continuation?.resume(with: result)
+        action?()
+    }
+}
+
+extension PostgresConnection {
+    /// Runs `query` to its end, reading and dropping any rows. (A statement whose rows are never
+    /// read is not finished as far as the client knows: if the server then goes away, the next
+    /// statement on the connection is never answered.)
+    func run(_ query: PostgresQuery, logger: Logger) async throws {
+        _ = try await self.query(query, logger: logger).collect()
+    }
 }

@@ -35,6 +35,9 @@ public final class ChildProcess: @unchecked Sendable {
         posix_spawn_file_actions_adddup2(&actions, input[0], 0)
         posix_spawn_file_actions_adddup2(&actions, output[1], 1)
         posix_spawn_file_actions_adddup2(&actions, errors[1], 2)
+        // Nothing else this process has open (sockets to a test's servers, above all) reaches the
+        // child, or a daemon it starts, such as a restarted PostgreSQL.
+        if let closeFrom = Self.addCloseFrom { _ = closeFrom(&actions, 3) }
         if let currentDirectory {
             guard let addChdir = Self.addChdir, addChdir(&actions, currentDirectory) == 0 else { throw CLIRunnerError("cannot set the child's directory") }
         }
@@ -120,6 +123,12 @@ public final class ChildProcess: @unchecked Sendable {
     #endif
 
     /// `posix_spawn_file_actions_addchdir_np` (glibc 2.29, macOS 10.15), which the C module maps do not export.
+    private typealias AddCloseFrom = @convention(c) (UnsafeMutablePointer<CleanSpawn.FileActions>, Int32) -> Int32
+    private static let addCloseFrom: AddCloseFrom? = {
+        guard let handle = dlopen(nil, RTLD_NOW), let symbol = dlsym(handle, "posix_spawn_file_actions_addclosefrom_np") else { return nil }
+        return unsafeBitCast(symbol, to: AddCloseFrom.self)
+    }()
+
     private static let addChdir: AddChdir? = {
         guard let handle = dlopen(nil, RTLD_NOW), let symbol = dlsym(handle, "posix_spawn_file_actions_addchdir_np") else { return nil }
         return unsafeBitCast(symbol, to: AddChdir.self)
