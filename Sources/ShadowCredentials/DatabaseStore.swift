@@ -60,6 +60,9 @@ package protocol StateDatabase: Sendable {
     /// on every host are serialised. Transient failures (a lost connection, a busy database) are
     /// retried with the whole body, which must therefore only read and write through `Transaction`.
     func transaction<R: Sendable>(writing: Bool, _ body: @escaping @Sendable (Transaction) async throws -> R) async throws -> R
+    /// Runs `body`, which issues exactly one reading statement, outside an explicit transaction
+    /// (one statement is atomic by itself): the lookup path, one round trip.
+    func read<R: Sendable>(_ body: @escaping @Sendable (Transaction) async throws -> R) async throws -> R
 }
 
 /// The statements of one transaction.
@@ -131,7 +134,7 @@ package final class StateEngine<Database: StateDatabase>: Sendable {
 
     package func record(clientID: String, subject: String) async throws -> CredentialRecord {
         let id = keys.rowID(clientID: clientID, subject: subject)
-        let rows = try await database.transaction(writing: false) { try await $0.rows([id]) }
+        let rows = try await database.read { try await $0.rows([id]) }
         guard let row = rows.first else { return CredentialRecord() }
         return try open(row, clientID: clientID, subject: subject)
     }
@@ -245,7 +248,7 @@ package final class StateEngine<Database: StateDatabase>: Sendable {
     /// The audit entries about the user, oldest first.
     package func history(clientID: String, subject: String) async throws -> [AuditEntry] {
         let id = keys.rowID(clientID: clientID, subject: subject)
-        let lines = try await database.transaction(writing: false) { try await $0.audit(about: id) }
+        let lines = try await database.read { try await $0.audit(about: id) }
         return try lines.map { sequence, sealed in
             let line = try SealedRows.openAuditLine(sealed, sequence: sequence, keys: keys)
             guard let (entry, _) = AuditEntry.parse(line[...]), entry.sequence == sequence else {
@@ -298,7 +301,7 @@ package final class StateEngine<Database: StateDatabase>: Sendable {
 
     package func tokens(clientID: String, subject: String, kind: ServerToken.Kind?) async throws -> [ServerToken] {
         let id = keys.rowID(clientID: clientID, subject: subject)
-        let rows = try await database.transaction(writing: false) { try await $0.tokens(rowID: id, kind: kind?.rawValue) }
+        let rows = try await database.read { try await $0.tokens(rowID: id, kind: kind?.rawValue) }
         return try rows.map { row in
             let token = try openToken(row)
             guard token.clientID == clientID, token.subject == subject else { throw CredentialError(.corruptedState, "a token row holds another user's token") }

@@ -189,6 +189,12 @@ final class PostgresStateDatabase: StateDatabase {
         }
     }
 
+    func read<R: Sendable>(_ body: @escaping @Sendable (PostgresStateTransaction) async throws -> R) async throws -> R {
+        try await retrying {
+            try await self.withConnection { connection in try await body(PostgresStateTransaction(connection: connection, logger: self.logger)) }
+        }
+    }
+
     func transaction<R: Sendable>(writing: Bool, _ body: @escaping @Sendable (PostgresStateTransaction) async throws -> R) async throws -> R {
         try await retrying {
             try await self.withConnection { connection in

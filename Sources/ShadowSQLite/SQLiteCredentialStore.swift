@@ -15,6 +15,7 @@ public import ShadowCore
 public import ShadowCredentials
 public import ShadowVault
 import SQLiteNIO
+import Synchronization
 
 /// Credential state and server tokens in one SQLite database file: the embedded default.
 ///
@@ -137,56 +138,70 @@ public final class SQLiteCredentialStore: AuditedCredentialStore, ServerTokenSto
     public func expiredTokens(at time: Date, limit: Int) async throws -> [ServerToken] { try await engine.expiredTokens(at: time, limit: limit) }
 }
 
-/// Two connections: one for writes, one for reads, each used by one transaction at a time.
+/// Two connections: one for reads, opened with the store, and one for writes, opened on the first
+/// write (a process that only reads never opens it); each is used by one transaction at a time.
 final class SQLiteStateDatabase: StateDatabase {
     static let schemaVersion = 1
-    let writer: SQLiteConnection
     let reader: SQLiteConnection
+    private let writer = Mutex<SQLiteConnection?>(nil)
     let writeLock = AsyncLock()
     let readLock = AsyncLock()
     let path: String
+    let lockTimeout: Double
 
-    private init(path: String, writer: SQLiteConnection, reader: SQLiteConnection) {
+    private init(path: String, reader: SQLiteConnection, lockTimeout: Double) {
         self.path = path
-        self.writer = writer
         self.reader = reader
+        self.lockTimeout = lockTimeout
+    }
+
+    static func connect(path: String, lockTimeout: Double) async throws -> SQLiteConnection {
+        var logger = Logger(label: "shadow-keys.sqlite")
+        logger.logLevel = .critical
+        let connection = try await mapped(path) { try await SQLiteConnection.open(storage: .file(path: path), logger: logger) }
+        do {
+            // Replaces the connection's default busy handler (which retries at once, forever).
+            _ = try await mapped(path) { try await connection.query("PRAGMA busy_timeout = \(Int(lockTimeout * 1000))", []) }
+        } catch {
+            try? await connection.close()
+            throw error
+        }
+        return connection
     }
 
     static func open(path: String, lockTimeout: Double) async throws -> SQLiteStateDatabase {
-        var logger = Logger(label: "shadow-keys.sqlite")
-        logger.logLevel = .critical
-        func connect() async throws -> SQLiteConnection {
-            let connection = try await mapped(path) { try await SQLiteConnection.open(storage: .file(path: path), logger: logger) }
-            do {
-                // Replaces the connection's default busy handler (which retries at once, forever).
-                _ = try await connection.query("PRAGMA busy_timeout = \(Int(lockTimeout * 1000))", [])
-                _ = try await connection.query("PRAGMA foreign_keys = OFF", [])
-            } catch {
-                try? await connection.close()
-                throw error
-            }
-            return connection
-        }
-        let writer = try await connect()
-        let reader: SQLiteConnection
+        SQLiteStateDatabase(path: path, reader: try await connect(path: path, lockTimeout: lockTimeout), lockTimeout: lockTimeout)
+    }
+
+    /// The write connection, opened (WAL mode, synchronous=FULL) on first use. Called under the write lock.
+    func writeConnection() async throws -> SQLiteConnection {
+        if let existing = writer.withLock({ $0 }) { return existing }
+        let connection = try await Self.connect(path: path, lockTimeout: lockTimeout)
         do {
-            _ = try await mapped(path) { try await writer.query("PRAGMA journal_mode = WAL", []) }
-            _ = try await mapped(path) { try await writer.query("PRAGMA synchronous = FULL", []) }
-            reader = try await connect()
+            let path = self.path
+            _ = try await Self.mapped(path) { try await connection.query("PRAGMA journal_mode = WAL", []) }
+            _ = try await Self.mapped(path) { try await connection.query("PRAGMA synchronous = FULL", []) }
         } catch {
-            try? await writer.close()
+            try? await connection.close()
             throw error
         }
-        return SQLiteStateDatabase(path: path, writer: writer, reader: reader)
+        writer.withLock { $0 = connection }
+        return connection
     }
 
     func close() async {
-        try? await writer.close()
+        if let writer = writer.withLock({ $0 }) { try? await writer.close() }
         try? await reader.close()
     }
 
-    /// Creates the schema in an empty database; refuses one a newer version wrote.
+    /// Creates the schema in an empty database; refuses one a newer version wrote. A database
+    /// already at this version is only read.
     func migrate() async throws {
+        let version = try await read { transaction -> [UInt8]? in
+            guard try await !transaction.connection.query("SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'shadow_meta'", []).isEmpty else { return nil }
+            return try await transaction.meta(MetaName.schemaVersion)
+        }
+        if let version, String(decoding: version, as: UTF8.self) == String(Self.schemaVersion) { return }
         try await transaction(writing: true) { transaction in
             let tables = try await transaction.connection.query("SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'shadow_meta'", [])
             if !tables.isEmpty {
@@ -215,11 +230,16 @@ final class SQLiteStateDatabase: StateDatabase {
         "CREATE INDEX shadow_tokens_expiry ON shadow_tokens (expires_at_ms) WHERE expires_at_ms IS NOT NULL",
     ]
 
+    func read<R: Sendable>(_ body: @escaping @Sendable (SQLiteStateTransaction) async throws -> R) async throws -> R {
+        let connection = reader, path = self.path
+        return try await readLock.withLock { try await Self.mapped(path) { try await body(SQLiteStateTransaction(connection: connection)) } }
+    }
+
     func transaction<R: Sendable>(writing: Bool, _ body: @escaping @Sendable (SQLiteStateTransaction) async throws -> R) async throws -> R {
-        let connection = writing ? writer : reader
         let path = self.path
         return try await (writing ? writeLock : readLock).withLock {
-            try await Self.mapped(path) {
+            let connection = writing ? try await self.writeConnection() : self.reader
+            return try await Self.mapped(path) {
                 _ = try await connection.query(writing ? "BEGIN IMMEDIATE" : "BEGIN", [])
                 do {
                     let result = try await body(SQLiteStateTransaction(connection: connection))

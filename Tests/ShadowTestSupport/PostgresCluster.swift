@@ -5,7 +5,7 @@ import Glibc
 
 /// A throwaway PostgreSQL cluster: `initdb` into a temporary folder as an unprivileged user (the
 /// `postgres` account, else `nobody`, when the tests run as root), listening on a free loopback
-/// port and on a Unix socket in that folder, with fsync off (its data is thrown away). Stopped and
+/// port and on a Unix socket in that folder, with fsync off unless `durable`. Stopped and
 /// deleted by ``stop()`` or at process exit.
 ///
 /// The server binaries come from `$SHADOW_KEYS_PG_BIN`, else the newest
@@ -15,6 +15,8 @@ public final class PostgresCluster: @unchecked Sendable {
     public let root: String
     public let port: Int
     public let user = "shadow"
+    /// fsync on (for benchmarks), or off (for tests, whose data is thrown away).
+    let durable: Bool
     let binaries: String
     let runAs: String?
     private var stopped = false
@@ -29,14 +31,15 @@ public final class PostgresCluster: @unchecked Sendable {
     /// A Unix-socket URL for `database`.
     public func socketURL(_ database: String = "postgres") -> String { "postgres://\(user)@/\(database)?host=\(root)&port=\(port)" }
 
-    private init(root: String, port: Int, binaries: String, runAs: String?) {
+    private init(root: String, port: Int, binaries: String, runAs: String?, durable: Bool) {
+        self.durable = durable
         self.root = root
         self.port = port
         self.binaries = binaries
         self.runAs = runAs
     }
 
-    public static func start() throws -> PostgresCluster {
+    public static func start(durable: Bool = false) throws -> PostgresCluster {
         let binaries = try findBinaries()
         var template = Array("/tmp/shadow-pg-XXXXXX".utf8CString)
         guard let made = mkdtemp(&template) else { throw CLIRunnerError("mkdtemp failed") }
@@ -48,22 +51,26 @@ public final class PostgresCluster: @unchecked Sendable {
             guard chown(root, account.pointee.pw_uid, account.pointee.pw_gid) == 0 else { throw CLIRunnerError("chown \(root) failed") }
             runAs = name
         }
-        let cluster = PostgresCluster(root: root, port: try freePort(), binaries: binaries, runAs: runAs)
+        let cluster = PostgresCluster(root: root, port: try freePort(), binaries: binaries, runAs: runAs, durable: durable)
         try cluster.run("initdb", ["-D", "\(root)/data", "-U", cluster.user, "--auth=trust", "-E", "UTF8", "--locale=C", "--no-sync"], timeout: 120)
         try cluster.startServer()
         registerForExit(cluster)
         return cluster
     }
 
+    var serverOptions: String {
+        "-c listen_addresses=127.0.0.1 -p \(port) -k \(root) -c max_connections=200" + (durable ? "" : " -c fsync=off -c full_page_writes=off")
+    }
+
     func startServer() throws {
-        let options = "-c listen_addresses=127.0.0.1 -p \(port) -k \(root) -c fsync=off -c full_page_writes=off -c max_connections=200"
+        let options = serverOptions
         try run("pg_ctl", ["-D", "\(root)/data", "-l", "\(root)/log", "-w", "-t", "60", "-o", options, "start"], timeout: 90)
     }
 
     /// `pg_ctl restart -m immediate`: the server stops without a shutdown checkpoint (as after a
     /// crash) and starts again, recovering from its WAL.
     public func restartImmediately() throws {
-        let options = "-c listen_addresses=127.0.0.1 -p \(port) -k \(root) -c fsync=off -c full_page_writes=off -c max_connections=200"
+        let options = serverOptions
         try run("pg_ctl", ["-D", "\(root)/data", "-l", "\(root)/log", "-w", "-t", "60", "-m", "immediate", "-o", options, "restart"], timeout: 90)
     }
 
