@@ -69,8 +69,8 @@ package enum SealedRows {
         return (clientID, subject, record)
     }
 
-    package static func sealRecord(_ plaintext: [UInt8], rowID: [UInt8], keys: StoreKeys) throws -> [UInt8] {
-        try seal(plaintext, aad: recordLabel + rowID, keys: keys)
+    package static func sealRecord(_ plaintext: [UInt8], rowID: [UInt8], keys: StoreKeys, nonce: [UInt8]? = nil) throws -> [UInt8] {
+        try seal(plaintext, aad: recordLabel + rowID, keys: keys, nonce: nonce)
     }
 
     package static func openRecord(_ sealed: [UInt8], rowID: [UInt8], keys: StoreKeys) throws -> [UInt8] {
@@ -122,8 +122,8 @@ package enum SealedRows {
         }
     }
 
-    package static func sealToken(_ plaintext: [UInt8], rowID: [UInt8], kind: ServerToken.Kind, keys: StoreKeys) throws -> [UInt8] {
-        try seal(plaintext, aad: tokenLabel + rowID + [0] + Array(kind.rawValue.utf8), keys: keys)
+    package static func sealToken(_ plaintext: [UInt8], rowID: [UInt8], kind: ServerToken.Kind, keys: StoreKeys, nonce: [UInt8]? = nil) throws -> [UInt8] {
+        try seal(plaintext, aad: tokenLabel + rowID + [0] + Array(kind.rawValue.utf8), keys: keys, nonce: nonce)
     }
 
     package static func openToken(_ sealed: [UInt8], rowID: [UInt8], kind: String, keys: StoreKeys) throws -> [UInt8] {
@@ -136,8 +136,8 @@ package enum SealedRows {
 
     /// An audit line as a database stores it: sealed, with its sequence number (8 bytes,
     /// big-endian) as associated data, so the database shows neither client IDs nor event ids.
-    package static func sealAuditLine(_ line: [UInt8], sequence: Int, keys: StoreKeys) throws -> [UInt8] {
-        try seal(line, aad: auditLabel + BigEndian.bytes(UInt64(sequence)), keys: keys)
+    package static func sealAuditLine(_ line: [UInt8], sequence: Int, keys: StoreKeys, nonce: [UInt8]? = nil) throws -> [UInt8] {
+        try seal(line, aad: auditLabel + BigEndian.bytes(UInt64(sequence)), keys: keys, nonce: nonce)
     }
 
     /// The line, or ``CredentialError/Code/auditTampered`` when it does not open at `sequence`.
@@ -151,9 +151,10 @@ package enum SealedRows {
 
     // MARK: Shared
 
-    /// nonce (12) ‖ AES-256-GCM ciphertext ‖ tag (16).
-    static func seal(_ plaintext: [UInt8], aad: [UInt8], keys: StoreKeys) throws -> [UInt8] {
-        let nonce = SecretBytes.random(count: AES256GCM.nonceBytes).withUnsafeBytes { Array($0) }
+    /// nonce (12) ‖ AES-256-GCM ciphertext ‖ tag (16). The nonce is random; one is given only to
+    /// reproduce vectors.
+    static func seal(_ plaintext: [UInt8], aad: [UInt8], keys: StoreKeys, nonce given: [UInt8]? = nil) throws -> [UInt8] {
+        let nonce = given ?? SecretBytes.random(count: AES256GCM.nonceBytes).withUnsafeBytes { Array($0) }
         return nonce + (try AES256GCM.seal(plaintext, key: keys.seal, nonce: nonce, aad: aad))
     }
 

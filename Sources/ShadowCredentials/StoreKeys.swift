@@ -57,7 +57,8 @@ package enum SealedStoreSecret {
     static let maxIterations = 10_000_000
 
     /// Seals `secret` (default: a fresh one); returns it and its stored form.
-    package static func create(unlock: VaultUnlock, secret given: [UInt8]? = nil, iterations: Int = PBKDF2.defaultIterations) throws -> (secret: [UInt8], stored: [UInt8]) {
+    package static func create(unlock: VaultUnlock, secret given: [UInt8]? = nil, iterations: Int = PBKDF2.defaultIterations,
+                               salt: [UInt8]? = nil, nonce fixedNonce: [UInt8]? = nil) throws -> (secret: [UInt8], stored: [UInt8]) {
         let secret = given ?? SecretBytes.random(count: 32).withUnsafeBytes { Array($0) }
         var header: [UInt8] = [0x01]
         switch unlock {
@@ -68,10 +69,10 @@ package enum SealedStoreSecret {
             }
             header.append(0x02)
             header += BigEndian.bytes(UInt32(iterations))
-            header += SecretBytes.random(count: 16).withUnsafeBytes { Array($0) }
+            header += salt ?? SecretBytes.random(count: 16).withUnsafeBytes { Array($0) }
         }
         let kek = try keyEncryptionKey(unlock: unlock, header: header)
-        let nonce = SecretBytes.random(count: AES256GCM.nonceBytes).withUnsafeBytes { Array($0) }
+        let nonce = fixedNonce ?? SecretBytes.random(count: AES256GCM.nonceBytes).withUnsafeBytes { Array($0) }
         let sealed = try AES256GCM.seal(secret, key: kek, nonce: nonce, aad: label + header)
         return (secret, header + nonce + sealed)
     }
