@@ -27,6 +27,8 @@ public enum FuzzTargets {
         ("manifest", "sha256sum manifests, and each line formatted and parsed back", CryptoTargets.manifest),
         ("vault", "vault files opened with a fixed key, and vault bodies decoded and re-encoded", VaultTargets.vault),
         ("audit-log", "audit-log lines and chains under a fixed key, and line round trips", CredentialTargets.auditLog),
+        ("state-db", "database-store rows, sealed secrets, audit heads and apply-events lines, with round trips", StateDBTargets.stateDB),
+        ("postgres-url", "PostgreSQL URLs read as libpq reads them", StoreURLTargets.postgresURL),
     ]
 
     /// Builds every harness's fixtures (keys, verifiers) now, so that the leak checker does not
@@ -34,7 +36,7 @@ public enum FuzzTargets {
     public static func prepare() {
         _ = (JOSETargets.keys, JOSETargets.verifier, JWKSTargets.now, JWKSTargets.url)
         _ = (AppleTargets.validator, AppleTargets.notificationVerifier, AppleTargets.header, AppleTargets.key, AppleTargets.now)
-        _ = (CryptoTargets.kek, CryptoTargets.contexts, VaultTargets.unlock, CredentialTargets.keys)
+        _ = (CryptoTargets.kek, CryptoTargets.contexts, VaultTargets.unlock, CredentialTargets.keys, StateDBTargets.keys)
     }
 
     /// The harness named `name`, if there is one.

@@ -3,6 +3,7 @@ import ShadowCore
 import ShadowCredentials
 import ShadowCrypto
 import ShadowVault
+import ShadowPostgres
 
 enum VaultTargets {
     /// The vectors' key (TestVectors/shadow/vault).
@@ -54,5 +55,52 @@ enum CredentialTargets {
             precondition(report.entries == entries.count && entries.count <= count)
             for (index, entry) in entries.enumerated() { precondition(entry.sequence == index + 1) }
         }
+    }
+}
+
+enum StateDBTargets {
+    static let key = VaultUnlock.key(SecretBytes((0..<32).map { UInt8($0) }))
+    static let keys = StoreKeys(secret: (0..<32).map { UInt8($0 &* 7) })
+
+    /// The database stores' rows and the event lines of `state apply-events`. Mode 0: a record's
+    /// plaintext, which must re-encode to itself; 1: a token's, likewise; 2: a sealed secret opened
+    /// with a fixed key; 3: an audit head; 4: event lines, each written back and read to the same
+    /// event.
+    static let stateDB: FuzzTargets.Harness = { data in
+        let input = Input(data)
+        switch input.mode % 5 {
+        case 0:
+            guard let decoded = try? SealedRows.decode(input.rest) else { return }
+            precondition(SealedRows.encode(clientID: decoded.clientID, subject: decoded.subject, record: decoded.record) == input.rest,
+                         "a record does not re-encode to itself")
+            _ = decoded.record.status
+        case 1:
+            guard let token = try? SealedRows.decodeToken(input.rest) else { return }
+            precondition(SealedRows.encode(token) == input.rest, "a token row does not re-encode to itself")
+        case 2:
+            _ = try? SealedStoreSecret.open(input.rest, unlock: key)
+        case 3:
+            if let head = try? keys.decodeHead(input.rest) {
+                precondition(keys.encodeHead(count: head.count, chain: head.chain) == input.rest, "an audit head does not re-encode to itself")
+            }
+        default:
+            guard let events = try? CredentialEvent.parseLines(input.rest) else { return }
+            for event in events {
+                let again = try? CredentialEvent.parseLines(Array(event.line.utf8))
+                precondition(again == [event], "an event line does not read back to its event")
+            }
+        }
+    }
+}
+
+enum StoreURLTargets {
+    /// A PostgreSQL URL read as libpq reads it (with an empty environment): whatever parses never
+    /// prints its password, and its description reads back to the same place.
+    static let postgresURL: FuzzTargets.Harness = { data in
+        guard let text = String(validating: data, as: UTF8.self), let location = try? PostgresLocation(url: text, environment: [:]) else { return }
+        if let password = location.password, !password.isEmpty {
+            precondition(!location.description.contains(":" + password + "@"), "a description shows the password")
+        }
+        precondition((1...65535).contains(location.port))
     }
 }

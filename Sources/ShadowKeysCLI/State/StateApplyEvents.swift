@@ -53,38 +53,11 @@ extension StateCommand {
             }
         }
 
-        static let members: Set<String> = ["kind", "client_id", "sub", "time_ms", "id", "linked_sub"]
-
-        /// Every line as an event; exit 65 naming the first bad line.
+        /// Every line as an event; exit 65 (`invalid_event`) naming the first bad line.
         static func parse(_ bytes: [UInt8]) throws -> [CredentialEvent] {
-            var events: [CredentialEvent] = []
-            var number = 0
-            for line in bytes.split(separator: 0x0A, omittingEmptySubsequences: false) {
-                number += 1
-                let text = line.last == 0x0D ? line.dropLast() : line
-                if text.allSatisfy({ $0 == 0x20 || $0 == 0x09 }) { continue }
-                func bad(_ reason: String) -> CLIError { CLIError(.malformedInput, code: "invalid_event", "line \(number): \(reason); nothing was applied") }
-                let value: JSONValue
-                do { value = try StrictJSON.parse(text, limits: .init(maxBytes: 4096, maxDepth: 2)) } catch { throw bad("not a JSON object (\(error))") }
-                guard let object = value.objectValue else { throw bad("not a JSON object") }
-                for member in object where !members.contains(member.name) { throw bad("unknown member \(member.name.quotedForMessage)") }
-                guard let kindName = object["kind"]?.stringValue else { throw bad("\"kind\" is missing or not a string") }
-                guard let kind = CredentialEvent.Kind(rawValue: kindName) else {
-                    throw bad("unknown kind \(kindName.quotedForMessage) (one of \(CredentialEvent.Kind.allCases.map(\.rawValue).joined(separator: ", ")))")
-                }
-                guard let clientID = object["client_id"]?.stringValue else { throw bad("\"client_id\" is missing or not a string") }
-                guard let subject = object["sub"]?.stringValue else { throw bad("\"sub\" is missing or not a string") }
-                guard let time = object["time_ms"]?.numberValue?.int64Value else { throw bad("\"time_ms\" is missing or not an integer") }
-                guard let id = object["id"]?.stringValue else { throw bad("\"id\" is missing or not a string") }
-                let linked = object["linked_sub"] ?? .null
-                guard linked == .null || linked.stringValue != nil else { throw bad("\"linked_sub\" is neither a string nor null") }
-                do {
-                    events.append(try CredentialEvent(kind: kind, clientID: clientID, subject: subject, timeMilliseconds: time, id: id, linkedSubject: linked.stringValue))
-                } catch let error as CredentialError {
-                    throw bad(error.reason)
-                }
+            do { return try CredentialEvent.parseLines(bytes) } catch let error as CredentialError {
+                throw CLIError(.malformedInput, code: error.codeName, "\(error.reason); nothing was applied")
             }
-            return events
         }
     }
 }
