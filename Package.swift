@@ -40,6 +40,8 @@ let package = Package(
         // The database stores: each its own product, so `import ShadowKeys` builds no database.
         .library(name: "ShadowSQLite", targets: ["ShadowSQLite"]),
         .library(name: "ShadowPostgres", targets: ["ShadowPostgres"]),
+        // Hummingbird 2: the bearer-token middleware and the notification route (its own product).
+        .library(name: "ShadowHummingbird", targets: ["ShadowHummingbird"]),
         .executable(name: "shadow-keys", targets: ["ShadowKeysCLI"]),
         // For FuzzTesting/ (a separate package) and the regression tests; not API.
         .library(name: "ShadowFuzzTargets", targets: ["ShadowFuzzTargets"]),
@@ -55,6 +57,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.0"),
         .package(url: "https://github.com/vapor/sqlite-nio.git", from: "1.13.0"),
         .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.0"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.0"),
+        .package(url: "https://github.com/apple/swift-http-types.git", from: "1.4.0"),
     ],
     targets: [
         .target(name: "ShadowCore", dependencies: [crypto], swiftSettings: strictSettings),
@@ -66,6 +70,10 @@ let package = Package(
         // SQLite through sqlite-nio (which bundles SQLite), PostgreSQL through postgres-nio.
         .target(name: "ShadowSQLite", dependencies: ["ShadowCore", "ShadowVault", "ShadowCredentials", sqliteNIO, logging, nioCore, nioPosix], swiftSettings: strictSettings),
         .target(name: "ShadowPostgres", dependencies: ["ShadowCore", "ShadowVault", "ShadowCredentials", postgresNIO, logging, nioCore, nioSSL], swiftSettings: strictSettings),
+        .target(
+            name: "ShadowHummingbird",
+            dependencies: ["ShadowCore", "ShadowJOSE", "ShadowApple", "ShadowCredentials", .product(name: "Hummingbird", package: "hummingbird"), .product(name: "HTTPTypes", package: "swift-http-types"), nioCore],
+            swiftSettings: strictSettings),
         .target(name: "ShadowApple", dependencies: ["ShadowCore", "ShadowJOSE", "ShadowJWKS", crypto, cryptoExtras], swiftSettings: strictSettings),
         // The platform's HTTP client behind ShadowJWKS' HTTPTransport: AsyncHTTPClient on Linux,
         // URLSession on Apple platforms (Docs/architecture.md).
@@ -90,6 +98,12 @@ let package = Package(
         .testTarget(name: "ShadowVaultTests", dependencies: ["ShadowVault", "ShadowCrypto", "ShadowCore", "ShadowSelfTest", "ShadowTestSupport"], swiftSettings: strictSettings),
         .testTarget(name: "ShadowCredentialsTests", dependencies: ["ShadowCredentials", "ShadowSQLite", "ShadowPostgres", sqliteNIO, "ShadowSelfTest", "ShadowApple", "ShadowVault", "ShadowCrypto", "ShadowJOSE", "ShadowCore", "ShadowTestSupport"], swiftSettings: strictSettings),
         .testTarget(name: "ShadowAppleTests", dependencies: ["ShadowApple", "ShadowJWKS", "ShadowHTTP", "ShadowCrypto", "ShadowCore", "ShadowTestSupport", "ShadowJOSE", crypto, cryptoExtras], swiftSettings: strictSettings),
+        .testTarget(
+            name: "ShadowHummingbirdTests",
+            dependencies: ["ShadowHummingbird", "ShadowSQLite", "ShadowCredentials", "ShadowApple", "ShadowJOSE", "ShadowCore", "ShadowVault", "ShadowTestSupport",
+                           .product(name: "Hummingbird", package: "hummingbird"), .product(name: "HummingbirdTesting", package: "hummingbird"),
+                           .product(name: "HTTPTypes", package: "swift-http-types"), nioCore],
+            swiftSettings: strictSettings),
         .testTarget(name: "ShadowFuzzRegressionTests", dependencies: ["ShadowFuzzTargets", "ShadowTestSupport"], swiftSettings: strictSettings),
         .testTarget(name: "ShadowKeysCLITests", dependencies: ["ShadowKeysCLI", "ShadowTestSupport", "ShadowSQLite", "ShadowPostgres", "ShadowJOSE", "ShadowCore", "ShadowApple", "ShadowCrypto", "ShadowVault", "ShadowCredentials", crypto, cryptoExtras], swiftSettings: strictSettings),
     ]

@@ -1,0 +1,105 @@
+public import Hummingbird
+public import HTTPTypes
+public import NIOCore
+public import ShadowApple
+public import ShadowCore
+public import ShadowCredentials
+public import ShadowJOSE
+
+/// A verified Sign in with Apple identity, as the middleware puts it into the request context.
+public struct AuthenticatedAppleIdentity: Sendable {
+    /// The verified identity token.
+    public let token: AppleIdentityToken
+    /// The user's credential state, when the middleware has a store.
+    public let status: CredentialStatus?
+}
+
+/// A request context that can carry a verified Apple identity.
+public protocol AppleIdentityRequestContext: RequestContext {
+    var appleIdentity: AuthenticatedAppleIdentity? { get set }
+}
+
+/// The plain context with an Apple identity.
+public struct AppleIdentityContext: AppleIdentityRequestContext {
+    public var coreContext: CoreRequestContextStorage
+    public var appleIdentity: AuthenticatedAppleIdentity?
+
+    public init(source: Source) {
+        coreContext = .init(source: source)
+        appleIdentity = nil
+    }
+}
+
+/// Verifies the bearer identity token of every request (Apple's rules, or any issuer through the
+/// validator given) and puts the identity, and with a store its credential state, into the context.
+/// Refuses with 401 and a JSON body `{"error":{"code","message"}}`: no or malformed bearer token,
+/// a token that fails verification, or (with a store) a user revoked or transferred, or a token a
+/// later revocation superseded; 503 when the keys or the store cannot be read.
+public struct AppleIdentityMiddleware<Context: AppleIdentityRequestContext>: RouterMiddleware {
+    public let validator: AppleIdentityTokenValidator
+    public let keys: any JWKSource
+    public let states: (any CredentialStateStore)?
+
+    public init(validator: AppleIdentityTokenValidator, keys: any JWKSource, states: (any CredentialStateStore)? = nil) {
+        self.validator = validator
+        self.keys = keys
+        self.states = states
+    }
+
+    public func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        guard let header = request.headers[.authorization], header.count > 7, header.prefix(7).lowercased() == "bearer " else {
+            return jsonError(.unauthorized, "missing_token", "send the identity token as Authorization: Bearer <token>", challenge: true)
+        }
+        let token: AppleIdentityToken
+        do {
+            token = try await validator.validate(String(header.dropFirst(7)), keys: keys)
+        } catch let error as JOSEError {
+            if error.code == .keysUnavailable { return jsonError(.serviceUnavailable, error.codeName, "the identity provider's keys are unavailable") }
+            return jsonError(.unauthorized, error.codeName, error.reason, challenge: true)
+        } catch {
+            return jsonError(.serviceUnavailable, "keys_unavailable", "the identity provider's keys are unavailable")
+        }
+        var status: CredentialStatus?
+        if let states {
+            let record: CredentialRecord
+            do { record = try await states.record(clientID: token.audience, subject: token.subject) } catch {
+                return jsonError(.serviceUnavailable, "store_unavailable", "the credential store is unavailable")
+            }
+            if (try? record.enforce(token)) == nil {
+                return jsonError(.unauthorized, "credential_revoked", "the token was issued before its subject's credential was revoked or transferred", challenge: true)
+            }
+            status = record.status
+            if status?.state == .revoked || status?.state == .transferred {
+                return jsonError(.unauthorized, "credential_revoked", "the user's credential is \(record.status.state)", challenge: true)
+            }
+        }
+        var context = context
+        context.appleIdentity = AuthenticatedAppleIdentity(token: token, status: status)
+        return try await next(request, context)
+    }
+}
+
+extension RouterMethods {
+    /// `POST path`: Apple's server-to-server notifications, through `receiver` (the body is read
+    /// up to 64 KiB; a larger one is 413).
+    @discardableResult
+    public func addAppleNotifications(_ path: RouterPath = "/apple/notifications", receiver: AppleNotificationReceiver) -> Self {
+        post(path) { request, _ -> Response in
+            var request = request
+            let body: ByteBuffer
+            do { body = try await request.collectBody(upTo: AppleNotificationVerifier.maxBodyBytes) } catch {
+                return jsonError(.contentTooLarge, "too_large", "the body exceeds \(AppleNotificationVerifier.maxBodyBytes) bytes")
+            }
+            let response = await receiver.receive(body.readableBytesView)
+            return Response(status: .init(code: response.status), headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(bytes: response.body)))
+        }
+    }
+}
+
+/// A JSON error response: `{"error":{"code":…,"message":…}}`.
+func jsonError(_ status: HTTPResponse.Status, _ code: String, _ message: String, challenge: Bool = false) -> Response {
+    var headers: HTTPFields = [.contentType: "application/json"]
+    if challenge { headers[.wwwAuthenticate] = "Bearer" }
+    let body = JSONValue.object(["error": .object(["code": .string(code), "message": .string(message)])]).serialized()
+    return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(string: body)))
+}
