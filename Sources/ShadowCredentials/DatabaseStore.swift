@@ -1,7 +1,7 @@
 #if canImport(FoundationEssentials)
-package import FoundationEssentials
+public import FoundationEssentials
 #else
-package import Foundation
+public import Foundation
 #endif
 package import ShadowCore
 package import ShadowVault
@@ -327,6 +327,57 @@ package final class StateEngine<Database: StateDatabase>: Sendable {
         }
         return token
     }
+}
+
+/// What every database store does, whatever its database: the engine's operations.
+package protocol StateEngineAPI: Sendable {
+    func record(clientID: String, subject: String) async throws -> CredentialRecord
+    func apply(_ events: [CredentialEvent]) async throws -> [CredentialChange]
+    func history(clientID: String, subject: String) async throws -> [AuditEntry]
+    func verifyAudit(collect: Bool) async throws -> (report: AuditReport, entries: [AuditEntry])
+    func counts() async throws -> [CredentialState: Int]
+    func put(_ token: ServerToken) async throws
+    func tokens(clientID: String, subject: String, kind: ServerToken.Kind?) async throws -> [ServerToken]
+    func deleteToken(clientID: String, subject: String, kind: ServerToken.Kind) async throws -> Bool
+    func expiredTokens(at time: Date, limit: Int) async throws -> [ServerToken]
+}
+
+extension StateEngine: StateEngineAPI {}
+
+/// A database store's engine, opaque outside ShadowKeys.
+public struct StoreEngine: Sendable {
+    package let api: any StateEngineAPI
+    package init(_ api: any StateEngineAPI) { self.api = api }
+}
+
+/// A store over a database (``SQLiteCredentialStore``, ``PostgresCredentialStore``): credential
+/// state with its audit chain, and server tokens, all through one engine.
+public protocol DatabaseCredentialStore: AuditedCredentialStore, ServerTokenStore {
+    /// The store's engine.
+    var engine: StoreEngine { get }
+    /// Closes the database connections.
+    func close() async
+}
+
+extension DatabaseCredentialStore {
+    public func record(clientID: String, subject: String) async throws -> CredentialRecord { try await engine.api.record(clientID: clientID, subject: subject) }
+    public func apply(_ events: [CredentialEvent]) async throws -> [CredentialChange] { try await engine.api.apply(events) }
+    public func history(clientID: String, subject: String) async throws -> [AuditEntry] { try await engine.api.history(clientID: clientID, subject: subject) }
+    public func verifyAudit() async throws -> AuditReport { try await engine.api.verifyAudit(collect: false).report }
+    public func auditEntries() async throws -> [AuditEntry] { try await engine.api.verifyAudit(collect: true).entries }
+    /// How many users are in each state (readable without the key: the state is a clear column).
+    public func counts() async throws -> [CredentialState: Int] { try await engine.api.counts() }
+
+    public func put(_ token: ServerToken) async throws { try await engine.api.put(token) }
+    public func token(clientID: String, subject: String, kind: ServerToken.Kind) async throws -> ServerToken? {
+        try await engine.api.tokens(clientID: clientID, subject: subject, kind: kind).first
+    }
+    public func tokens(clientID: String, subject: String) async throws -> [ServerToken] { try await engine.api.tokens(clientID: clientID, subject: subject, kind: nil) }
+    @discardableResult
+    public func deleteToken(clientID: String, subject: String, kind: ServerToken.Kind) async throws -> Bool {
+        try await engine.api.deleteToken(clientID: clientID, subject: subject, kind: kind)
+    }
+    public func expiredTokens(at time: Date, limit: Int) async throws -> [ServerToken] { try await engine.api.expiredTokens(at: time, limit: limit) }
 }
 
 /// What moving a vault store into a database store moved.

@@ -20,14 +20,15 @@ public import ShadowVault
 /// coalesces concurrent ``apply(_:)`` calls into one transaction (group commit). Lost connections
 /// (a restarted server) are retried until the retry budget runs out; applying an event again is
 /// harmless, since duplicates change nothing and log nothing (Docs/credential-state.md).
-public final class PostgresCredentialStore: AuditedCredentialStore, ServerTokenStore {
-    let engine: StateEngine<PostgresStateDatabase>
+public final class PostgresCredentialStore: DatabaseCredentialStore {
+    let state: StateEngine<PostgresStateDatabase>
+    public var engine: StoreEngine { StoreEngine(state) }
     /// Where the store connects (the password is never printed).
     public let location: PostgresLocation
 
-    private init(location: PostgresLocation, engine: StateEngine<PostgresStateDatabase>) {
+    private init(location: PostgresLocation, state: StateEngine<PostgresStateDatabase>) {
         self.location = location
-        self.engine = engine
+        self.state = state
     }
 
     /// Connects, applies any pending schema migration (under an advisory lock, so instances starting
@@ -42,7 +43,7 @@ public final class PostgresCredentialStore: AuditedCredentialStore, ServerTokenS
         let database = try PostgresStateDatabase(location: location, connectTimeout: connectTimeout, retryFor: retryFor, maximumConnections: maximumConnections, logger: logger)
         do {
             try await database.migrate()
-            return PostgresCredentialStore(location: location, engine: try await StateEngine.open(database, unlock: unlock, clock: clock))
+            return PostgresCredentialStore(location: location, state: try await StateEngine.open(database, unlock: unlock, clock: clock))
         } catch {
             await database.close()
             throw error
@@ -82,32 +83,7 @@ public final class PostgresCredentialStore: AuditedCredentialStore, ServerTokenS
     }
 
     /// Closes the connections.
-    public func close() async { await engine.database.close() }
-
-    // MARK: CredentialStateStore
-
-    public func record(clientID: String, subject: String) async throws -> CredentialRecord { try await engine.record(clientID: clientID, subject: subject) }
-    public func apply(_ events: [CredentialEvent]) async throws -> [CredentialChange] { try await engine.apply(events) }
-
-    // MARK: AuditedCredentialStore
-
-    public func history(clientID: String, subject: String) async throws -> [AuditEntry] { try await engine.history(clientID: clientID, subject: subject) }
-    public func verifyAudit() async throws -> AuditReport { try await engine.verifyAudit().report }
-    public func auditEntries() async throws -> [AuditEntry] { try await engine.verifyAudit(collect: true).entries }
-    public func counts() async throws -> [CredentialState: Int] { try await engine.counts() }
-
-    // MARK: ServerTokenStore
-
-    public func put(_ token: ServerToken) async throws { try await engine.put(token) }
-    public func token(clientID: String, subject: String, kind: ServerToken.Kind) async throws -> ServerToken? {
-        try await engine.tokens(clientID: clientID, subject: subject, kind: kind).first
-    }
-    public func tokens(clientID: String, subject: String) async throws -> [ServerToken] { try await engine.tokens(clientID: clientID, subject: subject, kind: nil) }
-    @discardableResult
-    public func deleteToken(clientID: String, subject: String, kind: ServerToken.Kind) async throws -> Bool {
-        try await engine.deleteToken(clientID: clientID, subject: subject, kind: kind)
-    }
-    public func expiredTokens(at time: Date, limit: Int) async throws -> [ServerToken] { try await engine.expiredTokens(at: time, limit: limit) }
+    public func close() async { await state.database.close() }
 }
 
 final class PostgresStateDatabase: StateDatabase {

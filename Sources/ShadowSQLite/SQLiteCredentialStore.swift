@@ -23,13 +23,14 @@ import Synchronization
 /// write lock (`BEGIN IMMEDIATE`, waiting up to the lock timeout), and readers never wait for
 /// them. Rows are found by a keyed hash of (client ID, subject) and sealed with AES-256-GCM; every
 /// transition is appended to the audit chain in the same transaction (Docs/credential-state.md).
-public final class SQLiteCredentialStore: AuditedCredentialStore, ServerTokenStore {
+public final class SQLiteCredentialStore: DatabaseCredentialStore {
     public let path: String
-    let engine: StateEngine<SQLiteStateDatabase>
+    let state: StateEngine<SQLiteStateDatabase>
+    public var engine: StoreEngine { StoreEngine(state) }
 
-    private init(path: String, engine: StateEngine<SQLiteStateDatabase>) {
+    private init(path: String, state: StateEngine<SQLiteStateDatabase>) {
         self.path = path
-        self.engine = engine
+        self.state = state
     }
 
     /// `$SHADOW_KEYS_STATE_DB`, else `$XDG_DATA_HOME/shadow-keys/state.sqlite`, else
@@ -52,7 +53,7 @@ public final class SQLiteCredentialStore: AuditedCredentialStore, ServerTokenSto
         let database = try await SQLiteStateDatabase.open(path: path, lockTimeout: lockTimeout)
         do {
             try await database.migrate()
-            return SQLiteCredentialStore(path: path, engine: try await StateEngine.open(database, unlock: unlock, clock: clock))
+            return SQLiteCredentialStore(path: path, state: try await StateEngine.open(database, unlock: unlock, clock: clock))
         } catch {
             await database.close()
             throw error
@@ -91,7 +92,7 @@ public final class SQLiteCredentialStore: AuditedCredentialStore, ServerTokenSto
     }
 
     /// Closes the database's connections.
-    public func close() async { await engine.database.close() }
+    public func close() async { await state.database.close() }
 
     /// Creates the file with mode 0600 (and its folder with 0700) before SQLite opens it, so the
     /// database and its -wal and -shm files (which SQLite gives the database's mode) are private.
@@ -111,31 +112,6 @@ public final class SQLiteCredentialStore: AuditedCredentialStore, ServerTokenSto
         guard fd >= 0 || errno == EEXIST else { throw CredentialError(.storeUnavailable, "creating \(path): \(String(cString: strerror(errno)))") }
         if fd >= 0 { Glibc.close(fd) }
     }
-
-    // MARK: CredentialStateStore
-
-    public func record(clientID: String, subject: String) async throws -> CredentialRecord { try await engine.record(clientID: clientID, subject: subject) }
-    public func apply(_ events: [CredentialEvent]) async throws -> [CredentialChange] { try await engine.apply(events) }
-
-    // MARK: AuditedCredentialStore
-
-    public func history(clientID: String, subject: String) async throws -> [AuditEntry] { try await engine.history(clientID: clientID, subject: subject) }
-    public func verifyAudit() async throws -> AuditReport { try await engine.verifyAudit().report }
-    public func auditEntries() async throws -> [AuditEntry] { try await engine.verifyAudit(collect: true).entries }
-    public func counts() async throws -> [CredentialState: Int] { try await engine.counts() }
-
-    // MARK: ServerTokenStore
-
-    public func put(_ token: ServerToken) async throws { try await engine.put(token) }
-    public func token(clientID: String, subject: String, kind: ServerToken.Kind) async throws -> ServerToken? {
-        try await engine.tokens(clientID: clientID, subject: subject, kind: kind).first
-    }
-    public func tokens(clientID: String, subject: String) async throws -> [ServerToken] { try await engine.tokens(clientID: clientID, subject: subject, kind: nil) }
-    @discardableResult
-    public func deleteToken(clientID: String, subject: String, kind: ServerToken.Kind) async throws -> Bool {
-        try await engine.deleteToken(clientID: clientID, subject: subject, kind: kind)
-    }
-    public func expiredTokens(at time: Date, limit: Int) async throws -> [ServerToken] { try await engine.expiredTokens(at: time, limit: limit) }
 }
 
 /// Two connections: one for reads, opened with the store, and one for writes, opened on the first

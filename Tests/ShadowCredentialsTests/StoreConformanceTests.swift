@@ -50,8 +50,7 @@ struct StoreFixture: Sendable {
 }
 
 func close(_ store: any AuditedCredentialStore) async {
-    if let store = store as? SQLiteCredentialStore { await store.close() }
-    if let store = store as? PostgresCredentialStore { await store.close() }
+    if let store = store as? any DatabaseCredentialStore { await store.close() }
 }
 
 /// The transition table, the ordering rule and the audit chain, through every store.

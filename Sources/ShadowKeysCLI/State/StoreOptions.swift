@@ -113,6 +113,5 @@ struct StoreOptions: ParsableArguments {
 
 /// Closes a database store's connections.
 func close(_ store: any AuditedCredentialStore) async {
-    if let store = store as? SQLiteCredentialStore { await store.close() }
-    if let store = store as? PostgresCredentialStore { await store.close() }
+    if let store = store as? any DatabaseCredentialStore { await store.close() }
 }
