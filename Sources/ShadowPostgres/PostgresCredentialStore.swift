@@ -233,7 +233,7 @@ final class PostgresStateDatabase: StateDatabase {
             let work = Task {
                 do {
                     let result = try await client.withConnection { connection in
-                        guard attempt.markLeased() else { throw LeaseTimeout() }
+                        guard attempt.markLeased(connection) else { throw LeaseTimeout() }
                         return try await body(connection)
                     }
                     attempt.finish(.success(result))
@@ -251,6 +251,9 @@ final class PostgresStateDatabase: StateDatabase {
                 try await Task.sleep(for: deadline)
                 attempt.finish(.failure(StatementTimeout()))
                 work.cancel()
+                // Closing the connection fails whatever it still waits for, so the pool gets its
+                // slot back instead of keeping a dead connection leased.
+                try? await attempt.connection?.close()
             }
             attempt.onFinish { watchdog.cancel() }
         }
@@ -416,6 +419,7 @@ final class Attempt<R: Sendable>: Sendable {
     private struct State {
         var continuation: CheckedContinuation<R, any Error>?
         var leased = false
+        var connection: PostgresConnection?
         var finished = false
         var onFinish: (@Sendable () -> Void)?
     }
@@ -424,15 +428,17 @@ final class Attempt<R: Sendable>: Sendable {
     func start(_ continuation: CheckedContinuation<R, any Error>) { state.withLock { $0.continuation = continuation } }
 
     /// False when the attempt was already given up: the body must not run.
-    func markLeased() -> Bool {
+    func markLeased(_ connection: PostgresConnection) -> Bool {
         state.withLock { state in
             guard !state.finished else { return false }
             state.leased = true
+            state.connection = connection
             return true
         }
     }
 
     var isLeased: Bool { state.withLock { $0.leased } }
+    var connection: PostgresConnection? { state.withLock { $0.connection } }
 
     func onFinish(_ action: @escaping @Sendable () -> Void) {
         let runNow = state.withLock { state -> Bool in
@@ -447,7 +453,10 @@ final class Attempt<R: Sendable>: Sendable {
         let (continuation, action) = state.withLock { state -> (CheckedContinuation<R, any Error>?, (@Sendable () -> Void)?) in
             guard !state.finished else { return (nil, nil) }
             state.finished = true
-            defer { state.continuation = nil; state.onFinish = nil }
+            defer {
+                state.continuation = nil
+                state.onFinish = nil
+            }
             return (state.continuation, state.onFinish)
         }
         continuation?.resume(with: result)

@@ -15,7 +15,7 @@ import Testing
         let url = try cluster.createDatabase("restart")
         let key = SecretBytes((0..<32).map { UInt8($0) })
         var writers: [PostgresCredentialStore] = []
-        for _ in 0..<4 { writers.append(try await PostgresCredentialStore.connect(try PostgresLocation(url: url), unlock: .key(key), retryFor: .seconds(60))) }
+        for _ in 0..<4 { writers.append(try await PostgresCredentialStore.connect(try PostgresLocation(url: url), unlock: .key(key), retryFor: .seconds(120))) }
         let started = ContinuousClock.now
         let acknowledged = try await withThrowingTaskGroup(of: [String].self) { group in
             for (index, store) in writers.enumerated() {
