@@ -86,7 +86,8 @@ let package = Package(
         .target(name: "ShadowKeys", dependencies: ["ShadowCore", "ShadowJOSE", "ShadowJWKS", "ShadowHTTP", "ShadowApple", "ShadowCrypto", "ShadowVault", "ShadowCredentials"], swiftSettings: strictSettings),
         .executableTarget(
             name: "ShadowKeysCLI",
-            dependencies: ["ShadowCore", "ShadowJOSE", "ShadowJWKS", "ShadowHTTP", "ShadowApple", "ShadowCrypto", "ShadowVault", "ShadowCredentials", "ShadowSQLite", "ShadowPostgres", "ShadowSelfTest", argumentParser, logging],
+            dependencies: ["ShadowCore", "ShadowJOSE", "ShadowJWKS", "ShadowHTTP", "ShadowApple", "ShadowCrypto", "ShadowVault", "ShadowCredentials", "ShadowSQLite", "ShadowPostgres", "ShadowHummingbird", "ShadowSelfTest", argumentParser, logging,
+                           .product(name: "Hummingbird", package: "hummingbird"), nioCore],
             swiftSettings: strictSettings
         ),
 

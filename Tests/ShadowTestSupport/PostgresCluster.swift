@@ -130,6 +130,9 @@ public final class PostgresCluster: @unchecked Sendable {
             """)
     }
 
+    /// A loopback port free at the time of asking.
+    public static func freePortForTests() throws -> Int { try freePort() }
+
     static func freePort() throws -> Int {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw CLIRunnerError("socket failed") }
