@@ -12,8 +12,8 @@ struct ShadowKeysCommand: AsyncParsableCommand {
             passphrase or key / corrupted / no such entry / lock timeout, 34 database unreachable, \
             40/41/42 Apple refused the \
             grant / refused the request / was unavailable, 64 usage error, \
-            65 malformed input, 66 input cannot be opened, 73 output exists (keygen), 1 anything \
-            else. See Docs/cli.md.
+            65 malformed input, 66 no input, 73 output exists (keygen), 1 anything else. \
+            See Docs/cli.md.
             """,
         version: "0.1.0",
         subcommands: [VerifyToken.self, Decode.self, JWKSCommand.self, ClientSecretCommand.self, AppleCommand.self, Keygen.self, Sign.self, DeriveKey.self, Encrypt.self, Decrypt.self, Rewrap.self, Hash.self, VaultCommand.self, StateCommand.self, Serve.self, SelfTestCommand.self]
