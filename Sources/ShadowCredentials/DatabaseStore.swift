@@ -71,8 +71,6 @@ package protocol StateTransaction: Sendable {
     func setMeta(_ name: String, _ value: [UInt8]) async throws
     /// The rows with these ids (those that exist).
     func rows(_ ids: [[UInt8]]) async throws -> [StoredRow]
-    /// Up to `limit` rows with ids after `id` (nil: from the start), in id order.
-    func rows(after id: [UInt8]?, limit: Int) async throws -> [StoredRow]
     func upsert(_ rows: [StoredRow]) async throws
     /// The number of rows in each state.
     func stateCounts() async throws -> [Int: Int]
@@ -225,22 +223,6 @@ package final class StateEngine<Database: StateDatabase>: Sendable {
             counts[known] = count
         }
         return counts
-    }
-
-    /// Every user's record, in row-id order, a page at a time (for migration).
-    package func allRecords(_ body: ([(clientID: String, subject: String, record: CredentialRecord)]) async throws -> Void) async throws {
-        var after: [UInt8]?
-        while true {
-            let cursor = after
-            let page = try await database.transaction(writing: false) { try await $0.rows(after: cursor, limit: 1000) }
-            guard let last = page.last else { return }
-            try await body(try page.map { row in
-                let decoded = try SealedRows.decode(try SealedRows.openRecord(row.body, rowID: row.id, keys: keys))
-                guard decoded.record.status.state.rawValue == row.state else { throw CredentialError(.corruptedState, "a credential row's state column disagrees with its record") }
-                return decoded
-            })
-            after = last.id
-        }
     }
 
     // MARK: Audit

@@ -315,11 +315,6 @@ struct PostgresStateTransaction: StateTransaction {
         return try await storedRows(try await connection.query("SELECT row_id, state, body FROM shadow_credentials WHERE row_id = ANY(\(list))", logger: logger))
     }
 
-    func rows(after id: [UInt8]?, limit: Int) async throws -> [StoredRow] {
-        let cursor = ByteBuffer(bytes: id ?? [])
-        return try await storedRows(try await connection.query("SELECT row_id, state, body FROM shadow_credentials WHERE row_id > \(cursor) ORDER BY row_id LIMIT \(limit)", logger: logger))
-    }
-
     func storedRows(_ sequence: PostgresRowSequence) async throws -> [StoredRow] {
         var rows: [StoredRow] = []
         for try await (id, state, body) in sequence.decode((ByteBuffer, Int16, ByteBuffer).self) {

@@ -266,15 +266,6 @@ struct SQLiteStateTransaction: StateTransaction {
             .map(storedRow)
     }
 
-    func rows(after id: [UInt8]?, limit: Int) async throws -> [StoredRow] {
-        let rows = if let id {
-            try await connection.query("SELECT row_id, state, body FROM shadow_credentials WHERE row_id > ? ORDER BY row_id LIMIT ?", [.blob(ByteBuffer(bytes: id)), .integer(limit)])
-        } else {
-            try await connection.query("SELECT row_id, state, body FROM shadow_credentials ORDER BY row_id LIMIT ?", [.integer(limit)])
-        }
-        return try rows.map(storedRow)
-    }
-
     func storedRow(_ row: SQLiteRow) throws -> StoredRow {
         guard let state = row.column("state")?.integer else { throw CredentialError(.corruptedState, "a credential row's state is not an integer") }
         return StoredRow(id: try blob(row, "row_id"), state: Int(state), body: try blob(row, "body"))

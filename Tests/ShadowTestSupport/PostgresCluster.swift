@@ -28,9 +28,6 @@ public final class PostgresCluster: @unchecked Sendable {
     /// A TCP URL for `database` (sslmode=disable: loopback).
     public func url(_ database: String = "postgres") -> String { "postgres://\(user)@127.0.0.1:\(port)/\(database)?sslmode=disable" }
 
-    /// A Unix-socket URL for `database`.
-    public func socketURL(_ database: String = "postgres") -> String { "postgres://\(user)@/\(database)?host=\(root)&port=\(port)" }
-
     private init(root: String, port: Int, binaries: String, runAs: String?, durable: Bool) {
         self.durable = durable
         self.root = root
