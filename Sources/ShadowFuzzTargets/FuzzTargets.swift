@@ -29,6 +29,7 @@ public enum FuzzTargets {
         ("audit-log", "audit-log lines and chains under a fixed key, and line round trips", CredentialTargets.auditLog),
         ("state-db", "database-store rows, sealed secrets, audit heads and apply-events lines, with round trips", StateDBTargets.stateDB),
         ("postgres-url", "PostgreSQL URLs read as libpq reads them", StoreURLTargets.postgresURL),
+        ("proxy", "HTTPS_PROXY and NO_PROXY as curl reads them, and hosts matched against them", ProxyTargets.proxy),
     ]
 
     /// Builds every harness's fixtures (keys, verifiers) now, so that the leak checker does not
