@@ -55,12 +55,12 @@ public struct AppleAuthClient: Sendable {
     public struct Configuration: Sendable {
         /// Where Apple's endpoints live; tests point it at a loopback fake.
         public var baseURL: String = Apple.baseURL
-        /// Per-request timeout, seconds.
-        public var timeout: Double = 10
+        /// Per-request timeout. Default 10 s.
+        public var timeout: Duration = .seconds(10)
         /// Extra attempts after a 5xx or transport failure.
         public var retries: Int = 2
-        /// First back-off delay, doubled each retry.
-        public var backoff: Double = 0.5
+        /// First back-off delay, doubled each retry. Default 0.5 s.
+        public var backoff: Duration = .milliseconds(500)
         /// Allow plain http:// to a loopback address (tests only).
         public var allowLoopbackHTTP = false
         /// Sent as `User-Agent`.
@@ -170,7 +170,7 @@ public struct AppleAuthClient: Sendable {
             }
             guard attempt < configuration.retries else { throw failure }
             attempt += 1
-            try await Task.sleep(nanoseconds: UInt64(delay * 1e9))
+            try await Task.sleep(for: delay)
             delay *= 2
         }
     }

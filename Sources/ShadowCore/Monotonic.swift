@@ -10,3 +10,8 @@ package func monotonicSeconds() -> Double {
     clock_gettime(CLOCK_MONOTONIC, &now)
     return Double(now.tv_sec) + Double(now.tv_nsec) / 1e9
 }
+
+extension Duration {
+    /// This duration in seconds, for arithmetic with `Date`s and deadlines.
+    package var inSeconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
+}

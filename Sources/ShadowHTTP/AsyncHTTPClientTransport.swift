@@ -100,7 +100,7 @@ public final class AsyncHTTPClientTransport: HTTPTransport {
 
     public func send(_ request: HTTPRequest) async throws -> HTTPResponse {
         try URLPolicy.check(request.url, allowLoopbackHTTP: allowLoopbackHTTP)
-        guard request.timeout.isFinite, request.timeout > 0, request.timeout <= 86_400 else {
+        guard request.timeout > .zero, request.timeout <= .seconds(86_400) else {
             throw HTTPTransportError(.other, "the timeout must be more than 0 and at most 86400 seconds")
         }
         guard request.maxResponseBytes >= 0 else { throw HTTPTransportError(.other, "the body cap must not be negative") }
@@ -112,7 +112,7 @@ public final class AsyncHTTPClientTransport: HTTPTransport {
         for field in request.headers { outgoing.headers.add(name: field.name, value: field.value) }
         if let body = request.body { outgoing.body = .bytes(ByteBuffer(bytes: body)) }
 
-        let deadline = NIODeadline.now() + .nanoseconds(Int64(request.timeout * 1_000_000_000))
+        let deadline = NIODeadline.now() + .nanoseconds(Int64(request.timeout.inSeconds * 1_000_000_000))
         let limit = request.maxResponseBytes
         let work = Task { try await Self.exchange(outgoing, on: client, deadline: deadline, limit: limit) }
         let expired = Atomic(false)
@@ -125,7 +125,7 @@ public final class AsyncHTTPClientTransport: HTTPTransport {
             return try await withTaskCancellationHandler { try await work.value } onCancel: { work.cancel() }
         } catch {
             let timedOut = expired.load(ordering: .acquiring)
-            throw Self.transportError(error, url: request.url, timeout: timedOut ? request.timeout : nil)
+            throw Self.transportError(error, url: request.url, timeout: timedOut ? request.timeout.inSeconds : nil)
         }
     }
 

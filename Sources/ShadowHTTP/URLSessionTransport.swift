@@ -3,6 +3,7 @@
 #if canImport(Darwin)
 import Dispatch
 import Foundation
+import ShadowCore
 public import ShadowJWKS
 import Synchronization
 
@@ -34,7 +35,7 @@ public final class URLSessionTransport: HTTPTransport {
     public func send(_ request: HTTPRequest) async throws -> HTTPResponse {
         try URLPolicy.check(request.url, allowLoopbackHTTP: allowLoopbackHTTP)
         guard let url = URL(string: request.url) else { throw HTTPTransportError(.forbiddenURL, "\(request.url) is not a URL") }
-        var urlRequest = URLRequest(url: url, cachePolicy: .reloadIgnoringLocalCacheData, timeoutInterval: request.timeout)
+        var urlRequest = URLRequest(url: url, cachePolicy: .reloadIgnoringLocalCacheData, timeoutInterval: request.timeout.inSeconds)
         urlRequest.httpMethod = request.method
         for field in request.headers { urlRequest.addValue(field.value, forHTTPHeaderField: field.name) }
         if let body = request.body { urlRequest.httpBody = Data(body) }
@@ -45,10 +46,10 @@ public final class URLSessionTransport: HTTPTransport {
         // The deadline runs on a Dispatch timer, not on Swift's cooperative pool, so that it fires
         // on time even when every pool thread is busy.
         let deadline = DispatchWorkItem {
-            exchange.fail(HTTPTransportError(.timeout, "no complete response from \(request.url) within \(request.timeout) s"))
+            exchange.fail(HTTPTransportError(.timeout, "no complete response from \(request.url) within \(request.timeout.inSeconds) s"))
             task.cancel()
         }
-        DispatchQueue.global().asyncAfter(deadline: .now() + max(request.timeout, 0), execute: deadline)
+        DispatchQueue.global().asyncAfter(deadline: .now() + max(request.timeout.inSeconds, 0), execute: deadline)
         defer { deadline.cancel() }
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in

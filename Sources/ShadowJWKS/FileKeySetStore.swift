@@ -76,10 +76,10 @@ public struct FileKeySetStore: KeySetStore {
         try Files.writeAtomically(path, text, mode: 0o600)
     }
 
-    public func lockForRefresh(timeout: Double) -> (@Sendable () -> Void)? {
+    public func lockForRefresh(timeout: Duration) -> (@Sendable () -> Void)? {
         guard directoryProblem == nil else { return nil }
         try? Files.makeDirectory(Files.parentDirectory(path))
-        guard directoryProblem == nil, let lock = try? FileLock.acquire(path.dropLast(5) + ".lock", timeout: timeout) else { return nil }
+        guard directoryProblem == nil, let lock = try? FileLock.acquire(path.dropLast(5) + ".lock", timeout: timeout.inSeconds) else { return nil }
         return { lock.release() }
     }
 

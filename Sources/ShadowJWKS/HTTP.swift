@@ -39,12 +39,12 @@ public struct HTTPRequest: Sendable {
     public var url: String
     public var headers: HTTPHeaders
     public var body: [UInt8]?
-    /// Whole-exchange deadline, in seconds.
-    public var timeout: Double
+    /// Whole-exchange deadline: more than zero, at most 24 hours.
+    public var timeout: Duration
     /// Largest response body accepted; a larger one fails the request.
     public var maxResponseBytes: Int
 
-    public init(method: String = "GET", url: String, headers: HTTPHeaders = [:], body: [UInt8]? = nil, timeout: Double = 5, maxResponseBytes: Int = 256 * 1024) {
+    public init(method: String = "GET", url: String, headers: HTTPHeaders = [:], body: [UInt8]? = nil, timeout: Duration = .seconds(5), maxResponseBytes: Int = 256 * 1024) {
         self.method = method
         self.url = url
         self.headers = headers

@@ -24,20 +24,20 @@ public final class JWKSProvider: Sendable {
     public struct Configuration: Sendable {
         /// The key-set URL (HTTPS).
         public var url: String
-        /// Whole-fetch timeout, in seconds. Default 5.
-        public var timeout: Double = 5
+        /// Whole-fetch timeout. Default 5 s.
+        public var timeout: Duration = .seconds(5)
         /// Largest accepted response body. Default 256 KiB.
         public var maxResponseBytes: Int = 256 * 1024
         /// Freshness when the server gives none. Default 1 h.
-        public var defaultTTL: Double = 3600
+        public var defaultTTL: Duration = .seconds(3600)
         /// Bounds on server-given freshness. Default 1 min to 24 h.
-        public var ttlBounds: ClosedRange<Double> = 60...86400
+        public var ttlBounds: ClosedRange<Duration> = .seconds(60) ... .seconds(86400)
         /// Least time between two fetches triggered by unknown `kid`s or after a failure. Default 30 s.
-        public var refreshCooldown: Double = 30
+        public var refreshCooldown: Duration = .seconds(30)
         /// Most `kid`s remembered as unknown. Default 1024.
         public var negativeCacheSize: Int = 1024
         /// How long past its expiry the last good set may serve while refreshes fail. Default 24 h.
-        public var maximumStaleness: Double = 86400
+        public var maximumStaleness: Duration = .seconds(86400)
         /// Allow plain `http://` to 127.0.0.1 or ::1 (tests, local mirrors). Default false.
         public var allowLoopbackHTTP = false
         /// Sent as `User-Agent`.
@@ -155,11 +155,11 @@ public final class JWKSProvider: Sendable {
             let plan = state.withLock { state -> Plan in
                 if let task = state.inFlight { return .wait(task) }
                 if let entry = state.snapshot.unknownKeyIDs.first(where: { $0.keyID.exactlyEquals(keyID) }),
-                    now.timeIntervalSince(entry.at) < configuration.refreshCooldown
+                    now.timeIntervalSince(entry.at) < configuration.refreshCooldown.inSeconds
                 {
                     return .answer
                 }
-                if let last = state.snapshot.lastAttempt, now.timeIntervalSince(last) < configuration.refreshCooldown { return .answer }
+                if let last = state.snapshot.lastAttempt, now.timeIntervalSince(last) < configuration.refreshCooldown.inSeconds { return .answer }
                 if let notBefore = state.snapshot.retryNotBefore, now < notBefore { return .answer }
                 return .fetch
             }
@@ -209,9 +209,9 @@ public final class JWKSProvider: Sendable {
             }
             if now < expiry { return set }
             let staleness = now.timeIntervalSince(expiry)
-            guard staleness <= configuration.maximumStaleness else {
+            guard staleness <= configuration.maximumStaleness.inSeconds else {
                 let why = state.snapshot.lastFailure.map { "; last refresh failed: \($0)" } ?? ""
-                throw JOSEError(.keysUnavailable, "the cached key set from \(configuration.url) expired \(Int(staleness)) s ago, beyond the \(Int(configuration.maximumStaleness)) s staleness limit\(why)")
+                throw JOSEError(.keysUnavailable, "the cached key set from \(configuration.url) expired \(Int(staleness)) s ago, beyond the \(Int(configuration.maximumStaleness.inSeconds)) s staleness limit\(why)")
             }
             logger.debug("serving a stale key set", metadata: ["url": "\(configuration.url)", "stale_seconds": "\(Int(staleness))"])
             return set
@@ -278,7 +278,7 @@ public final class JWKSProvider: Sendable {
         defer { state.withLock { $0.inFlight = nil } }
         // Across processes: take the store's lock, then look again; another process may have
         // fetched meanwhile.
-        let unlock = store?.lockForRefresh(timeout: configuration.timeout + 1)
+        let unlock = store?.lockForRefresh(timeout: configuration.timeout + .seconds(1))
         defer { unlock?() }
         if let store, let latest = store.load() {
             let now = clock.now
@@ -288,7 +288,7 @@ public final class JWKSProvider: Sendable {
                 if let set = state.keySet, let expiry = latest.expiresAt, now < expiry {
                     // Fresh now; an unknown kid is answered from it unless the cooldown allows a refresh.
                     guard let unknownKeyID, !set.contains(keyID: unknownKeyID) else { return true }
-                    return now.timeIntervalSince(latest.lastAttempt ?? .distantPast) < configuration.refreshCooldown
+                    return now.timeIntervalSince(latest.lastAttempt ?? .distantPast) < configuration.refreshCooldown.inSeconds
                 }
                 return false
             }
@@ -374,15 +374,15 @@ public final class JWKSProvider: Sendable {
 
     private func fail(_ state: inout State, _ message: String, now: Date, response: HTTPResponse?) {
         state.snapshot.lastFailure = message
-        var retry = configuration.refreshCooldown
+        var retry = configuration.refreshCooldown.inSeconds
         if let response, let after = HTTPCaching.retryAfter(response.headers, now: now) { retry = max(retry, min(after, 300)) }
         state.snapshot.retryNotBefore = now.addingTimeInterval(retry)
         logger.debug("key-set fetch failed", metadata: ["url": "\(configuration.url)", "error": "\(message)", "retry_in": "\(Int(retry))"])
     }
 
     private func ttl(_ headers: HTTPHeaders, now: Date) -> Double {
-        guard let lifetime = HTTPCaching.freshnessLifetime(headers, now: now) else { return configuration.defaultTTL }
-        return min(max(lifetime, configuration.ttlBounds.lowerBound), configuration.ttlBounds.upperBound)
+        guard let lifetime = HTTPCaching.freshnessLifetime(headers, now: now) else { return configuration.defaultTTL.inSeconds }
+        return min(max(lifetime, configuration.ttlBounds.lowerBound.inSeconds), configuration.ttlBounds.upperBound.inSeconds)
     }
 }
 

@@ -49,5 +49,5 @@ public protocol KeySetStore: Sendable {
     func save(_ snapshot: KeySetSnapshot) throws
     /// Serialises refreshes across processes: returns a held lock (released by calling it), or
     /// nil when none could be taken in time.
-    func lockForRefresh(timeout: Double) -> (@Sendable () -> Void)?
+    func lockForRefresh(timeout: Duration) -> (@Sendable () -> Void)?
 }

@@ -10,7 +10,7 @@ import ShadowCrypto
 import ShadowJOSE
 import ShadowJWKS
 
-struct ClientSecretCommand: AsyncParsableCommand {
+struct ClientSecretCommand: AsyncParsableCommand, QuietCommand {
     static let configuration = CommandConfiguration(
         commandName: "client-secret",
         abstract: "Make a Sign in with Apple client secret (ES256 JWT) from a .p8 key.",
@@ -24,6 +24,8 @@ struct ClientSecretCommand: AsyncParsableCommand {
 
     @Flag(help: "Print {\"client_secret\", \"header\", \"claims\", \"expires_at\"}.")
     var json = false
+
+    @Flag(name: .shortAndLong, help: "Print no warnings on stderr.") var quiet = false
 
     func validate() throws { _ = try parseNow(now) }
 

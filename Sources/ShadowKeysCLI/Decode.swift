@@ -2,7 +2,7 @@ import ArgumentParser
 import ShadowCore
 import ShadowJOSE
 
-struct Decode: AsyncParsableCommand {
+struct Decode: AsyncParsableCommand, QuietCommand {
     static let configuration = CommandConfiguration(
         commandName: "decode",
         abstract: "Print a token's header and payload WITHOUT verifying anything.",
@@ -23,9 +23,9 @@ struct Decode: AsyncParsableCommand {
 
     func run() async throws {
         try await reportingFailures(json: false) {
-            let jws = try CompactJWS(try token.read(quiet: quiet), maxBytes: maxTokenBytes)
+            let jws = try CompactJWS(try token.read(), maxBytes: maxTokenBytes)
             let payload = try jws.unverifiedPayload()
-            if !quiet { Console.err("shadow-keys: warning: decoded only; the signature and claims were NOT verified") }
+            Console.warn("decoded only; the signature and claims were NOT verified")
             Console.json(["header": .object(jws.header.json), "payload": .object(payload)])
         }
     }

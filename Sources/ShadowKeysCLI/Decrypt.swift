@@ -9,7 +9,7 @@ import FoundationEssentials
 import ShadowCore
 import ShadowCrypto
 
-struct Decrypt: AsyncParsableCommand {
+struct Decrypt: AsyncParsableCommand, QuietCommand {
     static let configuration = CommandConfiguration(
         commandName: "decrypt",
         abstract: "Decrypt a ShadowKeys envelope (either form).",
@@ -32,6 +32,8 @@ struct Decrypt: AsyncParsableCommand {
 
     @Option(name: .customLong("context"), help: "The context pairs the envelope was sealed with, key=value, in order.")
     var context: [String] = []
+
+    @Flag(name: .shortAndLong, help: "Print no warnings on stderr.") var quiet = false
 
     func validate() throws {
         if (try key.input())?.usesStdin == true && input == "-" { throw ValidationError("the passphrase and the input cannot both come from stdin") }

@@ -2,7 +2,7 @@ import ArgumentParser
 import ShadowCore
 import ShadowCrypto
 
-struct DeriveKey: AsyncParsableCommand {
+struct DeriveKey: AsyncParsableCommand, QuietCommand {
     static let configuration = CommandConfiguration(
         commandName: "derive-key",
         abstract: "Derive a key with PBKDF2-HMAC-SHA256 and print it as hex.",
@@ -19,6 +19,8 @@ struct DeriveKey: AsyncParsableCommand {
     var length: Int = PBKDF2.defaultLength
 
     @OptionGroup var passphrase: PassphraseOptions
+
+    @Flag(name: .shortAndLong, help: "Print no warnings on stderr.") var quiet = false
 
     func validate() throws {
         guard try passphrase.input() != nil else { throw ValidationError("give the passphrase with --passphrase-stdin, --passphrase-file or --passphrase-env") }

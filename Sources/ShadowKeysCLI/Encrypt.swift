@@ -27,7 +27,7 @@ func parseContext(_ items: [String]) throws -> EnvelopeContext {
     do { return try EnvelopeContext(pairs) } catch let error as ShadowCryptoError { throw ValidationError("--context: \(error.reason)") }
 }
 
-struct Encrypt: AsyncParsableCommand {
+struct Encrypt: AsyncParsableCommand, QuietCommand {
     static let configuration = CommandConfiguration(
         commandName: "encrypt",
         abstract: "Encrypt a file or stdin into a ShadowKeys envelope (stream form, or --record).",
@@ -56,6 +56,8 @@ struct Encrypt: AsyncParsableCommand {
 
     @Flag(help: "Use the record (single-shot) form; the input must be at most 1 MiB.")
     var record = false
+
+    @Flag(name: .shortAndLong, help: "Print no warnings on stderr.") var quiet = false
 
     func validate() throws {
         if (try key.input())?.usesStdin == true && input == "-" { throw ValidationError("the passphrase and the input cannot both come from stdin") }

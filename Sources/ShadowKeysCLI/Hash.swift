@@ -7,7 +7,7 @@ import Glibc
 import ShadowCore
 import ShadowCrypto
 
-struct Hash: AsyncParsableCommand {
+struct Hash: AsyncParsableCommand, QuietCommand {
     static let configuration = CommandConfiguration(
         commandName: "hash",
         abstract: "SHA-256 (or HMAC-SHA256) of files, in sha256sum format; --check verifies a manifest.",
@@ -32,7 +32,7 @@ struct Hash: AsyncParsableCommand {
     @Flag(help: "Print digests in base64 instead of hex (not sha256sum-compatible).")
     var base64 = false
 
-    @Flag(help: "With --check, print only failures.")
+    @Flag(name: .shortAndLong, help: "Print no warnings; with --check, print only failures.")
     var quiet = false
 
     @Flag(help: "With --check, print nothing; the exit status says it all.")
@@ -40,7 +40,7 @@ struct Hash: AsyncParsableCommand {
 
     func validate() throws {
         if check != nil && !files.isEmpty { throw ValidationError("--check takes the manifest only; do not list files") }
-        if (quiet || status) && check == nil { throw ValidationError("--quiet and --status apply to --check") }
+        if status && check == nil { throw ValidationError("--status applies to --check") }
         if base64 && check != nil { throw ValidationError("--check reads hex manifests") }
     }
 

@@ -2,7 +2,7 @@ import ArgumentParser
 import ShadowCore
 
 /// `shadow-keys keygen FILE`: a new 256-bit key for `--key-file` (vaults, KEKs, stores).
-struct Keygen: ParsableCommand {
+struct Keygen: ParsableCommand, QuietCommand {
     static let configuration = CommandConfiguration(
         commandName: "keygen",
         abstract: "Write a new random 256-bit key to FILE (64 hex digits, mode 0600); never overwrites.",
@@ -13,6 +13,8 @@ struct Keygen: ParsableCommand {
 
     @Flag(help: "Print JSON.")
     var json = false
+
+    @Flag(name: .shortAndLong, help: "Print no warnings on stderr.") var quiet = false
 
     func validate() throws {
         guard !file.isEmpty, file != "-" else { throw ValidationError("give a file to write the key to; keys are never printed") }
@@ -29,7 +31,7 @@ struct Keygen: ParsableCommand {
         if json {
             Console.json(["created": true, "key_file": .string(file), "bits": 256, "format": "hex"])
         } else {
-            Console.err("shadow-keys: wrote a new 256-bit key to \(file.terminalSafe) (mode 0600)")
+            Console.note("wrote a new 256-bit key to \(file.terminalSafe) (mode 0600)")
         }
     }
 }

@@ -9,7 +9,7 @@ import FoundationEssentials
 import ShadowCore
 import ShadowCrypto
 
-struct Rewrap: AsyncParsableCommand {
+struct Rewrap: AsyncParsableCommand, QuietCommand {
     static let configuration = CommandConfiguration(
         commandName: "rewrap",
         abstract: "Re-wrap an envelope's data key under a new key-encryption key; the payload is copied untouched.",
@@ -27,6 +27,8 @@ struct Rewrap: AsyncParsableCommand {
     @Option(name: .customLong("to-key-id"), help: "The new key id (at most 255 bytes; default empty).") var toKeyID: String = ""
     @Option(help: "PBKDF2 iterations for a new passphrase (100000 to 10000000).") var iterations: Int = PBKDF2.defaultIterations
     @Option(name: .customLong("context"), help: "The envelope's context pairs, key=value, in order.") var context: [String] = []
+
+    @Flag(name: .shortAndLong, help: "Print no warnings on stderr.") var quiet = false
 
     func validate() throws {
         guard try from.input() != nil else { throw ValidationError("give the current key: --from-key-file, --from-passphrase-file or --from-passphrase-env") }

@@ -2,7 +2,7 @@ import ArgumentParser
 import ShadowCore
 import ShadowSelfTest
 
-struct SelfTestCommand: AsyncParsableCommand {
+struct SelfTestCommand: AsyncParsableCommand, QuietCommand {
     static let configuration = CommandConfiguration(
         commandName: "selftest",
         abstract: "Run the known-answer tests of every module and print a table.",
@@ -21,6 +21,8 @@ struct SelfTestCommand: AsyncParsableCommand {
 
     @Flag(help: "Print the result as JSON.")
     var json = false
+
+    @Flag(name: .shortAndLong, help: "Print no warnings on stderr.") var quiet = false
 
     func run() async throws {
         let directory = builtinOnly ? nil : (vectors ?? SelfTest.locateVectors(executablePath: Console.executablePath))

@@ -8,7 +8,7 @@ import ShadowCredentials
 import ShadowHummingbird
 import ShadowJOSE
 
-struct Serve: AsyncParsableCommand {
+struct Serve: AsyncParsableCommand, QuietCommand {
     static let configuration = CommandConfiguration(
         commandName: "serve",
         abstract: "Receive Sign in with Apple server-to-server notifications over HTTP (TLS from a reverse proxy).",
@@ -37,6 +37,8 @@ struct Serve: AsyncParsableCommand {
         guard !host.isEmpty else { throw ValidationError("--listen: no host in \(listen.quotedForMessage)") }
         return (host, port)
     }
+
+    @Flag(name: .shortAndLong, help: "Print no warnings on stderr.") var quiet = false
 
     func validate() throws {
         _ = try address()

@@ -42,6 +42,7 @@ struct ShadowKeysCommand: AsyncParsableCommand {
             }
             exit(withError: error)
         }
+        Console.setQuiet((command as? any QuietCommand)?.quiet ?? false)
         do {
             var command = command
             if var asynchronous = command as? any AsyncParsableCommand {

@@ -8,7 +8,7 @@ import ShadowCore
 import ShadowJOSE
 
 /// `shadow-keys sign`: mint a JWT, for scripts and for testing `verify-token`.
-struct Sign: AsyncParsableCommand {
+struct Sign: AsyncParsableCommand, QuietCommand {
     static let configuration = CommandConfiguration(
         commandName: "sign",
         abstract: "Sign a JWT with a private key (PEM, .p8 or JWK): RS256 or ES256.",
@@ -40,6 +40,8 @@ struct Sign: AsyncParsableCommand {
     @Flag(help: "Print {\"token\",\"header\",\"claims\"} as JSON.")
     var json = false
 
+    @Flag(name: .shortAndLong, help: "Print no warnings on stderr.") var quiet = false
+
     func validate() throws {
         if let alg, VerificationOptions.algorithm(alg) == nil { throw ValidationError("--alg \(alg): only RS256 and ES256 can sign") }
         if let kid, kid.isEmpty || kid.utf8.count > 256 { throw ValidationError("--kid: 1 to 256 bytes") }
@@ -67,7 +69,7 @@ struct Sign: AsyncParsableCommand {
                 throw CLIError(.malformedInput, code: "token_too_large", "the token would be \(token.utf8.count) bytes; verify-token reads at most \(TokenOptions.readLimit)")
             }
             if token.utf8.count > CompactJWS.defaultMaxBytes {
-                Console.err("shadow-keys: warning: the token is \(token.utf8.count) bytes; verify-token needs --max-token-bytes above \(CompactJWS.defaultMaxBytes)")
+                Console.warn("the token is \(token.utf8.count) bytes; verify-token needs --max-token-bytes above \(CompactJWS.defaultMaxBytes)")
             }
             if json {
                 let header: JSONObject = ["alg": .string(signer.algorithm.rawValue), "kid": signer.keyID.map(JSONValue.string) ?? .null]

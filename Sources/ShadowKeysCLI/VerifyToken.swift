@@ -4,7 +4,7 @@ import ShadowCore
 import ShadowCredentials
 import ShadowJOSE
 
-struct VerifyToken: AsyncParsableCommand {
+struct VerifyToken: AsyncParsableCommand, QuietCommand {
     static let configuration = CommandConfiguration(
         commandName: "verify-token",
         abstract: "Verify a JWS/JWT against a JWK Set and a claim policy.",
@@ -60,9 +60,9 @@ struct VerifyToken: AsyncParsableCommand {
     func run() async throws {
         try await reportingFailures(json: json) {
             let verifier = try options.verifier()
-            let token = try self.token.read(quiet: quiet)
-            if !apple && !quiet && options.issuer == nil && options.audiences.isEmpty {
-                Console.err("shadow-keys: warning: neither --iss nor --aud given; tokens from any issuer for any audience pass")
+            let token = try self.token.read()
+            if !apple && options.issuer == nil && options.audiences.isEmpty {
+                Console.warn("neither --iss nor --aud given; tokens from any issuer for any audience pass")
             }
             guard apple else {
                 printVerified(try await verifier.verify(token, keys: keySource.keys()), json: json)

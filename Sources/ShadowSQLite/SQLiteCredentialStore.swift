@@ -47,10 +47,10 @@ public final class SQLiteCredentialStore: DatabaseCredentialStore {
     /// - Throws: ``CredentialError/Code/wrongKey`` when `unlock` does not open it;
     ///   ``CredentialError/Code/corruptedState`` when the file is not a state database;
     ///   ``CredentialError/Code/noStore`` when it does not exist and `create` is off.
-    public static func open(path: String, unlock: VaultUnlock, create: Bool = true, lockTimeout: Double = 10, clock: WallClock = .system) async throws -> SQLiteCredentialStore {
-        guard lockTimeout >= 0, lockTimeout <= 3600 else { throw CredentialError(.invalidParameter, "the lock timeout is 0 to 3600 seconds") }
+    public static func open(path: String, unlock: VaultUnlock, create: Bool = true, lockTimeout: Duration = .seconds(10), clock: WallClock = .system) async throws -> SQLiteCredentialStore {
+        guard lockTimeout >= .zero, lockTimeout <= .seconds(3600) else { throw CredentialError(.invalidParameter, "the lock timeout is 0 to 3600 seconds") }
         try prepareFile(path, create: create)
-        let database = try await SQLiteStateDatabase.open(path: path, lockTimeout: lockTimeout)
+        let database = try await SQLiteStateDatabase.open(path: path, lockTimeout: lockTimeout.inSeconds)
         do {
             try await database.migrate()
             return SQLiteCredentialStore(path: path, state: try await StateEngine.open(database, unlock: unlock, clock: clock))
@@ -62,10 +62,11 @@ public final class SQLiteCredentialStore: DatabaseCredentialStore {
 
     /// Moves `vault`'s credential state and audit log into a new (or empty) database at `path`
     /// (``StateEngine``'s import: the audit chain moves intact).
-    public static func migrate(from vault: VaultCredentialStore, toPath path: String, unlock: VaultUnlock, lockTimeout: Double = 10) async throws -> MigrationReport {
+    public static func migrate(from vault: VaultCredentialStore, toPath path: String, unlock: VaultUnlock, lockTimeout: Duration = .seconds(10)) async throws -> MigrationReport {
+        guard lockTimeout >= .zero, lockTimeout <= .seconds(3600) else { throw CredentialError(.invalidParameter, "the lock timeout is 0 to 3600 seconds") }
         let export = try await runBlocking { try vault.exportSync() }
         try prepareFile(path, create: true)
-        let database = try await SQLiteStateDatabase.open(path: path, lockTimeout: lockTimeout)
+        let database = try await SQLiteStateDatabase.open(path: path, lockTimeout: lockTimeout.inSeconds)
         do {
             try await database.migrate()
             let report = try await StateEngine.importVault(export, into: database, unlock: unlock)

@@ -72,7 +72,7 @@ public final class TokenVault: Sendable {
     /// The vault file.
     public let path: String
     /// How long a write waits for another process's lock, in seconds.
-    public let lockTimeout: Double
+    public let lockTimeout: Duration
     private let unlock: VaultUnlock
     private let clock: WallClock
     /// The last master key derived, by (salt, iterations), so one process stretches a passphrase once.
@@ -95,7 +95,7 @@ public final class TokenVault: Sendable {
     }
 
     /// A handle on the vault at `path`; nothing is read until it is used.
-    public init(path: String, unlock: VaultUnlock, lockTimeout: Double = 10, clock: WallClock = .system) {
+    public init(path: String, unlock: VaultUnlock, lockTimeout: Duration = .seconds(10), clock: WallClock = .system) {
         self.path = path
         self.unlock = unlock
         self.lockTimeout = lockTimeout
@@ -104,9 +104,17 @@ public final class TokenVault: Sendable {
 
     // MARK: - Creating and inspecting
 
-    /// Creates an empty vault (folder 0700, file 0600). Fails if one exists.
+    /// Creates an empty vault (folder 0700, file 0600). Fails if one exists. Deriving a
+    /// passphrase's key takes PBKDF2's full cost, so the work runs off the caller's executor,
+    /// like every other vault operation.
     @discardableResult
-    public static func create(at path: String, unlock: VaultUnlock, iterations: Int = PBKDF2.defaultIterations, clock: WallClock = .system) throws -> TokenVault {
+    public static func create(at path: String, unlock: VaultUnlock, iterations: Int = PBKDF2.defaultIterations, clock: WallClock = .system) async throws -> TokenVault {
+        try await runBlocking { try createSync(at: path, unlock: unlock, iterations: iterations, clock: clock) }
+    }
+
+    /// ``create(at:unlock:iterations:clock:)`` on the calling thread.
+    @discardableResult
+    package static func createSync(at path: String, unlock: VaultUnlock, iterations: Int = PBKDF2.defaultIterations, clock: WallClock = .system) throws -> TokenVault {
         if case .key(let key) = unlock, key.count != 32 { throw VaultError(.invalidParameter, "a vault key is 32 bytes, not \(key.count)") }
         guard iterations >= PBKDF2.minimumIterations, iterations <= VaultHeader.maxIterations else {
             throw VaultError(.invalidParameter, "PBKDF2 iterations must be \(PBKDF2.minimumIterations) to \(VaultHeader.maxIterations)")
@@ -361,10 +369,10 @@ public final class TokenVault: Sendable {
     /// killed writer left behind, which only a lock holder can safely do.
     private func withLock<R>(_ body: () throws -> R) throws -> R {
         let lock: FileLock?
-        do { lock = try FileLock.acquire(path + ".lock", timeout: lockTimeout) } catch let error as FileError {
+        do { lock = try FileLock.acquire(path + ".lock", timeout: lockTimeout.inSeconds) } catch let error as FileError {
             throw VaultError(.io, error.description)
         }
-        guard let lock else { throw VaultError(.lockTimeout, "another process held the vault's lock for more than \(lockTimeout) s") }
+        guard let lock else { throw VaultError(.lockTimeout, "another process held the vault's lock for more than \(lockTimeout)") }
         defer { lock.release() }
         removeStaleTemporaries()
         return try body()

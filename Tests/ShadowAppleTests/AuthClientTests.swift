@@ -25,8 +25,8 @@ import Testing
         var configuration = AppleAuthClient.Configuration()
         configuration.baseURL = fake.baseURL
         configuration.allowLoopbackHTTP = true
-        configuration.backoff = 0.01
-        configuration.timeout = 2
+        configuration.backoff = .milliseconds(10)
+        configuration.timeout = .seconds(2)
         var keysConfiguration = JWKSProvider.Configuration(url: fake.baseURL + "/auth/keys")
         keysConfiguration.allowLoopbackHTTP = true
         let transport = DefaultHTTPTransport(allowLoopbackHTTP: true)
@@ -129,8 +129,8 @@ import Testing
         var quick = AppleAuthClient.Configuration()
         quick.baseURL = fake.baseURL
         quick.allowLoopbackHTTP = true
-        quick.timeout = 0.3
-        quick.backoff = 0.01
+        quick.timeout = .milliseconds(300)
+        quick.backoff = .milliseconds(10)
         let builder = try ClientSecretBuilder(key: AppleSigningKey(key), teamID: fake.teamID, keyID: fake.keyID, clientID: "com.example.app")
         var keys = JWKSProvider.Configuration(url: fake.baseURL + "/auth/keys")
         keys.allowLoopbackHTTP = true

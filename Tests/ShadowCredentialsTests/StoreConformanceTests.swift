@@ -30,7 +30,7 @@ struct StoreFixture: Sendable {
         switch kind {
         case .vault:
             location = directory.path + "/vault.skv"
-            _ = try TokenVault.create(at: location, unlock: .key(key))
+            _ = try TokenVault.createSync(at: location, unlock: .key(key))
         case .sqlite:
             location = directory.path + "/state.sqlite"
         case .postgres:

@@ -21,7 +21,7 @@ import Testing
     init() throws {
         directory = try TemporaryDirectory()
         path = directory.path + "/vault.skv"
-        _ = try TokenVault.create(at: path, unlock: .key(key))
+        _ = try TokenVault.createSync(at: path, unlock: .key(key))
     }
 
     func store() -> VaultCredentialStore {

@@ -28,7 +28,7 @@ import Testing
     func provider(_ server: LoopbackHTTPServer, configure: (inout JWKSProvider.Configuration) -> Void = { _ in }, store: (any KeySetStore)? = nil) throws -> JWKSProvider {
         var configuration = JWKSProvider.Configuration(url: server.url("/keys"))
         configuration.allowLoopbackHTTP = true
-        configuration.timeout = 2
+        configuration.timeout = .seconds(2)
         configure(&configuration)
         return try JWKSProvider(configuration: configuration, transport: DefaultHTTPTransport(allowLoopbackHTTP: true), store: store, clock: clock.clock)
     }
@@ -152,7 +152,7 @@ import Testing
     func failedRefreshServesStaleThenFailsClosed(fault: String) async throws {
         let body = try jwks([signerA])
         let server = try LoopbackHTTPServer { _ in .json(body, headers: [("Cache-Control", "max-age=60")]) }
-        let provider = try provider(server) { $0.timeout = 0.5 }
+        let provider = try provider(server) { $0.timeout = .milliseconds(500) }
         _ = try await verifier.verify(try token(signerA), keys: provider)
         server.setHandler { _ in
             switch fault {
@@ -199,7 +199,7 @@ import Testing
         // the 0.3 s deadline's, not the connection closing when the server gives up. (Wall time
         // is not asserted: under a loaded test run it measures scheduling, not the transport.)
         let server = try LoopbackHTTPServer { _ in .hang(seconds: 60) }
-        let provider = try provider(server) { $0.timeout = 0.3 }
+        let provider = try provider(server) { $0.timeout = .milliseconds(300) }
         await expectCode(.keysUnavailable) { _ = try await provider.keySet() }
         #expect(try provider.status.snapshot.lastFailure?.contains("within 0.3 s") == true)
         #expect(server.requestCount == 1)

@@ -20,7 +20,7 @@ import Testing
     static let megabyte = [UInt8](repeating: UInt8(ascii: "x"), count: 1 << 20)
 
     /// Sends a GET to `server` and returns the error it threw and the seconds it took.
-    func failure(_ server: LoopbackHTTPServer, timeout: Double = 120) async -> (HTTPTransportError?, Double) {
+    func failure(_ server: LoopbackHTTPServer, timeout: Duration = .seconds(120)) async -> (HTTPTransportError?, Double) {
         let started = Date()
         do {
             let response = try await transport.send(HTTPRequest(url: server.url("/keys"), timeout: timeout, maxResponseBytes: Self.cap))
@@ -70,7 +70,7 @@ import Testing
         let server = try LoopbackHTTPServer { _ in
             .stream(interval: 1, limit: 30) { index in index == 0 ? Self.head("Content-Length: 100\r\n") : [UInt8(ascii: "{")] }
         }
-        let (error, seconds) = await failure(server, timeout: 2)
+        let (error, seconds) = await failure(server, timeout: .seconds(2))
         #expect(error?.kind == .timeout)
         #expect(seconds >= 1.9, "took \(seconds) s")
     }
@@ -80,14 +80,14 @@ import Testing
         let server = try LoopbackHTTPServer { _ in
             .stream(interval: 1, limit: 30) { index in index < head.count ? [head[index]] : nil }
         }
-        let (error, seconds) = await failure(server, timeout: 2)
+        let (error, seconds) = await failure(server, timeout: .seconds(2))
         #expect(error?.kind == .timeout)
         #expect(seconds >= 1.9, "took \(seconds) s")
     }
 
     @Test func aSilentServerHitsTheDeadline() async throws {
         let server = try LoopbackHTTPServer { _ in .hang(seconds: 30) }
-        let (error, seconds) = await failure(server, timeout: 1)
+        let (error, seconds) = await failure(server, timeout: .seconds(1))
         #expect(error?.kind == .timeout)
         #expect(seconds >= 0.9, "took \(seconds) s")
     }
@@ -96,7 +96,7 @@ import Testing
         let server = try LoopbackHTTPServer { request in
             request.path == "/keys" ? .respond(status: 302, headers: [("Location", "/elsewhere")], body: []) : .json("{\"keys\":[]}")
         }
-        let response = try await transport.send(HTTPRequest(url: server.url("/keys"), timeout: 120))
+        let response = try await transport.send(HTTPRequest(url: server.url("/keys"), timeout: .seconds(120)))
         #expect(response.status == 302)
         #expect(response.headers["location"] == "/elsewhere")
         #expect(server.requests.map(\.path) == ["/keys"])
@@ -105,7 +105,7 @@ import Testing
     @Test func aBodyAtTheCapIsAccepted() async throws {
         let body = [UInt8](repeating: UInt8(ascii: "a"), count: Self.cap)
         let server = try LoopbackHTTPServer { _ in .respond(status: 200, headers: [], body: body) }
-        let response = try await transport.send(HTTPRequest(url: server.url("/keys"), timeout: 120, maxResponseBytes: Self.cap))
+        let response = try await transport.send(HTTPRequest(url: server.url("/keys"), timeout: .seconds(120), maxResponseBytes: Self.cap))
         #expect(response.body == body)
         let over = try LoopbackHTTPServer { _ in .respond(status: 200, headers: [], body: body + [0x61]) }
         let (error, _) = await failure(over)
@@ -128,12 +128,12 @@ import Testing
         let body = Array(#"{"keys":[]}"#.utf8)
         let server = try LoopbackHTTPSServer(body: body)
         let trusting = try AsyncHTTPClientTransport(options: .init(additionalTrustRootsFile: LoopbackHTTPSServer.caFile, proxy: .none))
-        let response = try await trusting.send(HTTPRequest(url: server.url("/keys"), timeout: 120))
+        let response = try await trusting.send(HTTPRequest(url: server.url("/keys"), timeout: .seconds(120)))
         #expect(response.status == 200 && response.body == body)
 
         let system = try AsyncHTTPClientTransport(options: .init(proxy: .none))
         do {
-            _ = try await system.send(HTTPRequest(url: server.url("/keys"), timeout: 120))
+            _ = try await system.send(HTTPRequest(url: server.url("/keys"), timeout: .seconds(120)))
             Issue.record("a certificate from an unknown CA was accepted")
         } catch let error as HTTPTransportError {
             #expect(error.kind == .connection)
@@ -147,7 +147,7 @@ import Testing
         let server = try LoopbackHTTPServer { _ in .json("{}") }
         let client = HTTPClient(configuration: .init(redirectConfiguration: .disallow))
         let shared = AsyncHTTPClientTransport(client: client, allowLoopbackHTTP: true)
-        let response = try await shared.send(HTTPRequest(url: server.url("/"), timeout: 120))
+        let response = try await shared.send(HTTPRequest(url: server.url("/"), timeout: .seconds(120)))
         #expect(response.status == 200)
         try await client.shutdown()
     }
@@ -159,7 +159,7 @@ import Testing
         let client = HTTPClient(configuration: .init(redirectConfiguration: .follow(max: 3, allowCycles: false)))
         let shared = AsyncHTTPClientTransport(client: client, allowLoopbackHTTP: true)
         do {
-            _ = try await shared.send(HTTPRequest(url: server.url("/keys"), timeout: 120))
+            _ = try await shared.send(HTTPRequest(url: server.url("/keys"), timeout: .seconds(120)))
             Issue.record("a redirected answer was returned")
         } catch let error as HTTPTransportError {
             #expect(error.message.contains("redirect"))
@@ -177,7 +177,7 @@ extension TransportTests {
             let server = try LoopbackHTTPSServer(body: Array(TestKeys.jwksJSON([try signer.publicJWK()]).utf8))
             let transport = try AsyncHTTPClientTransport(options: .init(additionalTrustRootsFile: LoopbackHTTPSServer.caFile, proxy: .none))
             var configuration = JWKSProvider.Configuration(url: server.url("/keys"))
-            configuration.timeout = 60  // the suite's other tests can hold the shared thread pool for seconds
+            configuration.timeout = .seconds(60)  // the suite's other tests can hold the shared thread pool for seconds
             let provider = try JWKSProvider(configuration: configuration, transport: transport)
             let now = Int64(Date().timeIntervalSince1970)
             let token = try signer.sign(claims: TokenFactory.claims(now: now))

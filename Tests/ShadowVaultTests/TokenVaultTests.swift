@@ -19,7 +19,7 @@ import Testing
     }
 
     func makeVault(_ unlock: VaultUnlock? = nil) throws -> TokenVault {
-        try TokenVault.create(at: path, unlock: unlock ?? .key(key), clock: clock.clock)
+        try TokenVault.createSync(at: path, unlock: unlock ?? .key(key), clock: clock.clock)
     }
 
     func entry(_ name: String, secret: String = "r.secret-token", expiresIn: Double? = nil) -> VaultEntry {
@@ -104,9 +104,9 @@ import Testing
         #expect(throws: VaultError(.alreadyExists, "")) { try makeVault() }
         let missing = TokenVault(path: directory.path + "/none.skv", unlock: .key(key))
         await #expect(throws: VaultError(.notFound, "")) { try await missing.list() }
-        #expect(throws: VaultError(.invalidParameter, "")) { try TokenVault.create(at: directory.path + "/short", unlock: .key(SecretBytes([1, 2, 3]))) }
+        #expect(throws: VaultError(.invalidParameter, "")) { try TokenVault.createSync(at: directory.path + "/short", unlock: .key(SecretBytes([1, 2, 3]))) }
         #expect(throws: VaultError(.invalidParameter, "")) {
-            try TokenVault.create(at: directory.path + "/weak", unlock: .passphrase(SecretBytes(utf8: "pw")), iterations: 99_999)
+            try TokenVault.createSync(at: directory.path + "/weak", unlock: .passphrase(SecretBytes(utf8: "pw")), iterations: 99_999)
         }
     }
 
@@ -142,7 +142,7 @@ import Testing
         await #expect(throws: VaultError(.wrongKey, "")) { try await TokenVault(path: path, unlock: .key(SecretBytes([1]))).list() }
 
         let phrasePath = directory.path + "/phrase.skv"
-        try TokenVault.create(at: phrasePath, unlock: .passphrase(SecretBytes(utf8: "correct horse")))
+        try TokenVault.createSync(at: phrasePath, unlock: .passphrase(SecretBytes(utf8: "correct horse")))
         await #expect(throws: VaultError(.wrongKey, "")) { try await TokenVault(path: phrasePath, unlock: .passphrase(SecretBytes(utf8: "correct horsf"))).list() }
         await #expect(throws: VaultError(.wrongKey, "")) { try await TokenVault(path: phrasePath, unlock: .key(key)).list() }
         #expect(try await TokenVault(path: phrasePath, unlock: .passphrase(SecretBytes(utf8: "correct horse"))).list().isEmpty)
@@ -191,7 +191,7 @@ import Testing
         #expect(older.count == newer.count)
 
         let otherPath = directory.path + "/other.skv"
-        let other = try TokenVault.create(at: otherPath, unlock: .key(key), clock: clock.clock)
+        let other = try TokenVault.createSync(at: otherPath, unlock: .key(key), clock: clock.clock)
         try await other.put(entry("one", secret: "other-secret"))
         try await other.put(entry("one", secret: "other-secret"))
         let foreign = [UInt8](try Data(contentsOf: URL(fileURLWithPath: otherPath)))
@@ -269,7 +269,7 @@ import Testing
         let vault = try makeVault()
         let holder = try #require(try FileLock.acquire(path + ".lock", timeout: 1))
         defer { holder.release() }
-        let impatient = TokenVault(path: path, unlock: .key(key), lockTimeout: 0.2)
+        let impatient = TokenVault(path: path, unlock: .key(key), lockTimeout: .milliseconds(200))
         #expect(throws: VaultError(.lockTimeout, "")) { try impatient.putSync(entry("x")) }
         // Reads take no lock.
         #expect(try vault.contents().count == 0)

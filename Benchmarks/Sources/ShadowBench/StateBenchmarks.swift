@@ -31,7 +31,7 @@ enum StateBenchmarks {
         // 1. A transition in the store, beside a vault put into a vault of the same
         // file size (the write the store builds on) and the event fold alone.
         let path = directory + "/users.skv"
-        let vault = try TokenVault.create(at: path, unlock: .key(key))
+        let vault = try await TokenVault.create(at: path, unlock: .key(key))
         let store = VaultCredentialStore(vault: vault)
         let start: Int64 = 1_700_000_000_000
         _ = try await store.apply(try (0..<users).map {
@@ -39,7 +39,7 @@ enum StateBenchmarks {
         })
         let fileBytes = try Data(contentsOf: URL(fileURLWithPath: path)).count
         let twin = directory + "/twin.skv"
-        let twinVault = try TokenVault.create(at: twin, unlock: .key(key))
+        let twinVault = try await TokenVault.create(at: twin, unlock: .key(key))
         // Entries hold at most 1 MiB each: pad with 512 KiB pieces.
         let pieces = stride(from: 0, to: fileBytes - 200, by: 1 << 19).map { offset in
             VaultEntry(name: "padding/\(offset)", secret: SecretBytes([UInt8](repeating: 0x61, count: min(1 << 19, fileBytes - 200 - offset))))

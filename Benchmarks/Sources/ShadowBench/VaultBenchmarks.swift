@@ -19,7 +19,7 @@ enum VaultBenchmarks {
 
         // 1. `vault get` with a key file, per process, beside the start-up floor and age decrypting a token.
         let small = directory + "/small.skv"
-        let vault = try TokenVault.create(at: small, unlock: .key(key))
+        let vault = try await TokenVault.create(at: small, unlock: .key(key))
         for index in 0..<20 { try await vault.put(entry(index)) }
         let environment = ProcessInfo.processInfo.environment.map { "\($0.key)=\($0.value)" }
         var commands: [(String, [String])] = [
@@ -49,7 +49,7 @@ enum VaultBenchmarks {
         // nothing is cached.
         let phrasePath = directory + "/phrase.skv"
         let passphrase = SecretBytes(utf8: "correct horse battery staple")
-        let phraseVault = try TokenVault.create(at: phrasePath, unlock: .passphrase(passphrase))
+        let phraseVault = try await TokenVault.create(at: phrasePath, unlock: .passphrase(passphrase))
         for index in 0..<20 { try await phraseVault.put(entry(index)) }
         let salt = (0..<16).map { UInt8($0) }
         let unlock = try await Harness.sampleAsync([
@@ -66,7 +66,7 @@ enum VaultBenchmarks {
         // contender does the same file and cipher work without the entries: read, open, seal the same
         // plaintext size, write atomically.
         let large = directory + "/large.skv"
-        let largeVault = try TokenVault.create(at: large, unlock: .key(key))
+        let largeVault = try await TokenVault.create(at: large, unlock: .key(key))
         try await largeVault.put(contentsOf: (0..<10_000).map(entry))
         let fileBytes = try Data(contentsOf: URL(fileURLWithPath: large))
         let bodyKey = SymmetricKey(size: .bits256)

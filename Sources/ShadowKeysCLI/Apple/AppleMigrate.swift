@@ -11,7 +11,7 @@ import ShadowJOSE
 import ShadowJWKS
 
 extension AppleCommand {
-    struct Migrate: AsyncParsableCommand {
+    struct Migrate: AsyncParsableCommand, QuietCommand {
         static let configuration = CommandConfiguration(
             commandName: "migrate",
             abstract: "User migration for app transfers: --sub S --target TEAM gives the transfer_sub (sending team); --transfer-sub T gives the new sub (receiving team).")
@@ -21,6 +21,8 @@ extension AppleCommand {
         @Option(help: "The receiving team's Team ID.") var target: String?
         @Option(name: .customLong("transfer-sub"), help: "A transfer_sub received from the sending team.") var transferSub: String?
         @Flag(help: "Print compact JSON.") var json = false
+
+        @Flag(name: .shortAndLong, help: "Print no warnings on stderr.") var quiet = false
 
         func validate() throws {
             switch (sub, target, transferSub) {

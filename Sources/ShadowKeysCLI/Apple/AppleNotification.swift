@@ -11,7 +11,7 @@ import ShadowJOSE
 import ShadowJWKS
 
 extension AppleCommand {
-    struct Notification: AsyncParsableCommand {
+    struct Notification: AsyncParsableCommand, QuietCommand {
         static let configuration = CommandConfiguration(
             commandName: "notification",
             abstract: "Verify a server-to-server notification body from stdin and print the event.",
@@ -21,6 +21,8 @@ extension AppleCommand {
         @Option(help: "Verify as of this time: epoch seconds or RFC 3339.") var now: String?
         @Option(help: "Allowed clock skew, seconds.") var leeway: Double = 60
         @Flag(help: "Print compact JSON.") var json = false
+
+        @Flag(name: .shortAndLong, help: "Print no warnings on stderr.") var quiet = false
 
         func validate() throws {
             guard !audiences.isEmpty else { throw ValidationError("give the client IDs the notification may be for with --aud") }
@@ -33,7 +35,7 @@ extension AppleCommand {
         func run() async throws {
             try await reportingFailures(json: json) {
                 let notification = try await readNotification(keySource: keySource, audiences: audiences, leeway: leeway, now: now)
-                if !notification.isKnownType { Console.err("shadow-keys: warning: unknown notification type \(notification.rawType.quotedForMessage)") }
+                if !notification.isKnownType { Console.warn("unknown notification type \(notification.rawType.quotedForMessage)") }
                 Console.out(JSONValue.object(notification.json).serializedForTerminal(pretty: !json))
             }
         }

@@ -11,13 +11,15 @@ import ShadowJOSE
 import ShadowJWKS
 
 extension AppleCommand {
-    struct Refresh: AsyncParsableCommand {
+    struct Refresh: AsyncParsableCommand, QuietCommand {
         static let configuration = CommandConfiguration(commandName: "refresh", abstract: "Validate a refresh token with Apple (about once a day per token at most).")
         @OptionGroup var credentials: ClientSecretOptions
         @OptionGroup var endpoint: AppleEndpointOptions
         @OptionGroup var token: BearerTokenOptions
         @Flag(help: "Print compact JSON.") var json = false
 
+
+        @Flag(name: .shortAndLong, help: "Print no warnings on stderr.") var quiet = false
 
         func run() async throws {
             try await reportingFailures(json: json) {

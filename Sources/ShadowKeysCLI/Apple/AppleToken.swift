@@ -11,7 +11,7 @@ import ShadowJOSE
 import ShadowJWKS
 
 extension AppleCommand {
-    struct Token: AsyncParsableCommand {
+    struct Token: AsyncParsableCommand, QuietCommand {
         static let configuration = CommandConfiguration(commandName: "token", abstract: "Exchange an authorization code for tokens; the id_token is verified.")
         @OptionGroup var credentials: ClientSecretOptions
         @OptionGroup var endpoint: AppleEndpointOptions
@@ -19,6 +19,8 @@ extension AppleCommand {
         @Option(name: .customLong("redirect-uri"), help: "The redirect URI used in the authorization request (web sign-in).") var redirectURI: String?
         @OptionGroup var nonce: NonceOptions
         @Flag(help: "Print compact JSON.") var json = false
+
+        @Flag(name: .shortAndLong, help: "Print no warnings on stderr.") var quiet = false
 
         func validate() throws {
             // Apple's rule accepts the raw nonce or its SHA-256 hex: give the raw one.

@@ -9,11 +9,13 @@ import ShadowJOSE
 import ShadowJWKS
 
 extension JWKSCommand {
-    struct Clear: AsyncParsableCommand {
+    struct Clear: AsyncParsableCommand, QuietCommand {
         static let configuration = CommandConfiguration(commandName: "clear", abstract: "Delete cached JWK Sets: one URL's, or all of them.")
 
         @Argument(help: "The URL whose cache to delete; without it, every cached key set.")
         var url: String?
+
+        @Flag(name: .shortAndLong, help: "Print no warnings on stderr.") var quiet = false
 
         func run() async throws {
             try await reportingFailures(json: false) {

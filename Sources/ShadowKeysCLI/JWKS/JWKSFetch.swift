@@ -9,7 +9,7 @@ import ShadowJOSE
 import ShadowJWKS
 
 extension JWKSCommand {
-    struct Fetch: AsyncParsableCommand {
+    struct Fetch: AsyncParsableCommand, QuietCommand {
         static let configuration = CommandConfiguration(
             commandName: "fetch",
             abstract: "Fetch a JWK Set now (conditionally) into the on-disk cache.",
@@ -23,6 +23,8 @@ extension JWKSCommand {
 
         @Flag(help: "Print JSON.")
         var json = false
+
+        @Flag(name: .shortAndLong, help: "Print no warnings on stderr.") var quiet = false
 
         func validate() throws {
             try network.check(url, option: "URL")

@@ -3,7 +3,7 @@ import ShadowCore
 import ShadowJOSE
 
 extension JWKSCommand {
-    struct FromKey: AsyncParsableCommand {
+    struct FromKey: AsyncParsableCommand, QuietCommand {
         static let configuration = CommandConfiguration(
             commandName: "from-key",
             abstract: "Print the public JWK Set of a key file (PEM, .p8 or JWK; private or public).",
@@ -14,6 +14,8 @@ extension JWKSCommand {
 
         @Option(help: "The kid to give the key. Default: its RFC 7638 thumbprint.")
         var kid: String?
+
+        @Flag(name: .shortAndLong, help: "Print no warnings on stderr.") var quiet = false
 
         func validate() throws {
             if let kid, kid.isEmpty || kid.utf8.count > 256 { throw ValidationError("--kid: 1 to 256 bytes") }

@@ -9,7 +9,7 @@ import ShadowJOSE
 import ShadowJWKS
 
 extension JWKSCommand {
-    struct Show: AsyncParsableCommand {
+    struct Show: AsyncParsableCommand, QuietCommand {
         static let configuration = CommandConfiguration(
             commandName: "show",
             abstract: "Show a cached (URL) or local (FILE) JWK Set: kids, types, algorithms, RFC 7638 thumbprints, age and TTL.",
@@ -21,6 +21,8 @@ extension JWKSCommand {
 
         @Flag(help: "Print JSON.")
         var json = false
+
+        @Flag(name: .shortAndLong, help: "Print no warnings on stderr.") var quiet = false
 
         func run() async throws {
             try await reportingFailures(json: json) {

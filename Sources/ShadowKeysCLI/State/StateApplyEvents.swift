@@ -3,7 +3,7 @@ import ShadowCore
 import ShadowCredentials
 
 extension StateCommand {
-    struct ApplyEvents: AsyncParsableCommand {
+    struct ApplyEvents: AsyncParsableCommand, QuietCommand {
         static let configuration = CommandConfiguration(
             commandName: "apply-events",
             abstract: "Apply a JSON-lines backlog of events, in batches.",
@@ -19,7 +19,7 @@ extension StateCommand {
         @Option(name: .customLong("batch-size"), help: "Events per transaction (1 to 10000).") var batchSize = 1000
         @OptionGroup var store: StoreOptions
         @Flag(help: "Print JSON.") var json = false
-        @Flag(name: .shortAndLong, help: "Draw no progress bar.") var quiet = false
+        @Flag(name: .shortAndLong, help: "Print no warnings and draw no progress bar.") var quiet = false
 
         /// The largest backlog read: 1 GiB.
         static let maxInputBytes = 1 << 30
@@ -33,7 +33,7 @@ extension StateCommand {
         func run() async throws {
             try await reportingFailures(json: json) {
                 let events = try Self.parse(try readInput(input, limit: Self.maxInputBytes, what: "the events"))
-                let progress = Progress(verb: "applying", events: events.count, quiet: quiet || json)
+                let progress = Progress(verb: "applying", events: events.count, wanted: !json)
                 var changed = 0
                 try await store.withStore(create: true) { store in
                     var done = 0

@@ -10,7 +10,7 @@ import ShadowCredentials
 import ShadowJOSE
 
 extension StateCommand {
-    struct ApplyNotification: AsyncParsableCommand {
+    struct ApplyNotification: AsyncParsableCommand, QuietCommand {
         static let configuration = CommandConfiguration(
             commandName: "apply-notification",
             abstract: "Verify a server-to-server notification body from stdin and apply its event.",
@@ -26,6 +26,8 @@ extension StateCommand {
         @Flag(help: "Print JSON.") var json = false
 
         var acceptedAudiences: [String] { audiences.isEmpty ? clientID.map { [$0] } ?? [] : audiences }
+
+        @Flag(name: .shortAndLong, help: "Print no warnings on stderr.") var quiet = false
 
         func validate() throws {
             try store.requireKey()
@@ -43,7 +45,7 @@ extension StateCommand {
             try await reportingFailures(json: json) {
                 let notification = try await readNotification(keySource: keySource, audiences: acceptedAudiences, leeway: leeway, now: now)
                 guard let event = try CredentialEvent.notification(notification, clientID: clientID ?? notification.audience) else {
-                    Console.err("shadow-keys: warning: unknown notification type \(notification.rawType.quotedForMessage); nothing applied")
+                    Console.warn("unknown notification type \(notification.rawType.quotedForMessage); nothing applied")
                     printChanges([], json: json)
                     return
                 }

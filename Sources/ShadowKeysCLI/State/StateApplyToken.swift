@@ -10,7 +10,7 @@ import ShadowCredentials
 import ShadowJOSE
 
 extension StateCommand {
-    struct ApplyToken: AsyncParsableCommand {
+    struct ApplyToken: AsyncParsableCommand, QuietCommand {
         static let configuration = CommandConfiguration(
             commandName: "apply-token",
             abstract: "Verify a Sign in with Apple identity token and record the sign-in (and any transfer_sub).",
@@ -46,7 +46,7 @@ extension StateCommand {
 
         func run() async throws {
             try await reportingFailures(json: json) {
-                let raw = try token.read(quiet: quiet)
+                let raw = try token.read()
                 let identity = try await appleOptions.appleValidator().validate(raw, keys: keySource.keys(default: Apple.keysURL))
                 let client = clientID ?? identity.audience
                 let events = try CredentialEvent.signIn(identity, rawToken: raw, clientID: client)

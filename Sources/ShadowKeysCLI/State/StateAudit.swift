@@ -10,7 +10,7 @@ import ShadowCredentials
 import ShadowJOSE
 
 extension StateCommand {
-    struct Audit: AsyncParsableCommand {
+    struct Audit: AsyncParsableCommand, QuietCommand {
         static let configuration = CommandConfiguration(
             commandName: "audit",
             abstract: "Check the audit log's hash chain against the vault (--verify), or print its entries as JSON lines.",
@@ -18,6 +18,8 @@ extension StateCommand {
         @Flag(help: "Check the chain and print a summary instead of the entries.") var verify = false
         @OptionGroup var store: StoreOptions
         @Flag(help: "Print JSON.") var json = false
+
+        @Flag(name: .shortAndLong, help: "Print no warnings on stderr.") var quiet = false
 
         func validate() throws { try store.requireKey() }
 
@@ -39,7 +41,7 @@ extension StateCommand {
                     Console.out("audit log intact: \(report.entries) entries")
                 }
                 if report.uncommitted > 0 || report.partialTail {
-                    Console.err("shadow-keys: note: the log ends with \(report.uncommitted) uncommitted line(s)\(report.partialTail ? " and a partial line" : "") from an interrupted write; they never took effect and the next write drops them")
+                    Console.note("note: the log ends with \(report.uncommitted) uncommitted line(s)\(report.partialTail ? " and a partial line" : "") from an interrupted write; they never took effect and the next write drops them")
                 }
             }
         }

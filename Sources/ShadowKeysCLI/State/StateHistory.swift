@@ -10,9 +10,11 @@ import ShadowCredentials
 import ShadowJOSE
 
 extension StateCommand {
-    struct History: AsyncParsableCommand {
+    struct History: AsyncParsableCommand, QuietCommand {
         static let configuration = CommandConfiguration(commandName: "history", abstract: "Print a user's transitions from the audit log (checking the log's chain first).")
         @OptionGroup var query: UserQueryOptions
+
+        @Flag(name: .shortAndLong, help: "Print no warnings on stderr.") var quiet = false
 
         func run() async throws {
             try await reportingFailures(json: query.json) {
@@ -21,7 +23,7 @@ extension StateCommand {
                     Console.json(["client_id": .string(query.user.clientID), "sub": .string(query.user.subject), "entries": .array(entries.map { .object(auditJSON($0)) })])
                     return
                 }
-                if entries.isEmpty { Console.err("shadow-keys: no transitions recorded for \(query.user.subject.quotedForMessage)") }
+                if entries.isEmpty { Console.note("no transitions recorded for \(query.user.subject.quotedForMessage)") }
                 for entry in entries {
                     Console.out("\(Timestamp.rfc3339(millisecondsToDate(entry.eventTimeMilliseconds)))  \(entry.old) -> \(entry.new)  \(entry.cause.rawValue)  \(entry.eventID.terminalSafe)")
                 }

@@ -11,7 +11,7 @@ import ShadowSQLite
 import ShadowVault
 
 extension StateCommand {
-    struct Migrate: AsyncParsableCommand {
+    struct Migrate: AsyncParsableCommand, QuietCommand {
         static let configuration = CommandConfiguration(
             commandName: "migrate",
             abstract: "Move a vault's credential state and audit log into a new SQLite or PostgreSQL store.",
@@ -24,6 +24,8 @@ extension StateCommand {
         @Option(help: "The new store: sqlite:PATH or postgres://…") var to: String
         @OptionGroup var vault: VaultOptions
         @Flag(help: "Print JSON.") var json = false
+
+        @Flag(name: .shortAndLong, help: "Print no warnings on stderr.") var quiet = false
 
         func validate() throws {
             guard case .vault = try StoreLocation(parsing: from, option: "--from") else { throw ValidationError("--from: a vault (vault:PATH)") }
@@ -38,10 +40,10 @@ extension StateCommand {
                 var options = vault
                 options.explicitPath = path
                 let unlock = try options.unlock()
-                let source = VaultCredentialStore(vault: TokenVault(path: path, unlock: unlock, lockTimeout: vault.lockTimeout))
+                let source = VaultCredentialStore(vault: TokenVault(path: path, unlock: unlock, lockTimeout: .seconds(vault.lockTimeout)))
                 let report: MigrationReport
                 switch try StoreLocation(parsing: to, option: "--to") {
-                case .sqlite(let target): report = try await SQLiteCredentialStore.migrate(from: source, toPath: target, unlock: unlock, lockTimeout: vault.lockTimeout)
+                case .sqlite(let target): report = try await SQLiteCredentialStore.migrate(from: source, toPath: target, unlock: unlock, lockTimeout: .seconds(vault.lockTimeout))
                 case .postgres(let location): report = try await PostgresCredentialStore.migrate(from: source, to: location, unlock: unlock)
                 case .vault: return
                 }
@@ -54,13 +56,15 @@ extension StateCommand {
         }
     }
 
-    struct MigrateSchema: AsyncParsableCommand {
+    struct MigrateSchema: AsyncParsableCommand, QuietCommand {
         static let configuration = CommandConfiguration(
             commandName: "migrate-schema",
             abstract: "Bring a SQLite or PostgreSQL store's schema up to date (stores also do this when they open).",
             discussion: "Needs no key. Safe to run from several hosts at once: migrations run under a lock.")
         @Option(help: "The store: sqlite:PATH or postgres://… (default: $SHADOW_KEYS_STATE_STORE).") var store: String?
         @Flag(help: "Print JSON.") var json = false
+
+        @Flag(name: .shortAndLong, help: "Print no warnings on stderr.") var quiet = false
 
         func run() async throws {
             try await reportingFailures(json: json) {

@@ -10,7 +10,7 @@ import ShadowCredentials
 import ShadowJOSE
 
 extension StateCommand {
-    struct RecordMigration: AsyncParsableCommand {
+    struct RecordMigration: AsyncParsableCommand, QuietCommand {
         static let configuration = CommandConfiguration(
             commandName: "record-migration",
             abstract: "Record an app-transfer migration result: the subject --from is now --to.")
@@ -20,6 +20,8 @@ extension StateCommand {
         @Option(help: "When the migration happened: epoch seconds or RFC 3339. Default: now.") var at: String?
         @OptionGroup var store: StoreOptions
         @Flag(help: "Print JSON.") var json = false
+
+        @Flag(name: .shortAndLong, help: "Print no warnings on stderr.") var quiet = false
 
         func validate() throws {
             try store.requireKey()

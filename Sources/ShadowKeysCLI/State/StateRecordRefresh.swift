@@ -10,7 +10,7 @@ import ShadowCredentials
 import ShadowJOSE
 
 extension StateCommand {
-    struct RecordRefresh: AsyncParsableCommand {
+    struct RecordRefresh: AsyncParsableCommand, QuietCommand {
         static let configuration = CommandConfiguration(
             commandName: "record-refresh",
             abstract: "Record the result of validating a user's refresh token: ok, or Apple's invalid_grant (a revocation).")
@@ -19,6 +19,8 @@ extension StateCommand {
         @Option(help: "When Apple answered: epoch seconds or RFC 3339. Default: now.") var at: String?
         @OptionGroup var store: StoreOptions
         @Flag(help: "Print JSON.") var json = false
+
+        @Flag(name: .shortAndLong, help: "Print no warnings on stderr.") var quiet = false
 
         func validate() throws {
             try store.requireKey()

@@ -10,9 +10,11 @@ import ShadowCredentials
 import ShadowJOSE
 
 extension StateCommand {
-    struct Show: AsyncParsableCommand {
+    struct Show: AsyncParsableCommand, QuietCommand {
         static let configuration = CommandConfiguration(commandName: "show", abstract: "Print a user's state, since when, its cause and any linked subject.")
         @OptionGroup var query: UserQueryOptions
+
+        @Flag(name: .shortAndLong, help: "Print no warnings on stderr.") var quiet = false
 
         func run() async throws {
             try await reportingFailures(json: query.json) {

@@ -101,10 +101,10 @@ struct StoreOptions: ParsableArguments {
             return VaultCredentialStore(vault: try options.open())
         case .sqlite(let path):
             if let (_, mode) = try? Files.ownerAndMode(path), mode & 0o077 != 0 {
-                Console.err("shadow-keys: warning: the state database \(path.quotedForMessage) is open to other users (mode \(String(mode & 0o777, radix: 8))); chmod 600 it")
+                Console.warn("the state database \(path.quotedForMessage) is open to other users (mode \(String(mode & 0o777, radix: 8))); chmod 600 it")
             }
             return try await SQLiteCredentialStore.open(path: path, unlock: try vault.unlock(confirm: create && !FileManager.default.fileExists(atPath: path)),
-                                                        create: create, lockTimeout: vault.lockTimeout)
+                                                        create: create, lockTimeout: .seconds(vault.lockTimeout))
         case .postgres(let location):
             return try await PostgresCredentialStore.connect(location, unlock: try vault.unlock(), connectTimeout: .seconds(10), retryFor: .seconds(vault.lockTimeout))
         }

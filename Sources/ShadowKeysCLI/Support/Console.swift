@@ -5,9 +5,27 @@ import Glibc
 #endif
 import ArgumentParser
 import ShadowCore
+import Synchronization
 
 /// Unbuffered writes to stdout and stderr, and reading of bounded inputs.
 enum Console {
+    /// Set from the command's `-q/--quiet` before it runs: no warnings and no progress on stderr.
+    private static let quiet = Atomic(false)
+
+    static var isQuiet: Bool { quiet.load(ordering: .relaxed) }
+
+    static func setQuiet(_ on: Bool) { quiet.store(on, ordering: .relaxed) }
+
+    /// Writes `shadow-keys: warning: text` to stderr, unless `--quiet` was given.
+    static func warn(_ text: String) {
+        if !isQuiet { err("shadow-keys: warning: " + text) }
+    }
+
+    /// Writes `shadow-keys: text` to stderr (what was done, for a person), unless `--quiet` was given.
+    static func note(_ text: String) {
+        if !isQuiet { err("shadow-keys: " + text) }
+    }
+
     /// Writes `text` and a newline to stdout.
     static func out(_ text: String) { write(1, text + "\n") }
 
@@ -51,4 +69,10 @@ enum Console {
         return CommandLine.arguments.first
         #endif
     }
+}
+
+/// Every leaf command takes `-q/--quiet` (Docs/cli.md): warnings and progress bars are then not
+/// written; errors always are.
+protocol QuietCommand: ParsableCommand {
+    var quiet: Bool { get }
 }

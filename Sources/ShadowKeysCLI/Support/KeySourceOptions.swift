@@ -48,7 +48,7 @@ func keySetProvider(url: String, network: NetworkOptions, offline: Bool) throws 
     configuration.allowLoopbackHTTP = network.allowHTTPLoopback
     var store: FileKeySetStore? = FileKeySetStore(url: url, directory: try cacheDirectory())
     if let problem = store?.directoryProblem {
-        Console.err("shadow-keys: warning: not using the key-set cache: \(problem)")
+        Console.warn("not using the key-set cache: \(problem)")
         store = nil
     }
     do {

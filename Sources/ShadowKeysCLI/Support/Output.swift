@@ -31,7 +31,7 @@ struct InputFile {
     func close() { if fd > 0 { _ = Glibc.close(fd) } }
 }
 
-/// Progress on stderr for large inputs, only when stderr is a terminal.
+/// Progress on stderr for large inputs, only when stderr is a terminal and `--quiet` is not given.
 final class Progress {
     private let total: Int
     private let verb: String
@@ -44,15 +44,15 @@ final class Progress {
         self.verb = verb
         self.total = total ?? 0
         events = false
-        enabled = isatty(2) == 1 && (total ?? 0) >= 16 << 20
+        enabled = isatty(2) == 1 && !Console.isQuiet && (total ?? 0) >= 16 << 20
     }
 
     /// Events: drawn for more than one batch.
-    init(verb: String, events total: Int, quiet: Bool) {
+    init(verb: String, events total: Int, wanted: Bool = true) {
         self.verb = verb
         self.total = total
         events = true
-        enabled = isatty(2) == 1 && !quiet && total > 1000
+        enabled = wanted && isatty(2) == 1 && !Console.isQuiet && total > 1000
     }
 
     func update(_ done: Int) {

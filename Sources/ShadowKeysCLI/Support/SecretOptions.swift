@@ -140,7 +140,7 @@ struct NewKeyOptions: ParsableArguments {
 
 /// `TOKEN|-`, `--token-file F`, `--token-env VAR`: a JWT. With none of them and stdin not a
 /// terminal, the token is read from stdin; one given as an argument draws a warning (it is
-/// visible in `ps`) unless `quiet`.
+/// visible in `ps`) unless `--quiet` is given.
 struct TokenOptions: ParsableArguments {
     @Argument(help: "The token, or '-' to read it from stdin (also the default when stdin is not a terminal).")
     var token: String?
@@ -178,9 +178,9 @@ struct TokenOptions: ParsableArguments {
     var usesStdin: Bool { input.usesStdin }
 
     /// The token text, surrounding whitespace removed.
-    func read(quiet: Bool) throws -> String {
-        if case .argument = input.origin, !quiet {
-            Console.err("shadow-keys: warning: a token on the command line is visible to other users (ps); prefer '-', --token-file or --token-env (--quiet silences this)")
+    func read() throws -> String {
+        if case .argument = input.origin {
+            Console.warn("a token on the command line is visible to other users (ps); prefer '-', --token-file or --token-env (--quiet silences this)")
         }
         return try input.text(limit: Self.readLimit, oversize: .malformedToken, trimmingWhitespace: true)
     }

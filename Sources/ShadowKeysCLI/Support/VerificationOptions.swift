@@ -102,7 +102,7 @@ struct NonceOptions: ParsableArguments {
     func value() throws -> String? {
         guard let input = try input() else { return nil }
         if case .argument = input.origin {
-            Console.err("shadow-keys: warning: a nonce on the command line is visible to other users (ps); prefer --nonce-file or --nonce-env")
+            Console.warn("a nonce on the command line is visible to other users (ps); prefer --nonce-file or --nonce-env")
         }
         return try input.text()
     }

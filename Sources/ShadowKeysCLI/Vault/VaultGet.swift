@@ -9,7 +9,7 @@ import ShadowCrypto
 import ShadowVault
 
 extension VaultCommand {
-    struct Get: AsyncParsableCommand {
+    struct Get: AsyncParsableCommand, QuietCommand {
         static let configuration = CommandConfiguration(
             commandName: "get",
             abstract: "Print the secret stored under NAME (or with --json, the whole entry).",
@@ -27,13 +27,15 @@ extension VaultCommand {
         @Flag(help: "Print the entry as JSON, secret included.")
         var json = false
 
+        @Flag(name: .shortAndLong, help: "Print no warnings on stderr.") var quiet = false
+
         func validate() throws { try vault.requireKey() }
 
         func run() async throws {
             try await reportingFailures(json: json) {
                 let entry = try vault.open().entrySync(named: name)
                 if entry.expired, let expiresAt = entry.expiresAt {
-                    Console.err("shadow-keys: warning: the entry \(name.quotedForMessage) expired at \(Timestamp.rfc3339(expiresAt))")
+                    Console.warn("the entry \(name.quotedForMessage) expired at \(Timestamp.rfc3339(expiresAt))")
                 }
                 if json {
                     var object = entryJSON(entry, expired: entry.expired)

@@ -9,7 +9,7 @@ import ShadowCrypto
 import ShadowVault
 
 extension VaultCommand {
-    struct Info: AsyncParsableCommand {
+    struct Info: AsyncParsableCommand, QuietCommand {
         static let configuration = CommandConfiguration(
             commandName: "info",
             abstract: "Show the vault's format version, KDF parameters, generation and, given the key, its entry count.",
@@ -20,6 +20,8 @@ extension VaultCommand {
 
         @Flag(help: "Print JSON.")
         var json = false
+
+        @Flag(name: .shortAndLong, help: "Print no warnings on stderr.") var quiet = false
 
         func validate() throws { try vault.requirePath() }
 
@@ -33,7 +35,7 @@ extension VaultCommand {
                     entries = contents.count
                     generation = contents.generation
                 } else {
-                    for warning in TokenVault.permissionWarnings(path: vault.path) { Console.err("shadow-keys: warning: \(warning)") }
+                    for warning in TokenVault.permissionWarnings(path: vault.path) { Console.warn("\(warning)") }
                 }
                 let object: JSONObject = [
                     "vault": .string(vault.path), "format_version": .int(Int64(header.version)), "key_kind": .string(header.keyKind),

@@ -9,7 +9,7 @@ import ShadowCrypto
 import ShadowVault
 
 extension VaultCommand {
-    struct Init: AsyncParsableCommand {
+    struct Init: AsyncParsableCommand, QuietCommand {
         static let configuration = CommandConfiguration(commandName: "init", abstract: "Create an empty vault (folder 0700, file 0600).")
 
         @OptionGroup var vault: VaultOptions
@@ -22,6 +22,8 @@ extension VaultCommand {
 
         @Flag(help: "Print JSON.")
         var json = false
+
+        @Flag(name: .shortAndLong, help: "Print no warnings on stderr.") var quiet = false
 
         func validate() throws {
             if newKey != nil {
@@ -40,19 +42,19 @@ extension VaultCommand {
                     // The vault must not exist yet: check before making a key nobody needs.
                     guard !FileManager.default.fileExists(atPath: vault.path) else { throw CLIError(.failure, code: "vault_exists", "the vault \(vault.path.terminalSafe) exists already; it was left untouched") }
                     try writeNewKey(to: newKey)
-                    Console.err("shadow-keys: wrote a new 256-bit key to \(newKey.terminalSafe) (mode 0600)")
+                    Console.note("wrote a new 256-bit key to \(newKey.terminalSafe) (mode 0600)")
                     unlock = try KeyInput.key(SecretInput(origin: .file(newKey), what: "key")).vaultUnlock()
                 } else {
                     unlock = try vault.unlock(confirm: true)
                 }
-                try TokenVault.create(at: vault.path, unlock: unlock, iterations: iterations)
+                try await TokenVault.create(at: vault.path, unlock: unlock, iterations: iterations)
                 // An existing folder keeps its mode: say so when others can get at the new vault.
-                for warning in TokenVault.permissionWarnings(path: vault.path) { Console.err("shadow-keys: warning: \(warning)") }
+                for warning in TokenVault.permissionWarnings(path: vault.path) { Console.warn("\(warning)") }
                 let info = try TokenVault.headerInfo(path: vault.path)
                 if json {
                     Console.json(["created": true, "vault": .string(vault.path), "vault_id": .string(info.vaultID)])
                 } else {
-                    Console.err("shadow-keys: created the vault \(vault.path)")
+                    Console.note("created the vault \(vault.path)")
                 }
             }
         }

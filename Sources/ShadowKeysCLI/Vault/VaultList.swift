@@ -9,13 +9,15 @@ import ShadowCrypto
 import ShadowVault
 
 extension VaultCommand {
-    struct List: AsyncParsableCommand {
+    struct List: AsyncParsableCommand, QuietCommand {
         static let configuration = CommandConfiguration(commandName: "list", abstract: "List entries and their metadata; never secrets.")
 
         @OptionGroup var vault: VaultOptions
 
         @Flag(help: "Print JSON.")
         var json = false
+
+        @Flag(name: .shortAndLong, help: "Print no warnings on stderr.") var quiet = false
 
         func validate() throws { try vault.requireKey() }
 

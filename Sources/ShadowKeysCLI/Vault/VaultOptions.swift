@@ -69,8 +69,8 @@ struct VaultOptions: ParsableArguments {
 
     /// A handle on the vault, after warning about loose permissions.
     func open() throws -> TokenVault {
-        for warning in TokenVault.permissionWarnings(path: path) { Console.err("shadow-keys: warning: \(warning)") }
-        return TokenVault(path: path, unlock: try unlock(), lockTimeout: lockTimeout)
+        for warning in TokenVault.permissionWarnings(path: path) { Console.warn("\(warning)") }
+        return TokenVault(path: path, unlock: try unlock(), lockTimeout: .seconds(lockTimeout))
     }
 }
 

@@ -9,7 +9,7 @@ import ShadowCrypto
 import ShadowVault
 
 extension VaultCommand {
-    struct Put: AsyncParsableCommand {
+    struct Put: AsyncParsableCommand, QuietCommand {
         static let configuration = CommandConfiguration(
             commandName: "put",
             abstract: "Store a secret read from stdin under NAME, replacing any entry of that name.",
@@ -44,6 +44,8 @@ extension VaultCommand {
 
         @Flag(help: "Print JSON.")
         var json = false
+
+        @Flag(name: .shortAndLong, help: "Print no warnings on stderr.") var quiet = false
 
         func validate() throws {
             try vault.requireKey()

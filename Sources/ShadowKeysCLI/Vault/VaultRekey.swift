@@ -9,7 +9,7 @@ import ShadowCrypto
 import ShadowVault
 
 extension VaultCommand {
-    struct Rekey: AsyncParsableCommand {
+    struct Rekey: AsyncParsableCommand, QuietCommand {
         static let configuration = CommandConfiguration(
             commandName: "rekey",
             abstract: "Re-encrypt the vault under a new passphrase or key, or with more iterations, atomically.",
@@ -25,6 +25,8 @@ extension VaultCommand {
 
         @Flag(help: "Print JSON.")
         var json = false
+
+        @Flag(name: .shortAndLong, help: "Print no warnings on stderr.") var quiet = false
 
         func validate() throws {
             try vault.requireKey()
@@ -43,7 +45,7 @@ extension VaultCommand {
                 if json {
                     Console.json(["rekeyed": true, "key_kind": .string(info.keyKind), "iterations": info.iterations.map { .int(Int64($0)) } ?? .null])
                 } else {
-                    Console.err("shadow-keys: the vault is now locked with a \(info.keyKind)")
+                    Console.note("the vault is now locked with a \(info.keyKind)")
                 }
             }
         }

@@ -9,7 +9,7 @@ import ShadowCrypto
 import ShadowVault
 
 extension VaultCommand {
-    struct Remove: AsyncParsableCommand {
+    struct Remove: AsyncParsableCommand, QuietCommand {
         static let configuration = CommandConfiguration(commandName: "rm", abstract: "Delete the entry NAME (exit 32 when there is none).")
 
         @Argument(help: "The entry's name.")
@@ -19,6 +19,8 @@ extension VaultCommand {
 
         @Flag(help: "Print JSON.")
         var json = false
+
+        @Flag(name: .shortAndLong, help: "Print no warnings on stderr.") var quiet = false
 
         func validate() throws { try vault.requireKey() }
 
