@@ -59,6 +59,8 @@ let package = Package(
         .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.0"),
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.0"),
         .package(url: "https://github.com/apple/swift-http-types.git", from: "1.4.0"),
+        // `swift package generate-documentation` (a command plugin; nothing of it is linked).
+        .package(url: "https://github.com/swiftlang/swift-docc-plugin.git", from: "1.4.0"),
     ],
     targets: [
         .target(name: "ShadowCore", dependencies: [crypto], swiftSettings: strictSettings),
@@ -105,6 +107,8 @@ let package = Package(
                            .product(name: "Hummingbird", package: "hummingbird"), .product(name: "HummingbirdTesting", package: "hummingbird"),
                            .product(name: "HTTPTypes", package: "swift-http-types"), nioCore],
             swiftSettings: strictSettings),
+        // The DocC articles' examples, through `import ShadowKeys` alone, as a user writes them.
+        .testTarget(name: "ShadowKeysTests", dependencies: ["ShadowKeys", crypto, cryptoExtras], swiftSettings: strictSettings),
         .testTarget(name: "ShadowFuzzRegressionTests", dependencies: ["ShadowFuzzTargets", "ShadowTestSupport"], swiftSettings: strictSettings),
         .testTarget(name: "ShadowKeysCLITests", dependencies: ["ShadowKeysCLI", "ShadowTestSupport", "ShadowSQLite", "ShadowPostgres", "ShadowJOSE", "ShadowCore", "ShadowApple", "ShadowCrypto", "ShadowVault", "ShadowCredentials", crypto, cryptoExtras], swiftSettings: strictSettings),
     ]
