@@ -12,6 +12,7 @@ let strictSettings: [SwiftSetting] = [
 let crypto = Target.Dependency.product(name: "Crypto", package: "swift-crypto")
 let cryptoExtras = Target.Dependency.product(name: "CryptoExtras", package: "swift-crypto")
 let logging = Target.Dependency.product(name: "Logging", package: "swift-log")
+let metrics = Target.Dependency.product(name: "Metrics", package: "swift-metrics")
 let argumentParser = Target.Dependency.product(name: "ArgumentParser", package: "swift-argument-parser")
 /// AsyncHTTPClient is the HTTP client on Linux only; Apple platforms use URLSession.
 let asyncHTTPClient = Target.Dependency.product(name: "AsyncHTTPClient", package: "async-http-client", condition: .when(platforms: [.linux]))
@@ -52,6 +53,9 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-crypto.git", "4.0.0"..<"5.0.0"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.6.0"),
+        .package(url: "https://github.com/apple/swift-metrics.git", from: "2.5.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.0.0"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.6.0"),
         .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.0"),
         .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.0"),
@@ -68,7 +72,7 @@ let package = Package(
         .target(name: "ShadowJWKS", dependencies: ["ShadowCore", "ShadowJOSE", crypto, logging], swiftSettings: strictSettings),
         .target(name: "ShadowCrypto", dependencies: ["ShadowCore", crypto, cryptoExtras], swiftSettings: strictSettings),
         .target(name: "ShadowVault", dependencies: ["ShadowCore", "ShadowCrypto", crypto], swiftSettings: strictSettings),
-        .target(name: "ShadowCredentials", dependencies: ["ShadowCore", "ShadowJOSE", "ShadowJWKS", "ShadowApple", "ShadowVault", crypto, logging], swiftSettings: strictSettings),
+        .target(name: "ShadowCredentials", dependencies: ["ShadowCore", "ShadowJOSE", "ShadowJWKS", "ShadowApple", "ShadowVault", crypto, logging, metrics], swiftSettings: strictSettings),
         // SQLite through sqlite-nio (which bundles SQLite), PostgreSQL through postgres-nio.
         .target(name: "ShadowSQLite", dependencies: ["ShadowCore", "ShadowVault", "ShadowCredentials", sqliteNIO, logging, nioCore, nioPosix], swiftSettings: strictSettings),
         .target(name: "ShadowPostgres", dependencies: ["ShadowCore", "ShadowVault", "ShadowCredentials", postgresNIO, logging, nioCore, nioSSL], swiftSettings: strictSettings),
@@ -88,8 +92,9 @@ let package = Package(
         .target(name: "ShadowKeys", dependencies: ["ShadowCore", "ShadowJOSE", "ShadowJWKS", "ShadowHTTP", "ShadowApple", "ShadowCrypto", "ShadowVault", "ShadowCredentials"], swiftSettings: strictSettings),
         .executableTarget(
             name: "ShadowKeysCLI",
-            dependencies: ["ShadowCore", "ShadowJOSE", "ShadowJWKS", "ShadowHTTP", "ShadowApple", "ShadowCrypto", "ShadowVault", "ShadowCredentials", "ShadowSQLite", "ShadowPostgres", "ShadowHummingbird", "ShadowSelfTest", argumentParser, logging,
-                           .product(name: "Hummingbird", package: "hummingbird"), nioCore],
+            dependencies: ["ShadowCore", "ShadowJOSE", "ShadowJWKS", "ShadowHTTP", "ShadowApple", "ShadowCrypto", "ShadowVault", "ShadowCredentials", "ShadowSQLite", "ShadowPostgres", "ShadowHummingbird", "ShadowSelfTest", argumentParser, logging, metrics,
+                           .product(name: "Hummingbird", package: "hummingbird"), .product(name: "Prometheus", package: "swift-prometheus"),
+                           .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"), .product(name: "UnixSignals", package: "swift-service-lifecycle"), nioCore],
             swiftSettings: strictSettings
         ),
 
@@ -99,7 +104,7 @@ let package = Package(
         .testTarget(name: "ShadowJWKSTests", dependencies: ["ShadowJWKS", "ShadowHTTP", "ShadowTestSupport", "ShadowJOSE", logging, asyncHTTPClient], swiftSettings: strictSettings),
         .testTarget(name: "ShadowCryptoTests", dependencies: ["ShadowCrypto", "ShadowCore", "ShadowSelfTest", "ShadowTestSupport", crypto], swiftSettings: strictSettings),
         .testTarget(name: "ShadowVaultTests", dependencies: ["ShadowVault", "ShadowCrypto", "ShadowCore", "ShadowSelfTest", "ShadowTestSupport"], swiftSettings: strictSettings),
-        .testTarget(name: "ShadowCredentialsTests", dependencies: ["ShadowCredentials", "ShadowSQLite", "ShadowPostgres", sqliteNIO, "ShadowSelfTest", "ShadowApple", "ShadowVault", "ShadowCrypto", "ShadowJOSE", "ShadowCore", "ShadowTestSupport"], swiftSettings: strictSettings),
+        .testTarget(name: "ShadowCredentialsTests", dependencies: ["ShadowCredentials", "ShadowSQLite", "ShadowPostgres", sqliteNIO, "ShadowSelfTest", "ShadowApple", "ShadowVault", "ShadowCrypto", "ShadowJOSE", "ShadowJWKS", "ShadowHTTP", "ShadowCore", "ShadowTestSupport", crypto, logging], swiftSettings: strictSettings),
         .testTarget(name: "ShadowAppleTests", dependencies: ["ShadowApple", "ShadowJWKS", "ShadowHTTP", "ShadowCrypto", "ShadowCore", "ShadowTestSupport", "ShadowJOSE", crypto, cryptoExtras], swiftSettings: strictSettings),
         .testTarget(
             name: "ShadowHummingbirdTests",

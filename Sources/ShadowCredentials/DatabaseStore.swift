@@ -84,6 +84,14 @@ package protocol StateTransaction: Sendable {
     func tokens(rowID: [UInt8], kind: String?) async throws -> [StoredTokenRow]
     func deleteToken(rowID: [UInt8], kind: String) async throws -> Bool
     func expiredTokens(at milliseconds: Int64, limit: Int) async throws -> [StoredTokenRow]
+    /// Adds revocations; an entry already pending for the token is kept, a finished one starts over.
+    func queueRevocations(_ items: [StoredRevocation]) async throws
+    /// Up to `limit` unfinished entries due at `now`, earliest first, each made due again at
+    /// `until` with one more attempt counted; returned as they are after that update.
+    func claimRevocations(now: Int64, until: Int64, limit: Int) async throws -> [StoredRevocation]
+    /// Finishes an entry (`outcome` and `at` set), or, with both nil, makes it due at `due`.
+    func finishRevocation(rowID: [UInt8], kind: String, outcome: String?, at: Int64?, due: Int64) async throws
+    func revocationCounts() async throws -> RevocationCounts
 }
 
 /// The meta rows every database store keeps.
@@ -175,6 +183,7 @@ package final class StateEngine<Database: StateDatabase>: Sendable {
             var changes = Array(repeating: [CredentialChange](), count: batches.count)
             var dirty: Set<SubjectKey> = []
             var lines: [StoredAuditLine] = []
+            var revoking: [(rowID: [UInt8], eventMilliseconds: Int64)] = []
             for (owner, event) in items {
                 let key = SubjectKey(event)
                 let before = records[key] ?? CredentialRecord()
@@ -185,6 +194,9 @@ package final class StateEngine<Database: StateDatabase>: Sendable {
                 guard record != before else { continue }
                 records[key] = record
                 dirty.insert(key)
+                if event.kind == .accountDeleted || event.kind == .consentRevoked {
+                    revoking.append((rowIDs[key]!, event.timeMilliseconds))
+                }
                 guard change.isTransition else { continue }
                 let subject = rowIDs[key]!
                 let linked = event.linkedSubject.map { keys.rowID(clientID: event.clientID, subject: $0) }
@@ -210,6 +222,8 @@ package final class StateEngine<Database: StateDatabase>: Sendable {
                 for chunk in lines.chunked(200) { try await transaction.appendAudit(Array(chunk)) }
                 try await transaction.setMeta(MetaName.auditHead, keys.encodeHead(count: count, chain: chain))
             }
+            // In the same transaction: a recorded deletion or revocation always has its tokens queued.
+            if !revoking.isEmpty { try await self.queueRevocations(revoking, now: recordedAt, in: transaction) }
             return changes
         }
     }
@@ -322,6 +336,9 @@ package protocol StateEngineAPI: Sendable {
     func tokens(clientID: String, subject: String, kind: ServerToken.Kind?) async throws -> [ServerToken]
     func deleteToken(clientID: String, subject: String, kind: ServerToken.Kind) async throws -> Bool
     func expiredTokens(at time: Date, limit: Int) async throws -> [ServerToken]
+    func dueRevocations(limit: Int, lease: Duration) async throws -> [PendingRevocation]
+    func completeRevocation(_ revocation: PendingRevocation, _ result: RevocationResult) async throws
+    func revocationCounts() async throws -> RevocationCounts
 }
 
 extension StateEngine: StateEngineAPI {}
@@ -334,7 +351,7 @@ public struct StoreEngine: Sendable {
 
 /// A store over a database (``SQLiteCredentialStore``, ``PostgresCredentialStore``): credential
 /// state with its audit chain, and server tokens, all through one engine.
-public protocol DatabaseCredentialStore: AuditedCredentialStore, ServerTokenStore {
+public protocol DatabaseCredentialStore: AuditedCredentialStore, ServerTokenStore, RevocationQueue {
     /// The store's engine.
     var engine: StoreEngine { get }
     /// Closes the database connections.
@@ -360,6 +377,12 @@ extension DatabaseCredentialStore {
         try await engine.api.deleteToken(clientID: clientID, subject: subject, kind: kind)
     }
     public func expiredTokens(at time: Date, limit: Int) async throws -> [ServerToken] { try await engine.api.expiredTokens(at: time, limit: limit) }
+
+    public func dueRevocations(limit: Int, lease: Duration) async throws -> [PendingRevocation] { try await engine.api.dueRevocations(limit: limit, lease: lease) }
+    public func completeRevocation(_ revocation: PendingRevocation, _ result: RevocationResult) async throws {
+        try await engine.api.completeRevocation(revocation, result)
+    }
+    public func revocationCounts() async throws -> RevocationCounts { try await engine.api.revocationCounts() }
 }
 
 /// What moving a vault store into a database store moved.
@@ -447,7 +470,7 @@ actor WriteQueue {
 
 extension Array {
     /// The array in consecutive pieces of at most `size` elements.
-    func chunked(_ size: Int) -> [ArraySlice<Element>] {
+    package func chunked(_ size: Int) -> [ArraySlice<Element>] {
         stride(from: 0, to: count, by: size).map { self[$0..<Swift.min($0 + size, count)] }
     }
 }

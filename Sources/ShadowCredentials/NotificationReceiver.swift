@@ -4,6 +4,7 @@ public import FoundationEssentials
 public import Foundation
 #endif
 public import Logging
+import Metrics
 public import ShadowApple
 public import ShadowCore
 public import ShadowJOSE
@@ -59,7 +60,13 @@ public struct NotificationResponse: Sendable {
 /// The body's `payload` is verified against Apple's keys (`iss`, `aud` one of the client IDs,
 /// `exp`, and `iat` no older than `maxAge`); its event is applied to the store under the
 /// notification's `aud`. A repeated `jti` changes nothing and is answered 200 as a duplicate,
-/// whichever instance sharing the store saw it first.
+/// whichever instance sharing the store saw it first. A recorded `account-delete` or
+/// `consent-revoked` queues the user's stored tokens for revocation in the same transaction, when
+/// the store is a ``RevocationQueue`` (the database stores); a ``RevocationWorker`` does the rest.
+///
+/// Metrics (swift-metrics): `shadow_keys_notifications_received_total`, and
+/// `shadow_keys_notifications_total` with the dimension `outcome` (`applied`, `duplicate`,
+/// `ignored`, `bad_request`, `unauthorized`, `too_large`, `unavailable`).
 public final class AppleNotificationReceiver: Sendable {
     public let verifier: AppleNotificationVerifier
     public let keys: any JWKSource
@@ -67,6 +74,8 @@ public final class AppleNotificationReceiver: Sendable {
     /// Notifications issued longer ago than this are refused (401): a replay of an old body.
     public let maxAge: TimeInterval
     let logger: Logger
+    let received = Counter(label: "shadow_keys_notifications_received_total")
+    let outcomes: [NotificationResponse.Outcome: Counter]
 
     public init(clientIDs: [String], keys: any JWKSource, store: any CredentialStateStore, maxAge: TimeInterval = 86_400, leeway: TimeInterval = 60,
                 clock: WallClock = .system, logger: Logger = Logger(label: "shadow-keys.notifications")) {
@@ -75,14 +84,29 @@ public final class AppleNotificationReceiver: Sendable {
         self.store = store
         self.maxAge = maxAge
         self.logger = logger
+        let all: [NotificationResponse.Outcome] = [.applied, .duplicate, .ignored, .badRequest, .unauthorized, .tooLarge, .unavailable]
+        outcomes = Dictionary(uniqueKeysWithValues: all.map { ($0, Counter(label: "shadow_keys_notifications_total", dimensions: [("outcome", $0.rawValue)])) })
     }
 
     /// Handles one POST body.
     public func receive(_ body: some Collection<UInt8>) async -> NotificationResponse {
-        guard body.count <= AppleNotificationVerifier.maxBodyBytes else {
-            logger.notice("notification refused", metadata: ["reason": "body over 64 KiB", "bytes": "\(body.count)"])
-            return NotificationResponse(.tooLarge, code: "too_large", message: "the body exceeds \(AppleNotificationVerifier.maxBodyBytes) bytes")
-        }
+        guard body.count <= AppleNotificationVerifier.maxBodyBytes else { return refuseOversized() }
+        received.increment()
+        let response = await handle(body)
+        outcomes[response.outcome]?.increment()
+        return response
+    }
+
+    /// The 413 answer, for a framework that stops reading a body at
+    /// ``AppleNotificationVerifier/maxBodyBytes`` (counted like any other notification).
+    public func refuseOversized() -> NotificationResponse {
+        logger.notice("notification refused", metadata: ["reason": "body over 64 KiB"])
+        received.increment()
+        outcomes[.tooLarge]?.increment()
+        return NotificationResponse(.tooLarge, code: "too_large", message: "the body exceeds \(AppleNotificationVerifier.maxBodyBytes) bytes")
+    }
+
+    private func handle(_ body: some Collection<UInt8>) async -> NotificationResponse {
         let notification: AppleNotification
         do {
             notification = try await verifier.verify(body: body, keys: keys)

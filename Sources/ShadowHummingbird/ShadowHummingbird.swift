@@ -87,10 +87,13 @@ extension RouterMethods {
         post(path) { request, _ -> Response in
             var request = request
             let body: ByteBuffer
-            do { body = try await request.collectBody(upTo: AppleNotificationVerifier.maxBodyBytes) } catch {
-                return jsonError(.contentTooLarge, "too_large", "the body exceeds \(AppleNotificationVerifier.maxBodyBytes) bytes")
+            let response: NotificationResponse
+            do {
+                body = try await request.collectBody(upTo: AppleNotificationVerifier.maxBodyBytes)
+                response = await receiver.receive(body.readableBytesView)
+            } catch {
+                response = receiver.refuseOversized()
             }
-            let response = await receiver.receive(body.readableBytesView)
             return Response(status: .init(code: response.status), headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(bytes: response.body)))
         }
     }

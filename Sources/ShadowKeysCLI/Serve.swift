@@ -1,7 +1,11 @@
 import ArgumentParser
 import Hummingbird
 import Logging
+import Metrics
 import NIOCore
+import Prometheus
+import ServiceLifecycle
+import UnixSignals
 import ShadowApple
 import ShadowCore
 import ShadowCredentials
@@ -16,9 +20,12 @@ struct Serve: AsyncParsableCommand, QuietCommand {
             POST /apple/notifications takes Apple's body ({"payload":"<JWT>"}) and answers 200 (applied, \
             duplicate, or an undocumented type), 400 (not JSON, no payload, malformed token), 401 \
             (signature or claims rejected, or issued more than --max-age ago), 413 (over 64 KiB) or \
-            503 (Apple's keys or the store unavailable), each with a JSON body. GET /healthz answers \
-            200 {"status":"ok"} while the store answers, else 503. Logs go to stderr. SIGTERM or SIGINT \
-            stop taking connections and finish the requests in flight. See Docs/server.md.
+            503 (Apple's keys or the store unavailable), each with a JSON body. A recorded account-delete \
+            or consent-revoked queues the user's stored tokens for revocation; with --p8, --team-id and \
+            --key-id they are revoked with Apple in the background, retried across restarts. GET \
+            /healthz answers 200 {"status":"ok"} while the store answers, else 503; GET /metrics gives \
+            the counters in Prometheus' text format. Logs go to stderr. SIGTERM or SIGINT stop taking \
+            connections and finish the requests in flight. See Docs/server.md.
             """)
 
     @Option(help: ArgumentHelp("Address and port to listen on.", valueName: "host:port")) var listen = "127.0.0.1:8080"
@@ -26,6 +33,14 @@ struct Serve: AsyncParsableCommand, QuietCommand {
     @Option(name: .customLong("max-age"), help: "Refuse notifications issued longer ago than this, seconds (60 to 604800).") var maxAge: Double = 86_400
     @OptionGroup var keySource: KeySourceOptions
     @OptionGroup var store: StoreOptions
+    @Option(name: .customLong("p8"), help: "The Sign in with Apple key (.p8) that revokes tokens; with --team-id and --key-id.") var p8: String?
+    @Option(name: .customLong("team-id"), help: "The 10-character Team ID, for revocations.") var teamID: String?
+    @Option(name: .customLong("key-id"), help: "The 10-character Key ID of the .p8 key, for revocations.") var keyID: String?
+    @Option(name: .customLong("base-url"), help: "Apple's auth base URL, for revocations (mirrors and tests).") var baseURL: String = Apple.baseURL
+    @Option(name: .customLong("revocation-retry"), help: "Seconds before retrying a failed revocation, doubled each time up to an hour (1 to 3600).")
+    var revocationRetry: Double = 30
+    @Option(name: .customLong("revocation-lease"), help: "Seconds a claimed revocation is held before another worker may take it (5 to 3600).")
+    var revocationLease: Double = 60
 
     /// The listen address, checked.
     func address() throws -> (host: String, port: Int) {
@@ -47,18 +62,59 @@ struct Serve: AsyncParsableCommand, QuietCommand {
         try keySource.validate(default: Apple.keysURL)
         if keySource.jwks == "-" { throw ValidationError("--jwks -: a server reads its keys from a URL or a file") }
         try store.requireKey()
+        let revokes = [p8, teamID, keyID].compactMap { $0 }.count
+        guard revokes == 0 || revokes == 3 else { throw ValidationError("give --p8, --team-id and --key-id together (revocations), or none of them") }
+        let identifier = #/^[A-Z0-9]{10}$/#
+        if let teamID, teamID.wholeMatch(of: identifier) == nil { throw ValidationError("--team-id must be 10 characters A-Z and 0-9") }
+        if let keyID, keyID.wholeMatch(of: identifier) == nil { throw ValidationError("--key-id must be 10 characters A-Z and 0-9") }
+        try keySource.network.check(baseURL + "/auth/revoke", option: "--base-url")
+        guard (1...3600).contains(revocationRetry) else { throw ValidationError("--revocation-retry: 1 to 3600 seconds") }
+        guard (5...3600).contains(revocationLease) else { throw ValidationError("--revocation-lease: 5 to 3600 seconds") }
+    }
+
+    /// The revocation worker, when the store keeps a queue and the Apple key was given.
+    func revocationWorker(queue: any RevocationQueue, keys: any JWKSource, logger: Logger) throws -> RevocationWorker? {
+        guard let p8, let teamID, let keyID else { return nil }
+        let key = try readAppleSigningKey(p8)
+        var configuration = AppleAuthClient.Configuration()
+        configuration.baseURL = baseURL
+        configuration.allowLoopbackHTTP = keySource.network.allowHTTPLoopback
+        let transport = try keySource.network.transport()
+        var clients: [String: AppleAuthClient] = [:]
+        for clientID in clientIDs {
+            let builder = try ClientSecretBuilder(key: key, teamID: teamID, keyID: keyID, clientID: clientID)
+            clients[clientID] = try AppleAuthClient(configuration: configuration, secrets: ClientSecretProvider(builder: builder), transport: transport, identityTokenKeys: keys)
+        }
+        var settings = RevocationWorker.Configuration()
+        settings.firstRetryDelay = .seconds(revocationRetry)
+        settings.lease = .seconds(revocationLease)
+        return RevocationWorker(queue: queue, configuration: settings, logger: logger, revoke: RevocationWorker.apple(clients))
     }
 
     func run() async throws {
         try await reportingFailures(json: false) {
             LoggingSystem.bootstrap { StreamLogHandler.standardError(label: $0) }
+            let registry = PrometheusCollectorRegistry()
+            MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
             var logger = Logger(label: "shadow-keys.serve")
             logger.logLevel = .info
             let keys = try keySource.keys(default: Apple.keysURL)
             let states = try await store.open(create: true)
             let receiver = AppleNotificationReceiver(clientIDs: clientIDs, keys: keys, store: states, maxAge: maxAge, logger: logger)
+            var worker: RevocationWorker?
+            if let queue = states as? any RevocationQueue {
+                worker = try revocationWorker(queue: queue, keys: keys, logger: logger)
+                if worker == nil { Console.warn("no --p8, --team-id and --key-id: revocations are queued in the store but not sent to Apple") }
+            } else if p8 != nil {
+                Console.warn("a vault store keeps no revocation queue: --p8 is not used; use a SQLite or PostgreSQL store")
+            }
             let router = Router()
             router.addAppleNotifications(receiver: receiver)
+            router.get("metrics") { _, _ -> Response in
+                var text: [UInt8] = []
+                registry.emit(into: &text)
+                return Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4"], body: .init(byteBuffer: ByteBuffer(bytes: text)))
+            }
             router.get("healthz") { _, _ -> Response in
                 let healthy = (try? await states.status(clientID: "healthz", subject: "healthz")) != nil
                 return Response(status: healthy ? .ok : .serviceUnavailable, headers: [.contentType: "application/json"],
@@ -66,13 +122,25 @@ struct Serve: AsyncParsableCommand, QuietCommand {
             }
             let (host, port) = try address()
             let app = Application(router: router, configuration: .init(address: .hostname(host, port: port), serverName: "shadow-keys"), logger: logger)
+            var services: [any Service] = [app]
+            if let worker { services.append(RevocationService(worker: worker)) }
+            let group = ServiceGroup(configuration: .init(services: services.map { .init(service: $0) }, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
             do {
-                try await app.runService()
+                try await group.run()
             } catch {
                 await close(states)
                 throw CLIError(.failure, code: "serve_failed", "serving on \(listen) failed: \(error)")
             }
             await close(states)
         }
+    }
+}
+
+/// The revocation worker as a service: it stops between attempts when the server shuts down.
+struct RevocationService: Service {
+    let worker: RevocationWorker
+
+    func run() async throws {
+        try await cancelWhenGracefulShutdown { await worker.run() }
     }
 }

@@ -131,6 +131,13 @@ final class PostgresStateDatabase: StateDatabase {
             "CREATE INDEX shadow_tokens_expiry ON shadow_tokens (expires_at_ms) WHERE expires_at_ms IS NOT NULL",
             "INSERT INTO shadow_meta (name, value) VALUES ('writer', ''::bytea)",
         ],
+        [
+            """
+            CREATE TABLE shadow_revocations (row_id bytea NOT NULL, kind text NOT NULL, event_ms bigint NOT NULL, due_ms bigint NOT NULL,
+                attempts integer NOT NULL, done_ms bigint, outcome text, PRIMARY KEY (row_id, kind))
+            """,
+            "CREATE INDEX shadow_revocations_due ON shadow_revocations (due_ms) WHERE done_ms IS NULL",
+        ],
     ]
 
     /// The advisory lock migrations run under ("shadowky" in ASCII).
@@ -392,6 +399,48 @@ struct PostgresStateTransaction: StateTransaction {
         try await tokenRows(try await connection.query("""
             SELECT row_id, kind, expires_at_ms, body FROM shadow_tokens WHERE expires_at_ms <= \(milliseconds) ORDER BY expires_at_ms, row_id, kind LIMIT \(limit)
             """, logger: logger))
+    }
+
+    func queueRevocations(_ items: [StoredRevocation]) async throws {
+        for item in items {
+            let id = ByteBuffer(bytes: item.rowID)
+            try await connection.run("""
+                INSERT INTO shadow_revocations (row_id, kind, event_ms, due_ms, attempts) VALUES (\(id), \(item.kind), \(item.eventMilliseconds), \(item.dueMilliseconds), 0)
+                ON CONFLICT (row_id, kind) DO UPDATE SET event_ms = EXCLUDED.event_ms, due_ms = EXCLUDED.due_ms, attempts = 0, done_ms = NULL, outcome = NULL
+                WHERE shadow_revocations.done_ms IS NOT NULL
+                """, logger: logger)
+        }
+    }
+
+    func claimRevocations(now: Int64, until: Int64, limit: Int) async throws -> [StoredRevocation] {
+        let rows = try await connection.query("""
+            UPDATE shadow_revocations SET due_ms = \(until), attempts = attempts + 1
+            WHERE (row_id, kind) IN (SELECT row_id, kind FROM shadow_revocations WHERE done_ms IS NULL AND due_ms <= \(now) ORDER BY due_ms LIMIT \(limit))
+            RETURNING row_id, kind, event_ms, due_ms, attempts
+            """, logger: logger)
+        var claimed: [StoredRevocation] = []
+        for try await (id, kind, event, due, attempts) in rows.decode((ByteBuffer, String, Int64, Int64, Int32).self) {
+            claimed.append(StoredRevocation(rowID: Array(id.readableBytesView), kind: kind, eventMilliseconds: event, dueMilliseconds: due, attempts: Int(attempts)))
+        }
+        return claimed
+    }
+
+    func finishRevocation(rowID: [UInt8], kind: String, outcome: String?, at: Int64?, due: Int64) async throws {
+        let id = ByteBuffer(bytes: rowID)
+        try await connection.run(
+            "UPDATE shadow_revocations SET outcome = \(outcome), done_ms = \(at), due_ms = \(due) WHERE row_id = \(id) AND kind = \(kind)", logger: logger)
+    }
+
+    func revocationCounts() async throws -> RevocationCounts {
+        let rows = try await connection.query("""
+            SELECT count(*) FILTER (WHERE done_ms IS NULL), count(*) FILTER (WHERE done_ms IS NOT NULL AND outcome <> 'failed'),
+                   count(*) FILTER (WHERE outcome = 'failed') FROM shadow_revocations
+            """, logger: logger)
+        var counts = RevocationCounts(pending: 0, done: 0, failed: 0)
+        for try await (pending, done, failed) in rows.decode((Int64, Int64, Int64).self) {
+            counts = RevocationCounts(pending: Int(pending), done: Int(done), failed: Int(failed))
+        }
+        return counts
     }
 
     func tokenRows(_ sequence: PostgresRowSequence) async throws -> [StoredTokenRow] {

@@ -118,7 +118,7 @@ public final class SQLiteCredentialStore: DatabaseCredentialStore {
 /// Two connections: one for reads, opened with the store, and one for writes, opened on the first
 /// write (a process that only reads never opens it); each is used by one transaction at a time.
 final class SQLiteStateDatabase: StateDatabase {
-    static let schemaVersion = 1
+    static var schemaVersion: Int { migrations.count }
     let reader: SQLiteConnection
     private let writer = Mutex<SQLiteConnection?>(nil)
     let writeLock = AsyncLock()
@@ -171,8 +171,8 @@ final class SQLiteStateDatabase: StateDatabase {
         try? await reader.close()
     }
 
-    /// Creates the schema in an empty database; refuses one a newer version wrote. A database
-    /// already at this version is only read.
+    /// Creates the schema in an empty database or brings an older one up to date; refuses one a
+    /// newer version wrote. A database already at this version is only read.
     func migrate() async throws {
         let version = try await read { transaction -> [UInt8]? in
             guard try await !transaction.connection.query("SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'shadow_meta'", []).isEmpty else { return nil }
@@ -180,31 +180,42 @@ final class SQLiteStateDatabase: StateDatabase {
         }
         if let version, String(decoding: version, as: UTF8.self) == String(Self.schemaVersion) { return }
         try await transaction(writing: true) { transaction in
+            var current = 0
             let tables = try await transaction.connection.query("SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'shadow_meta'", [])
             if !tables.isEmpty {
                 guard let version = try await transaction.meta(MetaName.schemaVersion) else {
                     throw CredentialError(.corruptedState, "the state database has no schema version")
                 }
-                let number = Int(String(decoding: version, as: UTF8.self)) ?? Int.max
-                guard number <= Self.schemaVersion else {
-                    throw CredentialError(.corruptedState, "the state database has schema version \(String(decoding: version, as: UTF8.self)); this ShadowKeys reads up to \(Self.schemaVersion)")
+                guard let number = Int(String(decoding: version, as: UTF8.self)), number >= 1, number <= Self.schemaVersion else {
+                    throw CredentialError(.corruptedState, "the state database has schema version \(String(decoding: version, as: UTF8.self).prefix(20)); this ShadowKeys reads 1 to \(Self.schemaVersion)")
                 }
-                return
+                current = number
             }
-            for statement in Self.schema { _ = try await transaction.connection.query(statement, []) }
+            for migration in Self.migrations[current...] {
+                for statement in migration { _ = try await transaction.connection.query(statement, []) }
+            }
             try await transaction.setMeta(MetaName.schemaVersion, Array(String(Self.schemaVersion).utf8))
         }
     }
 
-    /// Schema version 1 (Docs/credential-state.md, "Schema").
-    static let schema = [
-        "CREATE TABLE shadow_meta (name TEXT PRIMARY KEY, value BLOB NOT NULL) WITHOUT ROWID",
-        "CREATE TABLE shadow_credentials (row_id BLOB PRIMARY KEY, state INTEGER NOT NULL, body BLOB NOT NULL) WITHOUT ROWID",
-        "CREATE TABLE shadow_audit (seq INTEGER PRIMARY KEY, subject BLOB NOT NULL, linked BLOB, line BLOB NOT NULL)",
-        "CREATE INDEX shadow_audit_subject ON shadow_audit (subject)",
-        "CREATE INDEX shadow_audit_linked ON shadow_audit (linked) WHERE linked IS NOT NULL",
-        "CREATE TABLE shadow_tokens (row_id BLOB NOT NULL, kind TEXT NOT NULL, expires_at_ms INTEGER, body BLOB NOT NULL, PRIMARY KEY (row_id, kind)) WITHOUT ROWID",
-        "CREATE INDEX shadow_tokens_expiry ON shadow_tokens (expires_at_ms) WHERE expires_at_ms IS NOT NULL",
+    /// The schema's versions (Docs/credential-state.md, "Schema"): the n-th brings it to version n.
+    static let migrations: [[String]] = [
+        [
+            "CREATE TABLE shadow_meta (name TEXT PRIMARY KEY, value BLOB NOT NULL) WITHOUT ROWID",
+            "CREATE TABLE shadow_credentials (row_id BLOB PRIMARY KEY, state INTEGER NOT NULL, body BLOB NOT NULL) WITHOUT ROWID",
+            "CREATE TABLE shadow_audit (seq INTEGER PRIMARY KEY, subject BLOB NOT NULL, linked BLOB, line BLOB NOT NULL)",
+            "CREATE INDEX shadow_audit_subject ON shadow_audit (subject)",
+            "CREATE INDEX shadow_audit_linked ON shadow_audit (linked) WHERE linked IS NOT NULL",
+            "CREATE TABLE shadow_tokens (row_id BLOB NOT NULL, kind TEXT NOT NULL, expires_at_ms INTEGER, body BLOB NOT NULL, PRIMARY KEY (row_id, kind)) WITHOUT ROWID",
+            "CREATE INDEX shadow_tokens_expiry ON shadow_tokens (expires_at_ms) WHERE expires_at_ms IS NOT NULL",
+        ],
+        [
+            """
+            CREATE TABLE shadow_revocations (row_id BLOB NOT NULL, kind TEXT NOT NULL, event_ms INTEGER NOT NULL, due_ms INTEGER NOT NULL,
+                attempts INTEGER NOT NULL, done_ms INTEGER, outcome TEXT, PRIMARY KEY (row_id, kind)) WITHOUT ROWID
+            """,
+            "CREATE INDEX shadow_revocations_due ON shadow_revocations (due_ms) WHERE done_ms IS NULL",
+        ],
     ]
 
     func read<R: Sendable>(_ body: @escaping @Sendable (SQLiteStateTransaction) async throws -> R) async throws -> R {
@@ -339,6 +350,48 @@ struct SQLiteStateTransaction: StateTransaction {
             "SELECT row_id, kind, expires_at_ms, body FROM shadow_tokens WHERE expires_at_ms IS NOT NULL AND expires_at_ms <= ? ORDER BY expires_at_ms, row_id, kind LIMIT ?",
             [.integer(SQLiteInt64(milliseconds)), .integer(limit)]
         ).map(tokenRow)
+    }
+
+    func queueRevocations(_ items: [StoredRevocation]) async throws {
+        for chunk in items.chunked(150) {
+            let values = Array(repeating: "(?,?,?,?,0)", count: chunk.count).joined(separator: ",")
+            let binds: [SQLiteData] = chunk.flatMap {
+                [.blob(ByteBuffer(bytes: $0.rowID)), .text($0.kind), .integer(SQLiteInt64($0.eventMilliseconds)), .integer(SQLiteInt64($0.dueMilliseconds))]
+            }
+            _ = try await connection.query("""
+                INSERT INTO shadow_revocations (row_id, kind, event_ms, due_ms, attempts) VALUES \(values)
+                ON CONFLICT (row_id, kind) DO UPDATE SET event_ms = excluded.event_ms, due_ms = excluded.due_ms, attempts = 0, done_ms = NULL, outcome = NULL
+                WHERE shadow_revocations.done_ms IS NOT NULL
+                """, binds)
+        }
+    }
+
+    func claimRevocations(now: Int64, until: Int64, limit: Int) async throws -> [StoredRevocation] {
+        try await connection.query("""
+            UPDATE shadow_revocations SET due_ms = ?, attempts = attempts + 1
+            WHERE (row_id, kind) IN (SELECT row_id, kind FROM shadow_revocations WHERE done_ms IS NULL AND due_ms <= ? ORDER BY due_ms LIMIT ?)
+            RETURNING row_id, kind, event_ms, due_ms, attempts
+            """, [.integer(SQLiteInt64(until)), .integer(SQLiteInt64(now)), .integer(limit)]
+        ).map { row in
+            guard let kind = row.column("kind")?.string, let event = row.column("event_ms")?.integer, let due = row.column("due_ms")?.integer,
+                  let attempts = row.column("attempts")?.integer else { throw CredentialError(.corruptedState, "a revocation row is malformed") }
+            return StoredRevocation(rowID: try blob(row, "row_id"), kind: kind, eventMilliseconds: Int64(event), dueMilliseconds: Int64(due), attempts: Int(attempts))
+        }
+    }
+
+    func finishRevocation(rowID: [UInt8], kind: String, outcome: String?, at: Int64?, due: Int64) async throws {
+        _ = try await connection.query(
+            "UPDATE shadow_revocations SET outcome = ?, done_ms = ?, due_ms = ? WHERE row_id = ? AND kind = ?",
+            [outcome.map { .text($0) } ?? .null, at.map { .integer(SQLiteInt64($0)) } ?? .null, .integer(SQLiteInt64(due)), .blob(ByteBuffer(bytes: rowID)), .text(kind)])
+    }
+
+    func revocationCounts() async throws -> RevocationCounts {
+        let row = try await connection.query("""
+            SELECT count(*) FILTER (WHERE done_ms IS NULL) AS pending, count(*) FILTER (WHERE done_ms IS NOT NULL AND outcome <> 'failed') AS done,
+                   count(*) FILTER (WHERE outcome = 'failed') AS failed FROM shadow_revocations
+            """, []).first
+        return RevocationCounts(pending: Int(row?.column("pending")?.integer ?? 0), done: Int(row?.column("done")?.integer ?? 0),
+                                failed: Int(row?.column("failed")?.integer ?? 0))
     }
 
     func tokenRow(_ row: SQLiteRow) throws -> StoredTokenRow {

@@ -24,6 +24,7 @@ public final class FakeAppleServer: Sendable {
         var codes: [String: (sub: String, nonce: String?, clientID: String)] = [:]
         var refreshTokens: [String: (sub: String, clientID: String)] = [:]
         var revoked: Set<String> = []
+        var revokeCalls: [String: Int] = [:]
         var migrationTokens: Set<String> = []
         var transfers: [String: String] = [:]  // transfer_sub -> new sub
         var injected: [String: [LoopbackHTTPServer.Reply]] = [:]
@@ -67,6 +68,9 @@ public final class FakeAppleServer: Sendable {
 
     /// True when `token` has been revoked.
     public func isRevoked(_ token: String) -> Bool { state.withLock { $0.revoked.contains(token) } }
+
+    /// How many accepted `/auth/revoke` calls named each token.
+    public var revokeCalls: [String: Int] { state.withLock { $0.revokeCalls } }
 
     /// Apple's error body.
     public static func error(_ code: String, status: Int = 400, description: String? = nil) -> LoopbackHTTPServer.Reply {
@@ -164,7 +168,10 @@ public final class FakeAppleServer: Sendable {
         guard let token = form["token"], let hint = form["token_type_hint"], ["refresh_token", "access_token"].contains(hint) else {
             return Self.error("invalid_request")
         }
-        state.withLock { _ = $0.revoked.insert(token) }
+        state.withLock {
+            _ = $0.revoked.insert(token)
+            $0.revokeCalls[token, default: 0] += 1
+        }
         return .respond(status: 200, headers: [], body: [])
     }
 

@@ -39,19 +39,23 @@ struct ClientSecretOptions: ParsableArguments {
 
     /// Reads the key (exit 65 when unreadable or not a P-256 .p8) and builds the secret maker.
     func builder() throws -> ClientSecretBuilder {
-        warnIfReadableByOthers(p8, what: ".p8 key file")
-        let pem: [UInt8]
-        do {
-            guard let bytes = try Files.read(p8, limit: 64 * 1024) else { throw CLIError(.malformedInput, "the .p8 file \(p8) is too large to be a key") }
-            pem = bytes
-        } catch let error as FileError {
-            throw CLIError(.malformedInput, code: "invalid_key", "cannot read the .p8 key: \(error)")
-        }
-        do {
-            let key = try AppleSigningKey(pem: String(decoding: pem, as: UTF8.self))
-            return try ClientSecretBuilder(key: key, teamID: teamID, keyID: keyID, clientID: clientID, lifetime: TimeInterval(ttl))
-        } catch let error as AppleError where error.code == .invalidKey {
-            throw CLIError(.malformedInput, code: "invalid_key", "\(p8): \(error.reason)")
-        }
+        try ClientSecretBuilder(key: readAppleSigningKey(p8), teamID: teamID, keyID: keyID, clientID: clientID, lifetime: TimeInterval(ttl))
+    }
+}
+
+/// Reads a `.p8` key (warning when others can read it): exit 65 when unreadable or not P-256 PKCS#8.
+func readAppleSigningKey(_ path: String) throws -> AppleSigningKey {
+    warnIfReadableByOthers(path, what: ".p8 key file")
+    let pem: [UInt8]
+    do {
+        guard let bytes = try Files.read(path, limit: 64 * 1024) else { throw CLIError(.malformedInput, "the .p8 file \(path) is too large to be a key") }
+        pem = bytes
+    } catch let error as FileError {
+        throw CLIError(.malformedInput, code: "invalid_key", "cannot read the .p8 key: \(error)")
+    }
+    do {
+        return try AppleSigningKey(pem: String(decoding: pem, as: UTF8.self))
+    } catch let error as AppleError where error.code == .invalidKey {
+        throw CLIError(.malformedInput, code: "invalid_key", "\(path): \(error.reason)")
     }
 }
