@@ -59,7 +59,7 @@ struct Serve: AsyncParsableCommand, QuietCommand {
         _ = try address()
         guard !clientIDs.isEmpty else { throw ValidationError("give at least one --client-id: the client IDs notifications may be for") }
         guard (60...604_800).contains(maxAge) else { throw ValidationError("--max-age: 60 to 604800 seconds") }
-        try keySource.validate(default: Apple.keysURL)
+        try keySource.validate(default: Apple.keysURL, networkUsedElsewhere: p8 != nil)
         if keySource.jwks == "-" { throw ValidationError("--jwks -: a server reads its keys from a URL or a file") }
         try store.requireKey()
         let revokes = [p8, teamID, keyID].compactMap { $0 }.count

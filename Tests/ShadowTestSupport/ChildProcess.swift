@@ -146,6 +146,9 @@ public final class ChildProcess: @unchecked Sendable {
         }
     }
 
+    /// True once the child has exited (its output streams closed).
+    public var hasExited: Bool { group.wait(timeout: .now()) == .success }
+
     /// Sends `signal` to the child.
     public func kill(_ signal: Int32 = SIGKILL) {
         #if canImport(Glibc)

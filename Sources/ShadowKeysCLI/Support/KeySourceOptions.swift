@@ -25,11 +25,13 @@ struct KeySourceOptions: ParsableArguments {
     }
 
     /// Checks a URL source now, so a forbidden URL is a usage error (64).
-    func validate(default defaultSource: String?) throws {
+    /// `networkUsedElsewhere`: the command also fetches other URLs with the network options
+    /// (`serve`'s `--base-url`), so they are not an error beside a key-set file.
+    func validate(default defaultSource: String?, networkUsedElsewhere: Bool = false) throws {
         guard let source = jwks ?? defaultSource else { throw ValidationError("--jwks URL|FILE|- is required") }
         if Self.isURL(source) {
             try network.check(source, option: "--jwks")
-        } else if offline || network.isSet {
+        } else if offline || (network.isSet && !networkUsedElsewhere) {
             throw ValidationError("--offline, --allow-http-loopback and --ca-file apply to a --jwks URL only")
         }
     }
