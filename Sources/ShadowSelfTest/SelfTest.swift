@@ -62,6 +62,7 @@ package enum SelfTest {
         .bytes("ShadowCrypto", "ShadowKeys envelope v1 vectors", "shadow/envelope/vectors.json", EnvelopeSuites.vectors),
         .bytes("ShadowVault", "ShadowKeys vault v1 vectors", "shadow/vault/vectors.json", VaultSuites.vectors),
         .bytes("ShadowCredentials", "ShadowKeys audit log v1 vectors", "shadow/audit/vectors.json", AuditSuites.vectors),
+        .bytes("ShadowCredentials", "ShadowKeys database store v1 vectors", "shadow/state-db/vectors.json", StateDBSuites.vectors),
     ]
 
     /// Runs every suite. Files not compiled in are read from `directory`; without one, those
