@@ -95,6 +95,11 @@ import Testing
             (["--listen", "127.0.0.1:0", "--client-id", "c"], "--listen"),
             (["--listen", "127.0.0.1:8080"], "--client-id"),
             (["--client-id", "c", "--max-age", "5"], "--max-age"),
+            (["--client-id", "c", "--p8", "AuthKey.p8"], "--p8, --team-id and --key-id together"),
+            (["--client-id", "c", "--p8", "k.p8", "--team-id", "short", "--key-id", "KEY1234567"], "--team-id"),
+            (["--client-id", "c", "--p8", "k.p8", "--team-id", "TEAM123456", "--key-id", "KEY1234567", "--base-url", "http://example.com"], "--base-url"),
+            (["--client-id", "c", "--revocation-retry", "0"], "--revocation-retry"),
+            (["--client-id", "c", "--revocation-lease", "4000"], "--revocation-lease"),
         ] {
             let result = try CLIRunner.run(["serve"] + arguments + ["--jwks", jwks, "--key-file", keyFile])
             #expect(result.status == 64 && result.stderr.contains(needle), "\(arguments): \(result.status) \(result.stderr)")

@@ -177,6 +177,17 @@ import Testing
         #expect(printed == tested, "\(article).md and this file's examples differ")
     }
 
+    /// Docs/server.md's Vapor adapter is the code of Docs/Examples/VaporAdapter, which CI builds.
+    @Test func theVaporAdapterInTheDocsIsTheOneCIBuilds() throws {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../..")
+        let document = try String(contentsOf: root.appendingPathComponent("Docs/server.md"), encoding: .utf8)
+        let section = try #require(document.range(of: "## Vapor 4")).upperBound
+        let printed = Self.blocks(in: String(document[section...]), opening: "```swift", closing: "```").first
+        let source = try String(contentsOf: root.appendingPathComponent("Docs/Examples/VaporAdapter/Sources/VaporAdapter/AppleNotifications.swift"), encoding: .utf8)
+        let built = Self.blocks(in: source, opening: "// docs: vapor-adapter", closing: "// end of docs").first
+        #expect(printed != nil && printed == built, "Docs/server.md's Vapor adapter differs from Docs/Examples/VaporAdapter")
+    }
+
     /// The lines between each `opening` line and the next `closing` line, without their common
     /// indentation.
     static func blocks(in text: String, opening: String, closing: String) -> [[String]] {
