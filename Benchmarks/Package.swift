@@ -14,6 +14,8 @@ let package = Package(
         .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.0"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.6.0"),
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.0"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.0"),
+        .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
     ],
     targets: [
         .executableTarget(
@@ -28,6 +30,11 @@ let package = Package(
                 .product(name: "ShadowCredentials", package: "ShadowKeys"),
                 .product(name: "ShadowSQLite", package: "ShadowKeys"),
                 .product(name: "ShadowPostgres", package: "ShadowKeys"),
+                .product(name: "ShadowHummingbird", package: "ShadowKeys"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "ShadowJOSE", package: "ShadowKeys"),
                 .product(name: "SQLiteNIO", package: "sqlite-nio"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),

@@ -128,7 +128,7 @@ import Testing
         let cluster = try PostgresCluster.shared.get()
         let url = try cluster.freshDatabase()
         let schema = try run(["state", "migrate-schema", "--store", url, "--json"])
-        #expect(schema.status == 0 && schema.stdout.contains("\"schema_version\":1"), "\(schema.stderr)")
+        #expect(schema.status == 0 && schema.stdout.contains("\"schema_version\":2"), "\(schema.stderr)")
         let applied = try run(["state", "apply-events", "-", "--store", url, "--key-file", keyFile, "--json"], stdin: Self.line("sign-in", "pg1", 1_700_000_000_000, "a"))
         #expect(applied.status == 0, "\(applied.stderr)")
         let checked = try run(["state", "check", "--client-id", Self.client, "--sub", "pg1", "--store", url, "--key-file", keyFile])

@@ -3,7 +3,7 @@ import Foundation
 // Usage: ShadowBench <shadow-keys binary> <output json> [section ...]
 let arguments = CommandLine.arguments
 guard arguments.count >= 3 else {
-    FileHandle.standardError.write(Data("usage: ShadowBench <shadow-keys binary> <results.json> [jwt jwks crypto apple vault state db cli net]\n".utf8))
+    FileHandle.standardError.write(Data("usage: ShadowBench <shadow-keys binary> <results.json> [jwt jwks crypto apple vault state db serve cli net]\n".utf8))
     exit(64)
 }
 let binary = arguments[1]
@@ -31,6 +31,7 @@ if wants("apple") { rows += try await AppleBenchmarks.run(binary: binary, workDi
 if wants("vault") { rows += try await VaultBenchmarks.run(binary: binary, workDirectory: work) }
 if wants("state") { rows += try await StateBenchmarks.run(binary: binary, workDirectory: work) }
 if wants("db") { rows += try await DatabaseBenchmarks.run(binary: binary, workDirectory: work) }
+if wants("serve") { rows += try await ServeBenchmarks.run(binary: binary, workDirectory: work) }
 if wants("cli") { rows += try CLIBenchmarks.run(binary: binary, workDirectory: work) }
 if wants("net") {
     // HelloFloor is built beside this program, the same way.
