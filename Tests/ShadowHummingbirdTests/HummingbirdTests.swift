@@ -68,6 +68,15 @@ import Testing
             try await client.execute(uri: "/api/me", method: .get, headers: [.authorization: "Bearer x.y.z"]) { response in
                 #expect(response.status == .unauthorized)
             }
+            // The scheme in any case; anything else is no bearer token at all.
+            try await client.execute(uri: "/api/me", method: .get, headers: [.authorization: "bEARER \(token)"]) { response in
+                #expect(response.status == .ok)
+            }
+            for header in ["Basic \(token)", "Bearer", "Bearer ", "Bearer\t\(token)", "Bearér \(token)"] {
+                try await client.execute(uri: "/api/me", method: .get, headers: [.authorization: header]) { response in
+                    #expect(response.status == .unauthorized && String(buffer: response.body).contains("missing_token"), "\(header.prefix(10))")
+                }
+            }
             // Apple revokes consent: 200 applied, then 200 duplicate; the token is refused from then on.
             let body = try notification("consent-revoked", subject: subject, jti: "hb-1")
             try await client.execute(uri: "/apple/notifications", method: .post, body: body) { response in
