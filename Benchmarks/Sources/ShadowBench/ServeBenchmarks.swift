@@ -188,70 +188,69 @@ enum ServeBenchmarks {
             guard response.status == .ok else { throw BenchError("\(path) answered \(response.status.code)") }
             return Double(DispatchTime.now().uptimeNanoseconds - began) / 1e9
         }
-        for _ in 0..<500 {
-            _ = try await timed("/plain", bearer: false)
-            _ = try await timed("/api/me", bearer: true)
+        let rawVerify: @Sendable () throws -> Void = {
+            guard publicKey.isValidSignature(signature, for: SHA256.hash(data: input), padding: .insecurePKCS1v1_5) else { throw BenchError("raw RSA failed") }
         }
-        var plain: [Double] = [], guarded: [Double] = [], raw: [Double] = [], jwtKit: [Double] = []
-        var ratios: [Double] = []
-        for _ in 0..<Harness.samples {
-            var round = ([Double](), [Double](), [Double](), [Double]())
-            for _ in 0..<100 {
-                round.0.append(try await timed("/plain", bearer: true))
-                round.1.append(try await timed("/api/me", bearer: true))
-                let began = DispatchTime.now().uptimeNanoseconds
-                guard publicKey.isValidSignature(signature, for: SHA256.hash(data: input), padding: .insecurePKCS1v1_5) else { throw BenchError("raw RSA failed") }
-                round.2.append(Double(DispatchTime.now().uptimeNanoseconds - began) / 1e9)
-                let peerBegan = DispatchTime.now().uptimeNanoseconds
-                _ = try await peer.verify(token, as: JWTKit.AppleIdentityToken.self, expectedAudience: client)
-                round.3.append(Double(DispatchTime.now().uptimeNanoseconds - peerBegan) / 1e9)
-            }
-            let (p, g, r, j) = (Harness.median(round.0), Harness.median(round.1), Harness.median(round.2), Harness.median(round.3))
-            plain.append(p); guarded.append(g); raw.append(r); jwtKit.append(j)
-            ratios.append((g - p) / r)
-        }
-        let added = Harness.median(guarded) - Harness.median(plain)
-        let ratio = Harness.median(ratios)
+        for _ in 0..<500 { _ = try await timed("/api/me", bearer: true) }
+        let overHTTP = try await pairedRounds(perRound: 100, plain: { try await timed("/plain", bearer: true) }, guarded: { try await timed("/api/me", bearer: true) },
+                                             raw: rawVerify, peer: { _ = try await peer.verify(token, as: JWTKit.AppleIdentityToken.self, expectedAudience: client) })
 
         // The same two routes through Hummingbird's in-process test client: the router and the
         // middleware without sockets, so the difference is the middleware's own work.
-        let inProcess = Application(router: router)
-        let (routerPlain, routerGuarded, routerRatio) = try await inProcess.test(.router) { client in
-            func timedRequest(_ path: String, bearer: Bool) async throws -> Double {
-                var headers = HTTPFields()
-                if bearer { headers[.authorization] = "Bearer " + token }
+        let inProcess = try await Application(router: router).test(.router) { client in
+            func timed(_ path: String) async throws -> Double {
                 let began = DispatchTime.now().uptimeNanoseconds
-                let response = try await client.executeRequest(uri: path, method: .get, headers: headers, body: nil)
+                let response = try await client.executeRequest(uri: path, method: .get, headers: [.authorization: "Bearer " + token], body: nil)
                 guard response.status == .ok else { throw BenchError("\(path) answered \(response.status.code)") }
                 return Double(DispatchTime.now().uptimeNanoseconds - began) / 1e9
             }
-            var plain: [Double] = [], guarded: [Double] = [], ratios: [Double] = []
-            for _ in 0..<Harness.samples {
-                var round = ([Double](), [Double](), [Double]())
-                for _ in 0..<200 {
-                    round.0.append(try await timedRequest("/plain", bearer: true))
-                    round.1.append(try await timedRequest("/api/me", bearer: true))
-                    let began = DispatchTime.now().uptimeNanoseconds
-                    guard publicKey.isValidSignature(signature, for: SHA256.hash(data: input), padding: .insecurePKCS1v1_5) else { throw BenchError("raw RSA failed") }
-                    round.2.append(Double(DispatchTime.now().uptimeNanoseconds - began) / 1e9)
-                }
-                let (p, g, r) = (Harness.median(round.0), Harness.median(round.1), Harness.median(round.2))
-                plain.append(p); guarded.append(g); ratios.append((g - p) / r)
-            }
-            return (Harness.median(plain), Harness.median(guarded), Harness.median(ratios))
+            return try await pairedRounds(perRound: 200, plain: { try await timed("/plain") }, guarded: { try await timed("/api/me") }, raw: rawVerify, peer: nil)
         }
         return [
             BenchRow(name: "Apple identity token validation, warm key set", samples: alone, peerName: "jwt-kit 5.8.0",
                      note: "AppleIdentityTokenValidator.validate (RS256 and Apple's claim rules) through a JWKSProvider; raw = the swift-crypto RS256 verify; jwt-kit decodes its AppleIdentityToken"),
-            BenchRow(name: "middleware: time added, in-process router", unit: "us/op", ours: 1 / (routerGuarded - routerPlain), raw: 1 / Harness.median(raw),
-                     peer: 1 / Harness.median(jwtKit), peerName: "jwt-kit 5.8.0 verify",
+            BenchRow(name: "middleware: time added, in-process router", unit: "us/op", ours: 1 / inProcess.added, raw: 1 / inProcess.raw,
+                     peer: 1 / overHTTP.peer, peerName: "jwt-kit 5.8.0 verify",
                      note: String(format: "Hummingbird's router test client (no sockets): %.1f µs with the middleware, %.1f µs without; the middleware adds %.2f× the raw RS256 verify (goal ≤ 1.3×)",
-                                  routerGuarded * 1e6, routerPlain * 1e6, routerRatio)),
-            BenchRow(name: "middleware: time added to a trivial route", unit: "us/op", ours: 1 / added, raw: 1 / Harness.median(raw), peer: 1 / Harness.median(jwtKit),
+                                  inProcess.guarded * 1e6, inProcess.plain * 1e6, inProcess.ratio)),
+            BenchRow(name: "middleware: time added to a trivial route", unit: "us/op", ours: 1 / overHTTP.added, raw: 1 / overHTTP.raw, peer: 1 / overHTTP.peer,
                      peerName: "jwt-kit 5.8.0 verify",
-                     note: String(format: "median latency %.1f µs with AppleIdentityMiddleware, %.1f µs without; the middleware adds %.2f× the raw swift-crypto RS256 verify (median of per-round ratios; goal ≤ 1.3×)",
-                                  Harness.median(guarded) * 1e6, Harness.median(plain) * 1e6, ratio)),
+                     note: String(format: "loopback HTTP, one client: median latency %.1f µs with AppleIdentityMiddleware, %.1f µs without; the middleware adds %.2f× the raw swift-crypto RS256 verify (goal ≤ 1.3×)",
+                                  overHTTP.guarded * 1e6, overHTTP.plain * 1e6, overHTTP.ratio)),
         ]
     }
-}
 
+    struct Paired {
+        let plain: Double, guarded: Double, raw: Double, peer: Double
+        /// Median over rounds of (guarded − plain) / raw.
+        let ratio: Double
+        var added: Double { guarded - plain }
+    }
+
+    /// `Harness.samples` rounds of `perRound` timings of each contender, interleaved; the medians
+    /// of the per-round medians.
+    static func pairedRounds(perRound: Int, plain: () async throws -> Double, guarded: () async throws -> Double, raw: () throws -> Void,
+                             peer: (() async throws -> Void)?) async throws -> Paired {
+        func seconds(_ body: () async throws -> Void) async rethrows -> Double {
+            let began = DispatchTime.now().uptimeNanoseconds
+            try await body()
+            return Double(DispatchTime.now().uptimeNanoseconds - began) / 1e9
+        }
+        var medians = ([Double](), [Double](), [Double](), [Double]())
+        var ratios: [Double] = []
+        for _ in 0..<Harness.samples {
+            var round = ([Double](), [Double](), [Double](), [Double]())
+            for _ in 0..<perRound {
+                round.0.append(try await plain())
+                round.1.append(try await guarded())
+                round.2.append(try await seconds { try raw() })
+                if let peer { round.3.append(try await seconds(peer)) }
+            }
+            let (p, g, r) = (Harness.median(round.0), Harness.median(round.1), Harness.median(round.2))
+            medians.0.append(p); medians.1.append(g); medians.2.append(r); medians.3.append(Harness.median(round.3))
+            ratios.append((g - p) / r)
+        }
+        return Paired(plain: Harness.median(medians.0), guarded: Harness.median(medians.1), raw: Harness.median(medians.2), peer: Harness.median(medians.3),
+                      ratio: Harness.median(ratios))
+    }
+}
