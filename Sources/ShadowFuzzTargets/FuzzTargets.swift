@@ -15,6 +15,7 @@ public enum FuzzTargets {
         ("base64url", "canonical unpadded base64url: decode, and re-encode to the same text", CoreTargets.base64URL),
         ("time", "epoch seconds and RFC 3339 times, and their RFC 3339 round trip", CoreTargets.time),
         ("jws", "compact JWS splitting, headers, payloads, and verification against fixed keys", JOSETargets.jws),
+        ("bearer", "Authorization: Bearer headers, and the token put back behind the scheme", JOSETargets.bearer),
         ("jwk", "one JWK, and its canonical form read back", JOSETargets.jwk),
         ("jwks", "a JWK Set document, and its usable keys written and read back", JOSETargets.jwks),
         ("http-caching", "Cache-Control, Expires, Date and Retry-After, and HTTP-date round trips", JWKSTargets.httpCaching),

@@ -34,6 +34,21 @@ enum JOSETargets {
         }
     }
 
+    /// An `Authorization` header: a token is found only after `Bearer ` (any case), and is
+    /// exactly the rest of the header; putting the scheme back in front finds it again.
+    static let bearer: FuzzTargets.Harness = { data in
+        let header = String(decoding: data, as: UTF8.self)
+        if let token = BearerToken.from(header: header) {
+            let bytes = Array(header.utf8)
+            precondition(bytes.count > 7 && String(decoding: bytes[..<7], as: UTF8.self).lowercased() == "bearer ")
+            precondition(Array(token.utf8) == Array(bytes[7...]))
+            precondition(BearerToken.from(header: "Bearer " + token) == token)
+            _ = try? CompactJWS(token)
+        } else {
+            precondition(!header.utf8.starts(with: "Bearer ".utf8) || header.utf8.count == 7)
+        }
+    }
+
     /// One JWK: what is accepted has a canonical form that reads back to the same key.
     static let jwk: FuzzTargets.Harness = { data in
         guard let key = try? JWK(jsonText: String(decoding: data, as: UTF8.self)) else { return }

@@ -47,7 +47,7 @@ public struct AppleIdentityMiddleware<Context: AppleIdentityRequestContext>: Rou
     }
 
     public func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
-        guard let header = request.headers[.authorization], let bearer = Self.bearerToken(header) else {
+        guard let header = request.headers[.authorization], let bearer = BearerToken.from(header: header) else {
             return jsonError(.unauthorized, "missing_token", "send the identity token as Authorization: Bearer <token>", challenge: true)
         }
         let token: AppleIdentityToken
@@ -76,16 +76,6 @@ public struct AppleIdentityMiddleware<Context: AppleIdentityRequestContext>: Rou
         var context = context
         context.appleIdentity = AuthenticatedAppleIdentity(token: token, status: status)
         return try await next(request, context)
-    }
-
-    /// The token of `Bearer <token>` (the scheme in any case), read as bytes: counting a
-    /// kilobyte header's Characters would cost more than the rest of the check.
-    static func bearerToken(_ header: String) -> String? {
-        let bytes = header.utf8
-        guard bytes.count > 7 else { return nil }
-        let scheme = bytes.prefix(7).map { (0x41...0x5A).contains($0) ? $0 | 0x20 : $0 }
-        guard scheme.elementsEqual("bearer ".utf8) else { return nil }
-        return String(decoding: bytes.dropFirst(7), as: UTF8.self)
     }
 }
 
