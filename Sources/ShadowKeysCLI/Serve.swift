@@ -5,12 +5,12 @@ import Metrics
 import NIOCore
 import Prometheus
 import ServiceLifecycle
-import UnixSignals
 import ShadowApple
 import ShadowCore
 import ShadowCredentials
 import ShadowHummingbird
 import ShadowJOSE
+import UnixSignals
 
 struct Serve: AsyncParsableCommand, QuietCommand {
     static let configuration = CommandConfiguration(
