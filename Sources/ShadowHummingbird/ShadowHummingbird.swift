@@ -7,11 +7,17 @@ public import ShadowCredentials
 public import ShadowJOSE
 
 /// A verified Sign in with Apple identity, as the middleware puts it into the request context.
-public struct AuthenticatedAppleIdentity: Sendable {
+/// A class: the router copies the context several times a request, and the token is large.
+public final class AuthenticatedAppleIdentity: Sendable {
     /// The verified identity token.
     public let token: AppleIdentityToken
     /// The user's credential state, when the middleware has a store.
     public let status: CredentialStatus?
+
+    init(token: AppleIdentityToken, status: CredentialStatus?) {
+        self.token = token
+        self.status = status
+    }
 }
 
 /// A request context that can carry a verified Apple identity.
