@@ -47,6 +47,10 @@ public final class RevocationWorker: Sendable {
     let clock: WallClock
     let logger: Logger
     let pending = Gauge(label: "shadow_keys_revocations_pending")
+    /// One counter per outcome, made once: a registry lookup per attempt is not needed.
+    let results: [String: Counter] = Dictionary(uniqueKeysWithValues: ["revoked", "invalid_grant", "retry", "failed"].map {
+        ($0, Counter(label: "shadow_keys_revocations_total", dimensions: [("outcome", $0)]))
+    })
 
     public init(queue: any RevocationQueue, configuration: Configuration = Configuration(), clock: WallClock = .system,
                 logger: Logger = Logger(label: "shadow-keys.revocations"), revoke: @escaping Revoke) {
@@ -112,7 +116,7 @@ public final class RevocationWorker: Sendable {
         case .retry(_, let reason): logger.warning("revocation failed; will retry", metadata: metadata.merging(["reason": "\(reason)"]) { $1 })
         case .failed(let reason): logger.error("revocation failed; giving up", metadata: metadata.merging(["reason": "\(reason)"]) { $1 })
         }
-        Counter(label: "shadow_keys_revocations_total", dimensions: [("outcome", result.outcome ?? "retry")]).increment()
+        results[result.outcome ?? "retry"]?.increment()
         do {
             try await queue.completeRevocation(revocation, result)
         } catch {

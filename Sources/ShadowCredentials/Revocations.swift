@@ -49,7 +49,15 @@ public enum RevocationResult: Sendable, Equatable {
     /// Given up (too many attempts): the token is kept, the queue entry marked `failed`.
     case failed(reason: String)
 
-    /// The name stored in the queue's `outcome` column.
+    /// Whether the token leaves the store: Apple no longer honours it.
+    var deletesToken: Bool {
+        switch self {
+        case .revoked, .alreadyInvalid: true
+        case .retry, .failed: false
+        }
+    }
+
+    /// The name stored in the queue's `outcome` column (nil while it stays pending).
     var outcome: String? {
         switch self {
         case .revoked: "revoked"
@@ -135,19 +143,16 @@ extension StateEngine {
         let now = try CredentialEvent.milliseconds(clock.now)
         let kind = revocation.token.kind.rawValue
         try await database.transaction(writing: true) { transaction in
-            switch result {
-            case .revoked, .alreadyInvalid:
-                // Only the token that was revoked: a newer one stored meanwhile stays.
-                if let row = try await transaction.tokens(rowID: revocation.rowID, kind: kind).first, row.body == revocation.sealed {
-                    _ = try await transaction.deleteToken(rowID: revocation.rowID, kind: kind)
-                }
-                try await transaction.finishRevocation(rowID: revocation.rowID, kind: kind, outcome: result.outcome!, at: now, due: now)
-            case .failed:
-                try await transaction.finishRevocation(rowID: revocation.rowID, kind: kind, outcome: "failed", at: now, due: now)
-            case .retry(let after, _):
+            if case .retry(let after, _) = result {
                 let due = (try? CredentialEvent.milliseconds(after)) ?? now
                 try await transaction.finishRevocation(rowID: revocation.rowID, kind: kind, outcome: nil, at: nil, due: max(due, now))
+                return
             }
+            // Only the token that was revoked goes: a newer one stored meanwhile stays.
+            if result.deletesToken, let row = try await transaction.tokens(rowID: revocation.rowID, kind: kind).first, row.body == revocation.sealed {
+                _ = try await transaction.deleteToken(rowID: revocation.rowID, kind: kind)
+            }
+            try await transaction.finishRevocation(rowID: revocation.rowID, kind: kind, outcome: result.outcome, at: now, due: now)
         }
     }
 

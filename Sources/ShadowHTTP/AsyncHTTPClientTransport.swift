@@ -112,7 +112,7 @@ public final class AsyncHTTPClientTransport: HTTPTransport {
         for field in request.headers { outgoing.headers.add(name: field.name, value: field.value) }
         if let body = request.body { outgoing.body = .bytes(ByteBuffer(bytes: body)) }
 
-        let deadline = NIODeadline.now() + .nanoseconds(Int64(request.timeout.inSeconds * 1_000_000_000))
+        let deadline = NIODeadline.now() + TimeAmount(request.timeout)
         let limit = request.maxResponseBytes
         let work = Task { try await Self.exchange(outgoing, on: client, deadline: deadline, limit: limit) }
         let expired = Atomic(false)
