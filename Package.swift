@@ -43,7 +43,9 @@ let package = Package(
         .library(name: "ShadowPostgres", targets: ["ShadowPostgres"]),
         // Hummingbird 2: the bearer-token middleware and the notification route (its own product).
         .library(name: "ShadowHummingbird", targets: ["ShadowHummingbird"]),
-        .executable(name: "shadow-keys", targets: ["ShadowKeysCLI"]),
+        // The command line: `shadow-keys` for scripts, `shadow-keys-server` for serve and PostgreSQL.
+        .executable(name: "shadow-keys", targets: ["shadow-keys"]),
+        .executable(name: "shadow-keys-server", targets: ["shadow-keys-server"]),
         // For FuzzTesting/ (a separate package) and the regression tests; not API.
         .library(name: "ShadowFuzzTargets", targets: ["ShadowFuzzTargets"]),
         // Loopback servers and process helpers, for Benchmarks/ (a separate package); not API.
@@ -90,13 +92,21 @@ let package = Package(
             dependencies: ["ShadowCore", "ShadowJOSE", "ShadowJWKS", "ShadowApple", "ShadowCrypto", "ShadowVault", "ShadowCredentials", "ShadowPostgres", "ShadowHTTP", crypto],
             swiftSettings: strictSettings),
         .target(name: "ShadowKeys", dependencies: ["ShadowCore", "ShadowJOSE", "ShadowJWKS", "ShadowHTTP", "ShadowApple", "ShadowCrypto", "ShadowVault", "ShadowCredentials"], swiftSettings: strictSettings),
-        .executableTarget(
-            name: "ShadowKeysCLI",
-            dependencies: ["ShadowCore", "ShadowJOSE", "ShadowJWKS", "ShadowHTTP", "ShadowApple", "ShadowCrypto", "ShadowVault", "ShadowCredentials", "ShadowSQLite", "ShadowPostgres", "ShadowHummingbird", "ShadowSelfTest", argumentParser, logging, metrics,
+        // The commands, as libraries; each executable is a thin `main` that lists its commands.
+        // ShadowKeysCommands holds everything `shadow-keys` does: no server, no PostgreSQL client,
+        // no full Foundation (a test reads the binary's links).
+        .target(
+            name: "ShadowKeysCommands",
+            dependencies: ["ShadowCore", "ShadowJOSE", "ShadowJWKS", "ShadowHTTP", "ShadowApple", "ShadowCrypto", "ShadowVault", "ShadowCredentials", "ShadowSQLite", "ShadowSelfTest", argumentParser],
+            swiftSettings: strictSettings),
+        .target(
+            name: "ShadowKeysServerCommands",
+            dependencies: ["ShadowKeysCommands", "ShadowCore", "ShadowJOSE", "ShadowApple", "ShadowVault", "ShadowCredentials", "ShadowPostgres", "ShadowHummingbird", argumentParser, logging, metrics,
                            .product(name: "Hummingbird", package: "hummingbird"), .product(name: "Prometheus", package: "swift-prometheus"),
                            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"), .product(name: "UnixSignals", package: "swift-service-lifecycle"), nioCore],
-            swiftSettings: strictSettings
-        ),
+            swiftSettings: strictSettings),
+        .executableTarget(name: "shadow-keys", dependencies: ["ShadowKeysCommands"], swiftSettings: strictSettings),
+        .executableTarget(name: "shadow-keys-server", dependencies: ["ShadowKeysServerCommands"], swiftSettings: strictSettings),
 
         .target(name: "ShadowTestSupport", dependencies: ["ShadowCore", "ShadowJOSE", "ShadowJWKS", crypto, cryptoExtras] + nioLinux, path: "Tests/ShadowTestSupport", swiftSettings: strictSettings),
         .testTarget(name: "ShadowCoreTests", dependencies: ["ShadowCore", "ShadowTestSupport"], swiftSettings: strictSettings),
@@ -115,6 +125,6 @@ let package = Package(
         // The DocC articles' examples, through `import ShadowKeys` alone, as a user writes them.
         .testTarget(name: "ShadowKeysTests", dependencies: ["ShadowKeys", crypto, cryptoExtras], swiftSettings: strictSettings),
         .testTarget(name: "ShadowFuzzRegressionTests", dependencies: ["ShadowFuzzTargets", "ShadowTestSupport"], swiftSettings: strictSettings),
-        .testTarget(name: "ShadowKeysCLITests", dependencies: ["ShadowKeysCLI", "ShadowTestSupport", "ShadowSQLite", "ShadowPostgres", "ShadowJOSE", "ShadowCore", "ShadowApple", "ShadowCrypto", "ShadowVault", "ShadowCredentials", crypto, cryptoExtras, asyncHTTPClient] + nioLinux, swiftSettings: strictSettings),
+        .testTarget(name: "ShadowKeysCLITests", dependencies: ["shadow-keys", "shadow-keys-server", "ShadowTestSupport", "ShadowSQLite", "ShadowPostgres", "ShadowJOSE", "ShadowCore", "ShadowApple", "ShadowCrypto", "ShadowVault", "ShadowCredentials", crypto, cryptoExtras, asyncHTTPClient] + nioLinux, swiftSettings: strictSettings),
     ]
 )

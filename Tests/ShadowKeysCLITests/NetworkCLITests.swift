@@ -108,19 +108,6 @@ import Testing
         #expect(server.requestCount == 1)
         #expect(!Sources.mentions("shadow-keys-fetch") && !Sources.mentions("SHADOW_KEYS_FETCH"), "the sources still name the helper")
     }
-
-    /// Process start stays small: the binary links neither FoundationNetworking nor libcurl, read
-    /// from its ELF dynamic section. (It links all of Foundation since postgres-nio, which imports
-    /// it, is part of the one executable: measured at +1.2 to 1.5 ms a process, Docs/architecture.md.)
-    @Test func theBinaryLinksNoNetworkingFoundationOrCurl() throws {
-        #if os(Linux)
-        let needed = try ELFDynamicSection.neededLibraries(CLIRunner.executable.path)
-        #expect(!needed.isEmpty)
-        for library in needed {
-            #expect(!library.contains("FoundationNetworking") && !library.contains("curl"), "links \(library)")
-        }
-        #endif
-    }
 }
 
 /// Looks through the package's own sources.
@@ -133,52 +120,5 @@ enum Sources {
             if let contents = try? String(contentsOfFile: root.appendingPathComponent(file).path, encoding: .utf8), contents.contains(text) { return true }
         }
         return false
-    }
-}
-
-/// The DT_NEEDED entries of a 64-bit little-endian ELF file, read from its program headers.
-enum ELFDynamicSection {
-    struct Malformed: Error, CustomStringConvertible {
-        let description: String
-    }
-
-    static func neededLibraries(_ path: String) throws -> [String] {
-        let bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: path), options: .alwaysMapped))
-        func integer(_ offset: Int, _ size: Int) throws -> UInt64 {
-            guard offset >= 0, offset + size <= bytes.count else { throw Malformed(description: "\(path): truncated at \(offset)") }
-            return (0..<size).reduce(UInt64(0)) { $0 | UInt64(bytes[offset + $1]) << (8 * UInt64($1)) }
-        }
-        guard bytes.count > 64, bytes[0..<4] == [0x7F, 0x45, 0x4C, 0x46], bytes[4] == 2, bytes[5] == 1 else {
-            throw Malformed(description: "\(path) is not a 64-bit little-endian ELF file")
-        }
-        let programHeaders = Int(try integer(0x20, 8)), entrySize = Int(try integer(0x36, 2)), count = Int(try integer(0x38, 2))
-        var loads: [(virtual: UInt64, offset: UInt64, size: UInt64)] = []
-        var dynamic: (offset: Int, size: Int)?
-        for index in 0..<count {
-            let header = programHeaders + index * entrySize
-            let type = try integer(header, 4)
-            let offset = try integer(header + 8, 8), virtual = try integer(header + 16, 8), fileSize = try integer(header + 32, 8)
-            if type == 1 { loads.append((virtual, offset, fileSize)) }
-            if type == 2 { dynamic = (Int(offset), Int(fileSize)) }
-        }
-        guard let dynamic else { return [] }
-        var needed: [UInt64] = [], stringTable: UInt64?
-        for entry in stride(from: dynamic.offset, to: dynamic.offset + dynamic.size, by: 16) {
-            let tag = try integer(entry, 8), value = try integer(entry + 8, 8)
-            if tag == 0 { break }
-            if tag == 1 { needed.append(value) }
-            if tag == 5 { stringTable = value }
-        }
-        guard let stringTable, let segment = loads.first(where: { stringTable >= $0.virtual && stringTable < $0.virtual + $0.size }) else {
-            throw Malformed(description: "\(path): no string table for the dynamic section")
-        }
-        let tableOffset = Int(stringTable - segment.virtual + segment.offset)
-        return try needed.map { name in
-            var end = tableOffset + Int(name)
-            let start = end
-            while end < bytes.count, bytes[end] != 0 { end += 1 }
-            guard end < bytes.count else { throw Malformed(description: "\(path): unterminated library name") }
-            return String(decoding: bytes[start..<end], as: UTF8.self)
-        }
     }
 }

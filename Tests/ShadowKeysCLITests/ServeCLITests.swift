@@ -4,7 +4,7 @@ import ShadowJOSE
 import ShadowTestSupport
 import Testing
 
-/// `shadow-keys serve` as a process: the notification endpoint, /healthz, and SIGTERM.
+/// `shadow-keys-server serve` as a process: the notification endpoint, /healthz, and SIGTERM.
 @Suite(.tags(.multiProcess)) struct ServeCLITests {
     static let client = "com.example.app"
     let directory: TemporaryDirectory
@@ -63,7 +63,7 @@ import Testing
     @Test func notificationsOverHTTPAndAGracefulStop() async throws {
         let port = try PostgresCluster.freePortForTests()
         let store = "sqlite:\(directory.path)/state.sqlite"
-        let server = try ChildProcess(CLIRunner.executable.path, ["serve", "--listen", "127.0.0.1:\(port)", "--client-id", Self.client, "--jwks", jwks,
+        let server = try ChildProcess(CLIRunner.serverExecutable.path, ["serve", "--listen", "127.0.0.1:\(port)", "--client-id", Self.client, "--jwks", jwks,
                                                                   "--store", store, "--key-file", keyFile], environment: [:], removing: ["SHADOW_KEYS_STATE_STORE"])
         var healthy = false
         for _ in 0..<300 where !healthy {
@@ -101,7 +101,7 @@ import Testing
             (["--client-id", "c", "--revocation-retry", "0"], "--revocation-retry"),
             (["--client-id", "c", "--revocation-lease", "4000"], "--revocation-lease"),
         ] {
-            let result = try CLIRunner.run(["serve"] + arguments + ["--jwks", jwks, "--key-file", keyFile])
+            let result = try CLIRunner.runServer(["serve"] + arguments + ["--jwks", jwks, "--key-file", keyFile])
             #expect(result.status == 64 && result.stderr.contains(needle), "\(arguments): \(result.status) \(result.stderr)")
         }
     }

@@ -88,7 +88,7 @@ import Testing
     }
 
     func startServe(port: Int) throws -> ChildProcess {
-        try ChildProcess(CLIRunner.executable.path, [
+        try ChildProcess(CLIRunner.serverExecutable.path, [
             "serve", "--listen", "127.0.0.1:\(port)", "--client-id", Self.client, "--jwks", jwks, "--store", database, "--key-file", keyFile,
             "--p8", p8File, "--team-id", apple.teamID, "--key-id", apple.keyID, "--base-url", apple.baseURL, "--allow-http-loopback",
             "--revocation-retry", "1", "--revocation-lease", "5",

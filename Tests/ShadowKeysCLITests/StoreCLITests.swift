@@ -24,6 +24,11 @@ import Testing
         try CLIRunner.run(arguments, stdin: stdin, environment: ["XDG_DATA_HOME": directory.path] + environment, removing: ["SHADOW_KEYS_STATE_STORE"])
     }
 
+    /// Runs `shadow-keys-server`, which opens PostgreSQL stores.
+    func runServer(_ arguments: [String], stdin: String? = nil) throws -> CLIResult {
+        try CLIRunner.runServer(arguments, stdin: stdin, environment: ["XDG_DATA_HOME": directory.path], removing: ["SHADOW_KEYS_STATE_STORE"])
+    }
+
     static func line(_ kind: String, _ subject: String, _ time: Int64, _ id: String, linked: String? = nil) -> String {
         let object: JSONObject = [
             "kind": .string(kind), "client_id": .string(client), "sub": .string(subject), "time_ms": .int(time), "id": .string(id),
@@ -81,8 +86,26 @@ import Testing
         #expect(both.status == 64 && both.stderr.contains("not both"))
         let unknown = try run(["state", "show", "--client-id", "c", "--sub", "s", "--store", "mysql://h/d", "--key-file", keyFile])
         #expect(unknown.status == 64 && unknown.stderr.contains("sqlite:PATH"))
-        let badMode = try run(["state", "show", "--client-id", "c", "--sub", "s", "--store", "postgres://u@h/d?sslmode=maybe", "--key-file", keyFile])
+        let badMode = try runServer(["state", "show", "--client-id", "c", "--sub", "s", "--store", "postgres://u@h/d?sslmode=maybe", "--key-file", keyFile])
         #expect(badMode.status == 64 && badMode.stderr.contains("sslmode"))
+    }
+
+    /// The lean `shadow-keys` has no PostgreSQL client: every way of naming such a store is a usage
+    /// error that says which executable has one, and nothing is connected to or created.
+    @Test(arguments: [
+        ["state", "show", "--client-id", "c", "--sub", "s", "--store", "postgres://u@127.0.0.1:1/d?sslmode=disable", "--key-file", "k"],
+        ["state", "apply-events", "-", "--store", "postgresql://u@127.0.0.1:1/d", "--key-file", "k"],
+        ["state", "migrate", "--from", "vault:/tmp/none.skv", "--to", "postgres://u@127.0.0.1:1/d", "--key-file", "k"],
+        ["state", "migrate-schema", "--store", "postgres://u@127.0.0.1:1/d"],
+        ["verify-token", "--apple", "--aud", "c", "--jwks", "/dev/null", "--state", "--store", "postgres://u@127.0.0.1:1/d", "--key-file", "k"],
+    ])
+    func theLeanBinaryRefersPostgresToTheServerBinary(arguments: [String]) throws {
+        let result = try run(arguments.map { $0 == "k" ? keyFile : $0 }, stdin: "")
+        #expect(result.status == 64, "\(arguments): \(result.status) \(result.stderr)")
+        #expect(result.stderr.contains("shadow-keys-server"), "\(result.stderr)")
+        let environment = try CLIRunner.run(["state", "show", "--client-id", "c", "--sub", "s", "--key-file", keyFile],
+                                            environment: ["XDG_DATA_HOME": directory.path, "SHADOW_KEYS_STATE_STORE": "postgres://u@127.0.0.1:1/d"])
+        #expect(environment.status == 64 && environment.stderr.contains("shadow-keys-server"), "\(environment.stderr)")
     }
 
     @Test func aDamagedDatabaseOrAnotherKeyIsAClearError() throws {
@@ -127,13 +150,13 @@ import Testing
     @Test func postgresThroughTheCLI() throws {
         let cluster = try PostgresCluster.shared.get()
         let url = try cluster.freshDatabase()
-        let schema = try run(["state", "migrate-schema", "--store", url, "--json"])
+        let schema = try runServer(["state", "migrate-schema", "--store", url, "--json"])
         #expect(schema.status == 0 && schema.stdout.contains("\"schema_version\":2"), "\(schema.stderr)")
-        let applied = try run(["state", "apply-events", "-", "--store", url, "--key-file", keyFile, "--json"], stdin: Self.line("sign-in", "pg1", 1_700_000_000_000, "a"))
+        let applied = try runServer(["state", "apply-events", "-", "--store", url, "--key-file", keyFile, "--json"], stdin: Self.line("sign-in", "pg1", 1_700_000_000_000, "a"))
         #expect(applied.status == 0, "\(applied.stderr)")
-        let checked = try run(["state", "check", "--client-id", Self.client, "--sub", "pg1", "--store", url, "--key-file", keyFile])
+        let checked = try runServer(["state", "check", "--client-id", Self.client, "--sub", "pg1", "--store", url, "--key-file", keyFile])
         #expect(checked.status == 0, "\(checked.stderr)")
-        let unreachable = try run(["state", "check", "--client-id", Self.client, "--sub", "pg1", "--store", "postgres://shadow@127.0.0.1:1/x?sslmode=disable",
+        let unreachable = try runServer(["state", "check", "--client-id", Self.client, "--sub", "pg1", "--store", "postgres://shadow@127.0.0.1:1/x?sslmode=disable",
                                    "--key-file", keyFile, "--lock-timeout", "1", "--json"])
         #expect(unreachable.status == 34, "\(unreachable.stderr)")
         #expect(unreachable.stdout.contains("store_unavailable"))

@@ -90,7 +90,7 @@ import Testing
         var children: [ChildProcess] = []
         for process in 0..<4 {
             let file = try directory.write("stream\(process).jsonl", stream.shuffled(using: &random).map(line).joined(separator: "\n"))
-            children.append(try ChildProcess(CLIRunner.executable.path, ["state", "apply-events", file, "--store", url, "--key-file", keyFile, "--batch-size", "250", "--json"],
+            children.append(try ChildProcess(CLIRunner.serverExecutable.path, ["state", "apply-events", file, "--store", url, "--key-file", keyFile, "--batch-size", "250", "--json"],
                                              environment: [:], removing: ["SHADOW_KEYS_STATE_STORE"]))
         }
         for child in children {

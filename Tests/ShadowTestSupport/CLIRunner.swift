@@ -32,18 +32,31 @@ public struct CLIRunnerError: Error, CustomStringConvertible {
 
 /// Runs the built `shadow-keys` executable, as a script would.
 public enum CLIRunner {
-    /// The executable next to the test bundle (`.build/<config>/shadow-keys`), or `$SHADOW_KEYS_BIN`.
-    public static let executable: URL = {
-        if let path = ProcessInfo.processInfo.environment["SHADOW_KEYS_BIN"] { return URL(fileURLWithPath: path) }
+    /// `shadow-keys`, next to the test bundle (`.build/<config>/shadow-keys`), or `$SHADOW_KEYS_BIN`.
+    public static let executable: URL = built("shadow-keys", override: "SHADOW_KEYS_BIN")
+
+    /// `shadow-keys-server` (serve, PostgreSQL stores), or `$SHADOW_KEYS_SERVER_BIN`.
+    public static let serverExecutable: URL = built("shadow-keys-server", override: "SHADOW_KEYS_SERVER_BIN")
+
+    /// The built executable `name`, looked for beside the running test bundle.
+    private static func built(_ name: String, override: String) -> URL {
+        if let path = ProcessInfo.processInfo.environment[override] { return URL(fileURLWithPath: path) }
         let runner = URL(fileURLWithPath: (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0])
         var directory = runner.deletingLastPathComponent()
         for _ in 0..<4 {
-            let candidate = directory.appendingPathComponent("shadow-keys")
+            let candidate = directory.appendingPathComponent(name)
             if FileManager.default.isExecutableFile(atPath: candidate.path) { return candidate }
             directory = directory.deletingLastPathComponent()
         }
-        return PackagePaths.root.appendingPathComponent(".build/debug/shadow-keys")
-    }()
+        return PackagePaths.root.appendingPathComponent(".build/debug/\(name)")
+    }
+
+    /// Runs `shadow-keys-server` with `arguments`, as ``run(_:stdin:environment:removing:currentDirectory:timeout:)`` does `shadow-keys`.
+    public static func runServer(
+        _ arguments: [String], stdin: String? = nil, environment: [String: String] = [:], removing: Set<String> = [], timeout: TimeInterval = 60
+    ) throws -> CLIResult {
+        try run(executable: serverExecutable, arguments, stdin: stdin.map { Data($0.utf8) }, environment: environment, removing: removing, timeout: timeout)
+    }
 
     /// Runs `shadow-keys` with `arguments`, feeding `stdin`, with extra environment variables.
     public static func run(

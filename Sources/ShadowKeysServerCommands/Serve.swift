@@ -10,6 +10,7 @@ import ShadowCore
 import ShadowCredentials
 import ShadowHummingbird
 import ShadowJOSE
+import ShadowKeysCommands
 import UnixSignals
 
 struct Serve: AsyncParsableCommand, QuietCommand {

@@ -1,14 +1,14 @@
-import ArgumentParser
+package import ArgumentParser
 import ShadowApple
 import ShadowCore
 import ShadowCredentials
-import ShadowJOSE
+package import ShadowJOSE
 import ShadowCrypto
 import ShadowJWKS
 import ShadowVault
 
 /// The exit codes scripts rely on (Docs/cli.md).
-enum ExitStatus: Int32 {
+package enum ExitStatus: Int32 {
     case success = 0
     case failure = 1
     case malformedToken = 10
@@ -91,14 +91,14 @@ enum ExitStatus: Int32 {
 }
 
 /// A failure the CLI reports and turns into an exit code.
-struct CLIError: Error, CustomStringConvertible {
+package struct CLIError: Error, CustomStringConvertible {
     let status: ExitStatus
     /// Stable machine-readable code.
     let code: String
     let message: String
     let claimFailures: [ClaimFailure]
 
-    init(_ status: ExitStatus, code: String? = nil, _ message: String, claimFailures: [ClaimFailure] = []) {
+    package init(_ status: ExitStatus, code: String? = nil, _ message: String, claimFailures: [ClaimFailure] = []) {
         self.status = status
         self.code = code ?? Self.defaultCode(status)
         self.message = message
@@ -110,7 +110,7 @@ struct CLIError: Error, CustomStringConvertible {
         self.init(ExitStatus(error), code: error.codeName, error.reason, claimFailures: (error as? JOSEError)?.claimFailures ?? [])
     }
 
-    var description: String { message }
+    package var description: String { message }
 
     private static func defaultCode(_ status: ExitStatus) -> String {
         switch status {
@@ -144,7 +144,7 @@ struct CLIError: Error, CustomStringConvertible {
 
 /// Runs a command body, reporting any failure on stderr (or as JSON on stdout) and exiting with
 /// its code.
-func reportingFailures(json: Bool, _ body: () async throws -> Void) async throws {
+package func reportingFailures(json: Bool, _ body: () async throws -> Void) async throws {
     do {
         try await body()
     } catch let error as CLIError {

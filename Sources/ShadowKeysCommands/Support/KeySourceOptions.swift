@@ -1,17 +1,19 @@
-import ArgumentParser
+package import ArgumentParser
 import ShadowCore
-import ShadowJOSE
-import ShadowJWKS
+package import ShadowJOSE
+package import ShadowJWKS
 
 /// `--jwks URL|FILE|-` with its fetching options, shared by every command that verifies.
-struct KeySourceOptions: ParsableArguments {
+package struct KeySourceOptions: ParsableArguments {
+    package init() {}
+
     @Option(name: .customLong("jwks"), help: "The JWK Set: an https:// URL (cached on disk), a file, or '-' for stdin.")
-    var jwks: String?
+    package var jwks: String?
 
     @Flag(help: "Use only the on-disk cache for a URL; never fetch.")
     var offline = false
 
-    @OptionGroup var network: NetworkOptions
+    @OptionGroup package var network: NetworkOptions
 
     /// True for `scheme://…`: such a value is a URL (and must pass the URL policy), never a file name.
     static func isURL(_ value: String) -> Bool {
@@ -27,7 +29,7 @@ struct KeySourceOptions: ParsableArguments {
     /// Checks a URL source now, so a forbidden URL is a usage error (64).
     /// `networkUsedElsewhere`: the command also fetches other URLs with the network options
     /// (`serve`'s `--base-url`), so they are not an error beside a key-set file.
-    func validate(default defaultSource: String?, networkUsedElsewhere: Bool = false) throws {
+    package func validate(default defaultSource: String?, networkUsedElsewhere: Bool = false) throws {
         guard let source = jwks ?? defaultSource else { throw ValidationError("--jwks URL|FILE|- is required") }
         if Self.isURL(source) {
             try network.check(source, option: "--jwks")
@@ -37,7 +39,7 @@ struct KeySourceOptions: ParsableArguments {
     }
 
     /// The configured key source: a fetched, disk-cached set for a URL; a local set for a file or stdin.
-    func keys(default defaultSource: String? = nil) throws -> any JWKSource {
+    package func keys(default defaultSource: String? = nil) throws -> any JWKSource {
         guard let source = jwks ?? defaultSource else { throw CLIError(.usage, "--jwks URL|FILE|- is required") }
         return Self.isURL(source) ? try keySetProvider(url: source, network: network, offline: offline) : try readKeySet(source)
     }

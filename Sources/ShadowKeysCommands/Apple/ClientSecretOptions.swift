@@ -4,7 +4,7 @@ import FoundationEssentials
 #else
 import Foundation
 #endif
-import ShadowApple
+package import ShadowApple
 import ShadowCore
 import ShadowCrypto
 import ShadowJOSE
@@ -44,7 +44,7 @@ struct ClientSecretOptions: ParsableArguments {
 }
 
 /// Reads a `.p8` key (warning when others can read it): exit 65 when unreadable or not P-256 PKCS#8.
-func readAppleSigningKey(_ path: String) throws -> AppleSigningKey {
+package func readAppleSigningKey(_ path: String) throws -> AppleSigningKey {
     warnIfReadableByOthers(path, what: ".p8 key file")
     let pem: [UInt8]
     do {

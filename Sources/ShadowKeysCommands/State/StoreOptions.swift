@@ -1,20 +1,46 @@
-import ArgumentParser
+package import ArgumentParser
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
 import Foundation
 #endif
 import ShadowCore
-import ShadowCredentials
-import ShadowPostgres
+package import ShadowCredentials
 import ShadowSQLite
-import ShadowVault
+package import ShadowVault
+
+/// PostgreSQL stores, which only `shadow-keys-server` opens: the lean `shadow-keys` links no
+/// PostgreSQL client. Each URL is a `postgres://` or `postgresql://` URL as `--store` takes it.
+package protocol PostgresStores: Sendable {
+    /// Checks `url` and describes it without its password.
+    func describe(_ url: String) throws -> String
+    /// Connects (waiting up to `retryFor` for the server), migrates the schema, and opens the store.
+    func open(_ url: String, unlock: VaultUnlock, retryFor: Duration) async throws -> any AuditedCredentialStore
+    /// Moves a vault's state into a new store at `url` (`state migrate`).
+    func migrate(from vault: VaultCredentialStore, to url: String, unlock: VaultUnlock) async throws -> MigrationReport
+    /// Brings the schema up to date and returns its version (`state migrate-schema`).
+    func migrateSchema(_ url: String) async throws -> Int
+}
+
+/// The store kinds this executable opens beyond SQLite and vaults, set by its `main`.
+package enum StoreBackends {
+    @TaskLocal package static var postgres: (any PostgresStores)?
+
+    /// The PostgreSQL stores, or a usage error naming the executable that has them.
+    static func requirePostgres(option: String) throws -> any PostgresStores {
+        guard let postgres else {
+            throw ValidationError("\(option): postgres:// stores are opened by shadow-keys-server; shadow-keys opens sqlite: and vault: stores")
+        }
+        return postgres
+    }
+}
 
 /// Where credential state lives: a SQLite file, a vault, or a PostgreSQL database.
 enum StoreLocation: CustomStringConvertible {
     case sqlite(String)
     case vault(String)
-    case postgres(PostgresLocation)
+    /// The URL, and its description without the password.
+    case postgres(url: String, description: String)
 
     /// `sqlite:PATH`, `vault:PATH`, or a `postgres://` / `postgresql://` URL.
     init(parsing text: String, option: String) throws {
@@ -27,7 +53,8 @@ enum StoreLocation: CustomStringConvertible {
             guard !path.isEmpty else { throw ValidationError("\(option): vault: needs a path (vault:PATH)") }
             self = .vault(path)
         } else if text.hasPrefix("postgres://") || text.hasPrefix("postgresql://") {
-            do { self = .postgres(try PostgresLocation(url: text)) } catch let error as CredentialError { throw ValidationError("\(option): \(error.reason)") }
+            let postgres = try StoreBackends.requirePostgres(option: option)
+            do { self = .postgres(url: text, description: try postgres.describe(text)) } catch let error as CredentialError { throw ValidationError("\(option): \(error.reason)") }
         } else {
             throw ValidationError("\(option): expected sqlite:PATH, vault:PATH or postgres://user@host:port/database, not \(text.quotedForMessage)")
         }
@@ -37,14 +64,16 @@ enum StoreLocation: CustomStringConvertible {
         switch self {
         case .sqlite(let path): return "sqlite:\(path)"
         case .vault(let path): return "vault:\(path)"
-        case .postgres(let location): return location.description
+        case .postgres(_, let description): return description
         }
     }
 }
 
 /// `--store URL` (or `--vault PATH`, the same as `--store vault:PATH`) and the key options that
 /// open it, as for `vault`.
-struct StoreOptions: ParsableArguments {
+package struct StoreOptions: ParsableArguments {
+    package init() {}
+
     @Option(name: .customLong("store"), help: ArgumentHelp(
         "Where state lives: sqlite:PATH, vault:PATH, or postgres://user@host:port/db?sslmode=disable|require|verify-full (password also from PGPASSWORD).",
         discussion: "Default: $SHADOW_KEYS_STATE_STORE, else sqlite:$XDG_DATA_HOME/shadow-keys/state.sqlite."))
@@ -66,13 +95,13 @@ struct StoreOptions: ParsableArguments {
     var keyUsesStdin: Bool { vault.keyUsesStdin }
 
     /// Checks what was named; the default location is worked out when the store is opened.
-    func validate() throws {
+    package func validate() throws {
         if url != nil, vault.explicitPath != nil { throw ValidationError("give --store or --vault, not both (--vault PATH is --store vault:PATH)") }
         if let url { _ = try StoreLocation(parsing: url, option: "--store") }
     }
 
     /// Checks there is a key (or a terminal to ask for a passphrase on).
-    func requireKey() throws {
+    package func requireKey() throws {
         if case .vault = try location() { return try vault.requireKey() }
         guard try vault.key() != nil || TerminalPrompt.available else {
             throw ValidationError("open the state store with one of --key-file, --key-env, --passphrase-stdin, --passphrase-file or --passphrase-env")
@@ -93,7 +122,7 @@ struct StoreOptions: ParsableArguments {
         }
     }
 
-    func open(create: Bool) async throws -> any AuditedCredentialStore {
+    package func open(create: Bool) async throws -> any AuditedCredentialStore {
         switch try location() {
         case .vault(let path):
             var options = vault
@@ -105,13 +134,13 @@ struct StoreOptions: ParsableArguments {
             }
             return try await SQLiteCredentialStore.open(path: path, unlock: try vault.unlock(confirm: create && !FileManager.default.fileExists(atPath: path)),
                                                         create: create, lockTimeout: .seconds(vault.lockTimeout))
-        case .postgres(let location):
-            return try await PostgresCredentialStore.connect(location, unlock: try vault.unlock(), connectTimeout: .seconds(10), retryFor: .seconds(vault.lockTimeout))
+        case .postgres(let url, _):
+            return try await StoreBackends.requirePostgres(option: "--store").open(url, unlock: try vault.unlock(), retryFor: .seconds(vault.lockTimeout))
         }
     }
 }
 
 /// Closes a database store's connections.
-func close(_ store: any AuditedCredentialStore) async {
+package func close(_ store: any AuditedCredentialStore) async {
     if let store = store as? any DatabaseCredentialStore { await store.close() }
 }

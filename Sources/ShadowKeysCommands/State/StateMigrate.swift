@@ -6,7 +6,6 @@ import Foundation
 #endif
 import ShadowCore
 import ShadowCredentials
-import ShadowPostgres
 import ShadowSQLite
 import ShadowVault
 
@@ -44,7 +43,7 @@ extension StateCommand {
                 let report: MigrationReport
                 switch try StoreLocation(parsing: to, option: "--to") {
                 case .sqlite(let target): report = try await SQLiteCredentialStore.migrate(from: source, toPath: target, unlock: unlock, lockTimeout: .seconds(vault.lockTimeout))
-                case .postgres(let location): report = try await PostgresCredentialStore.migrate(from: source, to: location, unlock: unlock)
+                case .postgres(let url, _): report = try await StoreBackends.requirePostgres(option: "--to").migrate(from: source, to: url, unlock: unlock)
                 case .vault: return
                 }
                 if json {
@@ -72,7 +71,7 @@ extension StateCommand {
                 let version: Int
                 switch try StoreLocation(parsing: text, option: "--store") {
                 case .sqlite(let path): version = try await SQLiteCredentialStore.migrateSchema(path: path)
-                case .postgres(let location): version = try await PostgresCredentialStore.migrateSchema(location)
+                case .postgres(let url, _): version = try await StoreBackends.requirePostgres(option: "--store").migrateSchema(url)
                 case .vault: throw CLIError(.usage, "--store: a vault has no schema to migrate")
                 }
                 if json { Console.json(["schema_version": .int(version)]) } else { Console.out("schema version \(version)") }

@@ -3,12 +3,12 @@ import Darwin
 #else
 import Glibc
 #endif
-import ArgumentParser
+package import ArgumentParser
 import ShadowCore
 import Synchronization
 
 /// Unbuffered writes to stdout and stderr, and reading of bounded inputs.
-enum Console {
+package enum Console {
     /// Set from the command's `-q/--quiet` before it runs: no warnings and no progress on stderr.
     private static let quiet = Atomic(false)
 
@@ -17,7 +17,7 @@ enum Console {
     static func setQuiet(_ on: Bool) { quiet.store(on, ordering: .relaxed) }
 
     /// Writes `shadow-keys: warning: text` to stderr, unless `--quiet` was given.
-    static func warn(_ text: String) {
+    package static func warn(_ text: String) {
         if !isQuiet { err("shadow-keys: warning: " + text) }
     }
 
@@ -73,6 +73,6 @@ enum Console {
 
 /// Every leaf command takes `-q/--quiet` (Docs/cli.md): warnings and progress bars are then not
 /// written; errors always are.
-protocol QuietCommand: ParsableCommand {
+package protocol QuietCommand: ParsableCommand {
     var quiet: Bool { get }
 }
