@@ -22,6 +22,8 @@ public struct CredentialErrorCode: ShadowKeysErrorCode {
     public static let wrongKey = CredentialErrorCode("wrong_key")
     /// There is no store where one was named (a reader never creates one).
     public static let noStore = CredentialErrorCode("no_store")
+    /// The database is not a ShadowKeys state store: an empty file, or another application's database.
+    public static let notAStore = CredentialErrorCode("not_a_state_store")
     /// The database cannot be reached, or refused the connection.
     public static let storeUnavailable = CredentialErrorCode("store_unavailable")
     /// Another writer held the database longer than the lock timeout.

@@ -111,12 +111,22 @@ package final class StateEngine<Database: StateDatabase>: Sendable {
     private let queue: WriteQueue
 
     /// Opens the store: reads its sealed secret with `unlock`, or seals a new one in an empty store.
-    package static func open(_ database: Database, unlock: VaultUnlock, clock: WallClock = .system) async throws -> StateEngine {
-        let existing = try await database.transaction(writing: false) { try await $0.meta(MetaName.secret) }
+    /// Opens the store's sealed secret with `unlock`. A store without one gets one when `create`
+    /// is set and it holds nothing yet; a store that already holds state or an audit head but no
+    /// secret had it deleted, and is corrupted: a new secret would make every user unknown.
+    package static func open(_ database: Database, unlock: VaultUnlock, create: Bool = true, clock: WallClock = .system) async throws -> StateEngine {
+        let (existing, holdsState) = try await database.transaction(writing: false) { transaction in
+            let secret = try await transaction.meta(MetaName.secret)
+            guard secret == nil else { return (secret, true) }
+            if try await transaction.meta(MetaName.auditHead) != nil { return (secret, true) }
+            return (secret, try await !transaction.stateCounts().isEmpty)
+        }
         let secret: [UInt8]
         if let existing {
             secret = try SealedStoreSecret.open(existing, unlock: unlock)
         } else {
+            if holdsState { throw CredentialError(.corruptedState, "the store holds state but its secret row is missing: it was deleted") }
+            guard create else { throw CredentialError(.noStore, "the store was never written: it holds no state yet") }
             let fresh = try SealedStoreSecret.create(unlock: unlock)
             // Two processes may create the store at once: the first commit wins, the other opens it.
             let stored = try await database.transaction(writing: true) { transaction in

@@ -60,6 +60,28 @@ public final class SQLiteCredentialStore: DatabaseCredentialStore {
         }
     }
 
+    /// Opens an existing database for reading only: SQLite opens it read-only (`mode=ro`), so
+    /// nothing is created, migrated or written, and the schema is checked by one read of its
+    /// version. Any schema version this ShadowKeys migrates from is read as it is.
+    /// - Throws: ``CredentialError/Code/noStore`` when there is no file at `path`;
+    ///   ``CredentialError/Code/notAStore`` when it is an empty file or another application's
+    ///   database; ``CredentialError/Code/corruptedState`` when its secret is missing or it is
+    ///   damaged; ``CredentialError/Code/wrongKey``.
+    public static func openForReading(path: String, unlock: VaultUnlock, lockTimeout: Duration = .seconds(10), clock: WallClock = .system) async throws
+        -> SQLiteCredentialStore
+    {
+        guard lockTimeout >= .zero, lockTimeout <= .seconds(3600) else { throw CredentialError(.invalidParameter, "the lock timeout is 0 to 3600 seconds") }
+        try prepareFile(path, create: false)
+        let database = try await SQLiteStateDatabase.open(path: path, lockTimeout: lockTimeout.inSeconds, readOnly: true)
+        do {
+            try await database.checkReadableSchema()
+            return SQLiteCredentialStore(path: path, state: try await StateEngine.open(database, unlock: unlock, create: false, clock: clock))
+        } catch {
+            await database.close()
+            throw error
+        }
+    }
+
     /// Moves `vault`'s credential state and audit log into a new (or empty) database at `path`
     /// (``StateEngine``'s import: the audit chain moves intact).
     public static func migrate(from vault: VaultCredentialStore, toPath path: String, unlock: VaultUnlock, lockTimeout: Duration = .seconds(10)) async throws -> MigrationReport {
@@ -125,17 +147,22 @@ final class SQLiteStateDatabase: StateDatabase {
     let readLock = AsyncLock()
     let path: String
     let lockTimeout: Double
+    /// Opened by a reader: SQLite refuses every write, and this never opens the write connection.
+    let readOnly: Bool
 
-    private init(path: String, reader: SQLiteConnection, lockTimeout: Double) {
+    private init(path: String, reader: SQLiteConnection, lockTimeout: Double, readOnly: Bool) {
         self.path = path
         self.reader = reader
         self.lockTimeout = lockTimeout
+        self.readOnly = readOnly
     }
 
-    static func connect(path: String, lockTimeout: Double) async throws -> SQLiteConnection {
+    static func connect(path: String, lockTimeout: Double, readOnly: Bool = false) async throws -> SQLiteConnection {
         var logger = Logger(label: "shadow-keys.sqlite")
         logger.logLevel = .critical
-        let connection = try await mapped(path) { try await SQLiteConnection.open(storage: .file(path: path), logger: logger) }
+        // sqlite-nio opens with SQLITE_OPEN_URI, so a read-only open is a file: URI with mode=ro.
+        let name = readOnly ? "file:\(uriPath(path))?mode=ro" : path
+        let connection = try await mapped(path) { try await SQLiteConnection.open(storage: .file(path: name), logger: logger) }
         do {
             // Replaces the connection's default busy handler (which retries at once, forever).
             _ = try await mapped(path) { try await connection.query("PRAGMA busy_timeout = \(Int(lockTimeout * 1000))", []) }
@@ -146,13 +173,54 @@ final class SQLiteStateDatabase: StateDatabase {
         return connection
     }
 
-    static func open(path: String, lockTimeout: Double) async throws -> SQLiteStateDatabase {
-        SQLiteStateDatabase(path: path, reader: try await connect(path: path, lockTimeout: lockTimeout), lockTimeout: lockTimeout)
+    static func open(path: String, lockTimeout: Double, readOnly: Bool = false) async throws -> SQLiteStateDatabase {
+        SQLiteStateDatabase(path: path, reader: try await connect(path: path, lockTimeout: lockTimeout, readOnly: readOnly), lockTimeout: lockTimeout, readOnly: readOnly)
+    }
+
+    /// `path` as the path of a `file:` URI (RFC 3986; SQLite's "URI Filenames"): every byte but
+    /// unreserved characters and `/` percent-encoded, so `?`, `#` and `%` in a name stay in it.
+    static func uriPath(_ path: String) -> String {
+        var encoded = ""
+        for byte in path.utf8 {
+            switch byte {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+                UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"), UInt8(ascii: "/"):
+                encoded.unicodeScalars.append(Unicode.Scalar(byte))
+            default:
+                let digits = Array("0123456789ABCDEF".unicodeScalars)
+                encoded += "%" + String(digits[Int(byte >> 4)]) + String(digits[Int(byte & 15)])
+            }
+        }
+        return encoded
+    }
+
+    /// A reader's one check of the schema: its version, read from `shadow_meta`. A database
+    /// without that table (an empty file, another application's database) is not a state store.
+    func checkReadableSchema() async throws {
+        let path = self.path
+        let version: [UInt8]?
+        do {
+            version = try await read { try await $0.meta(MetaName.schemaVersion) }
+        } catch let error as CredentialError where error.code == .storeUnavailable && error.reason.contains("no such table") {
+            throw CredentialError(.notAStore, "\(path) is not a ShadowKeys state store (it has no shadow_meta table); give the store's own path")
+        }
+        guard let version else { throw CredentialError(.corruptedState, "the state database has no schema version") }
+        try Self.checkVersion(version)
+    }
+
+    /// The schema version a `schema_version` value names, when this ShadowKeys reads it.
+    @discardableResult
+    static func checkVersion(_ version: [UInt8]) throws -> Int {
+        guard let number = Int(String(decoding: version, as: UTF8.self)), number >= 1, number <= schemaVersion else {
+            throw CredentialError(.corruptedState, "the state database has schema version \(String(decoding: version, as: UTF8.self).prefix(20)); this ShadowKeys reads 1 to \(schemaVersion)")
+        }
+        return number
     }
 
     /// The write connection, opened (WAL mode, synchronous=FULL) on first use. Called under the write lock.
     func writeConnection() async throws -> SQLiteConnection {
         if let existing = writer.withLock({ $0 }) { return existing }
+        guard !readOnly else { throw CredentialError(.invalidParameter, "the state database was opened for reading only") }
         let connection = try await Self.connect(path: path, lockTimeout: lockTimeout)
         do {
             let path = self.path
@@ -186,10 +254,7 @@ final class SQLiteStateDatabase: StateDatabase {
                 guard let version = try await transaction.meta(MetaName.schemaVersion) else {
                     throw CredentialError(.corruptedState, "the state database has no schema version")
                 }
-                guard let number = Int(String(decoding: version, as: UTF8.self)), number >= 1, number <= Self.schemaVersion else {
-                    throw CredentialError(.corruptedState, "the state database has schema version \(String(decoding: version, as: UTF8.self).prefix(20)); this ShadowKeys reads 1 to \(Self.schemaVersion)")
-                }
-                current = number
+                current = try Self.checkVersion(version)
             }
             for migration in Self.migrations[current...] {
                 for statement in migration { _ = try await transaction.connection.query(statement, []) }

@@ -120,6 +120,21 @@ import Testing
         #expect(result.stderr.contains("damaged") && !result.stderr.contains("Fatal"))
     }
 
+    /// Readers open a SQLite store read-only: an empty file is exit 35 and stays empty, and a
+    /// reader's answer comes from the store a writer made.
+    @Test func readersNeverCreateOrRepairAStore() throws {
+        let empty = try directory.write("empty.sqlite", Data(), mode: 0o600)
+        for command in [["state", "show", "--client-id", Self.client, "--sub", "u1"], ["state", "audit", "--verify"], ["state", "history", "--client-id", Self.client, "--sub", "u1"]] {
+            let result = try run(command + ["--store", "sqlite:\(empty)", "--key-file", keyFile, "--json"])
+            #expect(result.status == 35, "\(command): \(result.stderr)")
+            #expect(result.stdout.contains("not_a_state_store") && result.stderr.contains("not a ShadowKeys state store"))
+        }
+        #expect(try Data(contentsOf: URL(fileURLWithPath: empty)).isEmpty)
+        let store = directory.path + "/state.sqlite"
+        _ = try run(["state", "apply-events", "-", "--store", "sqlite:\(store)", "--key-file", keyFile], stdin: Self.line("consent-revoked", "u1", 1_700_000_000_000, "a"))
+        #expect(try run(["state", "check", "--client-id", Self.client, "--sub", "u1", "--store", "sqlite:\(store)", "--key-file", keyFile]).status == 14)
+    }
+
     @Test func migrateMovesAVaultWithItsAuditChain() throws {
         let vault = directory.path + "/vault.skv"
         _ = try run(["vault", "init", "--vault", vault, "--key-file", keyFile])

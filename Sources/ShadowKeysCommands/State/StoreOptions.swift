@@ -108,8 +108,8 @@ package struct StoreOptions: ParsableArguments {
         }
     }
 
-    /// Opens the store, runs `body` with it, and closes it. Readers (`create` off) never create a
-    /// SQLite file: a missing one is exit 66.
+    /// Opens the store, runs `body` with it, and closes it. Readers (`create` off) open a SQLite
+    /// file read-only, and never create, migrate or write one: a missing one is exit 66.
     func withStore<R>(create: Bool, _ body: (any AuditedCredentialStore) async throws -> R) async throws -> R {
         let store = try await open(create: create)
         do {
@@ -132,8 +132,9 @@ package struct StoreOptions: ParsableArguments {
             if let (_, mode) = try? Files.ownerAndMode(path), mode & 0o077 != 0 {
                 Console.warn("the state database \(path.quotedForMessage) is open to other users (mode \(String(mode & 0o777, radix: 8))); chmod 600 it")
             }
-            return try await SQLiteCredentialStore.open(path: path, unlock: try vault.unlock(confirm: create && !FileManager.default.fileExists(atPath: path)),
-                                                        create: create, lockTimeout: .seconds(vault.lockTimeout))
+            guard create else { return try await SQLiteCredentialStore.openForReading(path: path, unlock: try vault.unlock(), lockTimeout: .seconds(vault.lockTimeout)) }
+            return try await SQLiteCredentialStore.open(path: path, unlock: try vault.unlock(confirm: !FileManager.default.fileExists(atPath: path)),
+                                                        lockTimeout: .seconds(vault.lockTimeout))
         case .postgres(let url, _):
             return try await StoreBackends.requirePostgres(option: "--store").open(url, unlock: try vault.unlock(), retryFor: .seconds(vault.lockTimeout))
         }

@@ -22,6 +22,7 @@ package enum ExitStatus: Int32 {
     case vaultNoSuchEntry = 32
     case vaultLockTimeout = 33
     case storeUnavailable = 34
+    case notAStore = 35
     case appleInvalidGrant = 40
     case appleRejected = 41
     case appleUnavailable = 42
@@ -81,6 +82,7 @@ package enum ExitStatus: Int32 {
             case .lockTimeout: self = .vaultLockTimeout
             case .storeUnavailable: self = .storeUnavailable
             case .noStore: self = .noInput
+            case .notAStore: self = .notAStore
             case .invalidParameter: self = .usage
             default: self = .failure
             }
