@@ -19,6 +19,33 @@ enum CoreTargets {
         precondition(Base64URL.decodedCount(input.count) == decoded.count)
     }
 
+    /// Lines (`verify-token --each-line`): the input's first byte sets the line limit and the
+    /// second the size of each read; the rest comes back as its lines, each without its CR, and
+    /// one over the limit only as its length.
+    static let lines: FuzzTargets.Harness = { data in
+        let bytes = Array(data.bindMemory(to: UInt8.self))
+        guard bytes.count >= 2 else { return }
+        let limit = Int(bytes[0] % 64) + 1, step = Int(bytes[1] % 17) + 1
+        let input = Array(bytes[2...])
+        var offset = 0
+        var reader = LineReader(maxLineBytes: limit) { buffer in
+            let count = min(step, buffer.count, input.count - offset)
+            for index in 0..<count { buffer[index] = input[offset + index] }
+            offset += count
+            return count
+        }
+        var pieces = input.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false)
+        if input.last == UInt8(ascii: "\n") || input.isEmpty { pieces.removeLast() }
+        for piece in pieces {
+            var text = Array(piece)
+            if text.last == UInt8(ascii: "\r") { text.removeLast() }
+            let expected: LineReader.Line = text.count > limit ? .tooLong(text.count) : .text(text)
+            let line = try? reader.next()
+            precondition(line == expected, "line \(String(describing: line)) where \(expected) was expected")
+        }
+        precondition((try? reader.next()) == .some(nil), "more lines than the input has")
+    }
+
     /// Times: every accepted one is in range, and its RFC 3339 form parses to it (whole seconds).
     static let time: FuzzTargets.Harness = { data in
         let text = String(decoding: data, as: UTF8.self)

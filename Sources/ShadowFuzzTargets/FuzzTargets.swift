@@ -14,6 +14,7 @@ public enum FuzzTargets {
         ("json", "the strict I-JSON reader, and serialize-parse round trips", CoreTargets.json),
         ("base64url", "canonical unpadded base64url: decode, and re-encode to the same text", CoreTargets.base64URL),
         ("time", "epoch seconds and RFC 3339 times, and their RFC 3339 round trip", CoreTargets.time),
+        ("lines", "stdin split into lines in uneven reads, over-long lines skipped by length", CoreTargets.lines),
         ("jws", "compact JWS splitting, headers, payloads, and verification against fixed keys", JOSETargets.jws),
         ("bearer", "Authorization: Bearer headers, and the token put back behind the scheme", JOSETargets.bearer),
         ("jwk", "one JWK, and its canonical form read back", JOSETargets.jwk),

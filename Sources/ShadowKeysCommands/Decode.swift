@@ -18,6 +18,7 @@ struct Decode: AsyncParsableCommand, QuietCommand {
     var quiet = false
 
     func validate() throws {
+        try token.requireInput()
         guard (1...TokenOptions.readLimit).contains(maxTokenBytes) else { throw ValidationError("--max-token-bytes: 1 to \(TokenOptions.readLimit)") }
     }
 

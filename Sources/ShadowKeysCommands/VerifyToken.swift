@@ -13,7 +13,9 @@ struct VerifyToken: AsyncParsableCommand, QuietCommand {
             algorithm rejected), 12 (claims rejected), 13 (keys unavailable), 14 (with --state: the \
             credential was revoked or transferred after the token was issued), 64 (usage). \
             A --jwks URL is cached under $XDG_CACHE_HOME/shadow-keys/jwks (see Docs/jwks-caching.md). \
-            Pass the token on stdin (a pipe, or '-'), --token-file or --token-env to keep it out of argv.
+            Pass the token on stdin (a pipe, or '-'), --token-file or --token-env to keep it out of argv. \
+            With --each-line, stdin holds one token a line, and one result is printed a line, in order; \
+            the exit code is then the highest of the tokens' codes.
             """
     )
 
@@ -37,10 +39,14 @@ struct VerifyToken: AsyncParsableCommand, QuietCommand {
     @Flag(help: "Print a JSON result on stdout instead of the claims.")
     var json = false
 
+    @Flag(name: .customLong("each-line"), help: "Verify every line of stdin as a token (keys and policy load once; all cores); one result a line, in order.")
+    var eachLine = false
+
     @Flag(name: .shortAndLong, help: "Print no warnings (a token on argv, no --iss or --aud).")
     var quiet = false
 
     func validate() throws {
+        if !eachLine { try token.requireInput() }
         try keySource.validate(default: apple ? Apple.keysURL : nil)
         if apple { try options.validateApple() }
         if state {
@@ -54,42 +60,71 @@ struct VerifyToken: AsyncParsableCommand, QuietCommand {
         } else if store.isGiven || clientID != nil {
             throw ValidationError("--store, --vault, their key options and --client-id apply with --state only")
         }
+        if eachLine {
+            guard !token.isGiven else { throw ValidationError("--each-line reads the tokens from stdin: give no TOKEN, --token-file or --token-env") }
+            if keySource.jwks == "-" { throw ValidationError("--each-line reads the tokens from stdin: --jwks - cannot be used with it") }
+            if state && store.keyUsesStdin { throw ValidationError("--each-line reads the tokens from stdin: the store's passphrase cannot come from it") }
+        }
         if token.usesStdin && keySource.jwks == "-" { throw ValidationError("the token and --jwks cannot both come from stdin") }
     }
 
     func run() async throws {
         try await reportingFailures(json: json) {
-            let verifier = try options.verifier()
-            let token = try self.token.read()
             if !apple && options.issuer == nil && options.audiences.isEmpty {
                 Console.warn("neither --iss nor --aud given; tokens from any issuer for any audience pass")
             }
-            guard apple else {
-                printVerified(try await verifier.verify(token, keys: keySource.keys()), json: json)
-                return
-            }
-            let identity = try await options.appleValidator().validate(token, keys: keySource.keys(default: Apple.keysURL))
-            if state { try await store.withStore(create: false) { try await $0.record(clientID: clientID ?? identity.audience, subject: identity.subject) }.enforce(identity) }
-            printVerified(identity.jwt, json: json, extra: [.init(name: "apple", value: .object(identity.json))])
+            guard state else { return try await verifyAndPrint(try verification(store: nil)) }
+            try await store.withStore(create: false) { try await verifyAndPrint(try verification(store: $0)) }
+        }
+    }
+
+    /// Verifies the token, or with `--each-line` every line of stdin, and prints the results.
+    private func verifyAndPrint(_ verify: @escaping TokenVerification) async throws {
+        if eachLine {
+            let worst = try await TokenLines.verifyAll(verify, json: json)
+            if worst != .success { throw ExitCode(worst.rawValue) }
+        } else {
+            let (verified, extra) = try await verify(try token.read())
+            printVerified(verified, json: json, extra: extra)
+        }
+    }
+
+    /// What checks one token: the keys and the policy loaded once, the state store opened once.
+    private func verification(store: (any AuditedCredentialStore)?) throws -> TokenVerification {
+        guard apple else {
+            let verifier = try options.verifier(), keys = try keySource.keys()
+            return { (try await verifier.verify($0, keys: keys), []) }
+        }
+        let validator = try options.appleValidator(), keys = try keySource.keys(default: Apple.keysURL), clientID = self.clientID
+        return { token in
+            let identity = try await validator.validate(token, keys: keys)
+            if let store { try await store.record(clientID: clientID ?? identity.audience, subject: identity.subject).enforce(identity) }
+            return (identity.jwt, [.init(name: "apple", value: .object(identity.json))])
         }
     }
 }
 
+/// Checks one token: its verified form, and the members `--json` adds for it.
+typealias TokenVerification = @Sendable (String) async throws -> (VerifiedJWT, [JSONObject.Member])
+
 /// Prints a verified token: the claims, or with `--json` the whole result.
 func printVerified(_ verified: VerifiedJWT, json: Bool, extra: [JSONObject.Member] = []) {
     if json {
-        var result: JSONObject = [
-            "valid": true, "header": .object(verified.header.json), "claims": .object(verified.claims.json),
-            "key": .object([
-                "kid": verified.key.keyID.map(JSONValue.string) ?? .null, "thumbprint": .string(verified.key.thumbprint),
-                "alg": .string(verified.algorithm.rawValue),
-            ]),
-        ]
-        for member in extra { result.set(member.name, member.value) }
+        var result: JSONObject = ["valid": true]
+        for member in verifiedJSON(verified, extra: extra) { result.set(member.name, member.value) }
         Console.json(.object(result))
     } else {
         Console.prettyJSON(.object(verified.claims.json))
     }
+}
+
+/// The members `--json` prints for a verified token: header, claims, key, and `extra`.
+func verifiedJSON(_ verified: VerifiedJWT, extra: [JSONObject.Member]) -> [JSONObject.Member] {
+    let key: JSONObject = [
+        "kid": verified.key.keyID.map(JSONValue.string) ?? .null, "thumbprint": .string(verified.key.thumbprint), "alg": .string(verified.algorithm.rawValue),
+    ]
+    return [.init(name: "header", value: .object(verified.header.json)), .init(name: "claims", value: .object(verified.claims.json)), .init(name: "key", value: .object(key))]
+        + extra
 }
 
 extension VerificationOptions {

@@ -34,6 +34,7 @@ extension StateCommand {
         }
 
         func validate() throws {
+            try token.requireInput()
             try store.requireKey()
             try keySource.validate(default: Apple.keysURL)
             try appleOptions.validateApple()

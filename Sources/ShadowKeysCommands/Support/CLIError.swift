@@ -149,20 +149,25 @@ package struct CLIError: Error, CustomStringConvertible {
 package func reportingFailures(json: Bool, _ body: () async throws -> Void) async throws {
     do {
         try await body()
-    } catch let error as CLIError {
-        try fail(error, json: json)
-    } catch let error as any ShadowKeysError {
-        try fail(CLIError(error), json: json)
-    } catch let error as FileError {
-        try fail(CLIError(error.isNotFound ? .noInput : .failure, code: "io", error.description), json: json)
-    } catch let error as HTTPTransportError {
-        try fail(CLIError(error.kind == .forbiddenURL ? .usage : .keysUnavailable, code: error.kind.rawValue, error.message), json: json)
     } catch let error as ExitCode {
         throw error
     } catch let error as ValidationError {
         throw error
     } catch {
-        try fail(CLIError(.failure, "\(error)"), json: json)
+        try fail(CLIError(reporting: error), json: json)
+    }
+}
+
+extension CLIError {
+    /// The report of any error a command body throws: its exit status, code and message.
+    init(reporting error: any Error) {
+        switch error {
+        case let error as CLIError: self = error
+        case let error as any ShadowKeysError: self.init(error)
+        case let error as FileError: self.init(error.isNotFound ? .noInput : .failure, code: "io", error.description)
+        case let error as HTTPTransportError: self.init(error.kind == .forbiddenURL ? .usage : .keysUnavailable, code: error.kind.rawValue, error.message)
+        default: self.init(.failure, "\(error)")
+        }
     }
 }
 

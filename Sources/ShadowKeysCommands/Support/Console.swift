@@ -29,6 +29,9 @@ package enum Console {
     /// Writes `text` and a newline to stdout.
     static func out(_ text: String) { write(1, text + "\n") }
 
+    /// Writes `text` to stdout as it is (lines the caller has already ended).
+    static func outRaw(_ text: String) { write(1, text) }
+
     /// Writes `text` and a newline to stderr, with terminal controls escaped (messages quote
     /// file names, claims and `kid`s that came from outside).
     static func err(_ text: String) { write(2, text.terminalSafe + "\n") }

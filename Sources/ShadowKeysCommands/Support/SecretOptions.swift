@@ -155,7 +155,12 @@ struct TokenOptions: ParsableArguments {
     func validate() throws {
         let origins = [(token != nil, true), (file != nil, true), (environment != nil, true)].filter(\.0).count
         guard origins <= 1 else { throw ValidationError("give the token once: as TOKEN, '-' for stdin, --token-file or --token-env") }
-        if origins == 0, isatty(0) == 1 {
+    }
+
+    /// Checks there is a token to read: given, or stdin is not a terminal. Each command that reads
+    /// one token calls this from its own `validate()`.
+    func requireInput() throws {
+        if !isGiven, isatty(0) == 1 {
             throw ValidationError("no token: give it as TOKEN, '-' or on stdin (a pipe), --token-file or --token-env")
         }
     }
@@ -176,6 +181,9 @@ struct TokenOptions: ParsableArguments {
     }
 
     var usesStdin: Bool { input.usesStdin }
+
+    /// True when the token was given in any way (TOKEN, '-', --token-file or --token-env).
+    var isGiven: Bool { token != nil || file != nil || environment != nil }
 
     /// The token text, surrounding whitespace removed.
     func read() throws -> String {
