@@ -125,6 +125,7 @@ let package = Package(
         // The DocC articles' examples, through `import ShadowKeys` alone, as a user writes them.
         .testTarget(name: "ShadowKeysTests", dependencies: ["ShadowKeys", crypto, cryptoExtras], swiftSettings: strictSettings),
         .testTarget(name: "ShadowFuzzRegressionTests", dependencies: ["ShadowFuzzTargets", "ShadowTestSupport"], swiftSettings: strictSettings),
+        .testTarget(name: "ShadowKeysCommandsTests", dependencies: ["ShadowKeysCommands", "ShadowCore", argumentParser], swiftSettings: strictSettings),
         .testTarget(name: "ShadowKeysCLITests", dependencies: ["shadow-keys", "shadow-keys-server", "ShadowTestSupport", "ShadowSQLite", "ShadowPostgres", "ShadowJOSE", "ShadowCore", "ShadowApple", "ShadowCrypto", "ShadowVault", "ShadowCredentials", crypto, cryptoExtras, asyncHTTPClient] + nioLinux, swiftSettings: strictSettings),
     ]
 )

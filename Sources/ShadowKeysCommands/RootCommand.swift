@@ -40,6 +40,14 @@ public enum ShadowKeysTool {
 
     private static func parseAndRun(_ root: any ParsableCommand.Type) async {
         let arguments = Array(CommandLine.arguments.dropFirst())
+        if arguments == ["--version"] {
+            // What argument-parser prints, without building the command tree to print it.
+            Console.out(version)
+            return
+        }
+        if arguments.first == VerifyToken.configuration.commandName, let command = VerifyToken.parsedDirectly(arguments.dropFirst()) {
+            return await run(command, root: root)
+        }
         let command: any ParsableCommand
         do {
             command = try root.parseAsRoot(arguments)
@@ -67,6 +75,16 @@ public enum ShadowKeysTool {
             } else {
                 try command.run()
             }
+        } catch {
+            root.exit(withError: error)
+        }
+    }
+
+    /// Runs a command read without argument-parser (``VerifyToken/parsedDirectly(_:)``).
+    private static func run(_ command: VerifyToken, root: any ParsableCommand.Type) async {
+        Console.setQuiet(command.quiet)
+        do {
+            try await command.run()
         } catch {
             root.exit(withError: error)
         }

@@ -19,7 +19,7 @@ struct VerificationOptions: ParsableArguments {
     @OptionGroup var nonce: NonceOptions
 
     @Option(help: "Allowed clock skew for exp, nbf, iat and --max-age, in seconds.")
-    var leeway: Double = 60
+    var leeway: Double = Self.defaultLeeway
 
     @Option(name: .customLong("max-age"), help: "Largest accepted age since iat, in seconds.")
     var maxAge: Double?
@@ -38,6 +38,9 @@ struct VerificationOptions: ParsableArguments {
 
     @Option(name: .customLong("max-token-bytes"), help: "Largest accepted token, in bytes.")
     var maxTokenBytes: Int = CompactJWS.defaultMaxBytes
+
+    /// `--leeway` when none is given, in seconds.
+    static let defaultLeeway: Double = 60
 
     /// The longest `--max-age`: 100 years.
     static let maxAgeLimit: Double = 100 * 365.25 * 86400

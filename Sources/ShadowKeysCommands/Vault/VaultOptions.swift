@@ -23,7 +23,10 @@ struct VaultOptions: ParsableArguments {
     @OptionGroup var passphrase: PassphraseOptions
 
     @Option(name: .customLong("lock-timeout"), help: "Seconds to wait for another process's lock (0 to 3600).")
-    var lockTimeout: Double = 10
+    var lockTimeout: Double = Self.defaultLockTimeout
+
+    /// `--lock-timeout` when none is given, in seconds.
+    static let defaultLockTimeout: Double = 10
 
     /// The vault file: `--vault`, else the default (``requirePath()`` checks there is one).
     var path: String { explicitPath ?? (try? TokenVault.defaultPath()) ?? "" }

@@ -1,0 +1,106 @@
+import ArgumentParser
+import ShadowJOSE
+
+extension VerifyToken {
+    /// Every long option `verify-token` declares, by kind. A test checks this against
+    /// argument-parser's own description of the command, so an option added there and not here
+    /// fails it.
+    static let longOptions: [String: LongOptions.Kind] = [
+        "token-file": .value, "token-env": .value,
+        "jwks": .value, "offline": .flag, "allow-http-loopback": .flag, "ca-file": .value,
+        "alg": .repeating, "iss": .value, "aud": .repeating, "all-aud-accepted": .flag,
+        "nonce": .value, "nonce-file": .value, "nonce-env": .value, "nonce-sha256": .value, "nonce-sha256-file": .value, "nonce-sha256-env": .value,
+        "leeway": .value, "max-age": .value, "require": .repeating, "typ": .value, "allow-missing-exp": .flag, "now": .value, "max-token-bytes": .value,
+        "apple": .flag, "state": .flag, "client-id": .value, "json": .flag, "quiet": .flag, "each-line": .flag,
+        "store": .value, "vault": .value, "key-file": .value, "key-env": .value, "lock-timeout": .value,
+        "passphrase-stdin": .flag, "passphrase-file": .value, "passphrase-env": .value,
+    ]
+
+    /// The command for `arguments` (after `verify-token`) when they are long options only and
+    /// pass every validation argument-parser would run; nil otherwise, for argument-parser to
+    /// parse and report. Equal, property for property, to what argument-parser makes of the
+    /// same arguments (a test compares the two).
+    static func parsedDirectly(_ arguments: ArraySlice<String>) -> VerifyToken? {
+        guard let given = LongOptions(arguments, kinds: longOptions),
+            let leeway = given.number("leeway", default: VerificationOptions.defaultLeeway),
+            let maxTokenBytes = given.number("max-token-bytes", default: CompactJWS.defaultMaxBytes),
+            let lockTimeout = given.number("lock-timeout", default: VaultOptions.defaultLockTimeout)
+        else { return nil }
+        var maxAge: Double?
+        if let text = given.value("max-age") {
+            guard let value = Double(text) else { return nil }
+            maxAge = value
+        }
+        // Each option group is filled, then set whole: a group not yet set cannot be read.
+        var token = TokenOptions()
+        token.token = nil
+        token.file = given.value("token-file")
+        token.environment = given.value("token-env")
+        var network = NetworkOptions()
+        network.allowHTTPLoopback = given.flag("allow-http-loopback")
+        network.caFile = given.value("ca-file")
+        var keySource = KeySourceOptions()
+        keySource.jwks = given.value("jwks")
+        keySource.offline = given.flag("offline")
+        keySource.network = network
+        var nonce = NonceOptions()
+        nonce.argument = given.value("nonce")
+        nonce.file = given.value("nonce-file")
+        nonce.environment = given.value("nonce-env")
+        nonce.hashedArgument = given.value("nonce-sha256")
+        nonce.hashedFile = given.value("nonce-sha256-file")
+        nonce.hashedEnvironment = given.value("nonce-sha256-env")
+        var options = VerificationOptions()
+        options.algorithms = given.all("alg")
+        options.issuer = given.value("iss")
+        options.audiences = given.all("aud")
+        options.everyAudienceAccepted = given.flag("all-aud-accepted")
+        options.nonce = nonce
+        options.leeway = leeway
+        options.maxAge = maxAge
+        options.requiredClaims = given.all("require")
+        options.type = given.value("typ")
+        options.allowMissingExpiration = given.flag("allow-missing-exp")
+        options.now = given.value("now")
+        options.maxTokenBytes = maxTokenBytes
+        var passphrase = PassphraseOptions()
+        passphrase.stdin = given.flag("passphrase-stdin")
+        passphrase.file = given.value("passphrase-file")
+        passphrase.environment = given.value("passphrase-env")
+        var vault = VaultOptions()
+        vault.explicitPath = given.value("vault")
+        vault.keyFile = given.value("key-file")
+        vault.keyEnvironment = given.value("key-env")
+        vault.passphrase = passphrase
+        vault.lockTimeout = lockTimeout
+        var store = StoreOptions()
+        store.url = given.value("store")
+        store.vault = vault
+        var command = VerifyToken()
+        command.token = token
+        command.keySource = keySource
+        command.options = options
+        command.apple = given.flag("apple")
+        command.state = given.flag("state")
+        command.clientID = given.value("client-id")
+        command.store = store
+        command.json = given.flag("json")
+        command.quiet = given.flag("quiet")
+        command.eachLine = given.flag("each-line")
+        // The validations argument-parser runs: each option group's, then the command's.
+        do {
+            try token.validate()
+            try network.validate()
+            try keySource.validate()
+            try nonce.validate()
+            try options.validate()
+            try passphrase.validate()
+            try vault.validate()
+            try store.validate()
+            try command.validate()
+        } catch {
+            return nil
+        }
+        return command
+    }
+}

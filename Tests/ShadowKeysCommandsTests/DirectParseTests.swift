@@ -1,0 +1,78 @@
+import ArgumentParser
+import ShadowCore
+import Testing
+
+@testable import ShadowKeysCommands
+
+/// `verify-token` read without argument-parser must mean exactly what argument-parser makes of
+/// the same command line, or decline it.
+@Suite struct DirectParseTests {
+    /// Every long option name argument-parser knows for `verify-token`, from its own description.
+    static func declaredLongNames() throws -> Set<String> {
+        let help = try #require(try StrictJSON.parse(Array(VerifyToken._dumpHelp().utf8)).objectValue?["command"]?.objectValue)
+        var names: Set<String> = []
+        for argument in help["arguments"]?.arrayValue ?? [] {
+            for name in argument.objectValue?["names"]?.arrayValue ?? [] where name.objectValue?["kind"]?.stringValue == "long" {
+                if let text = name.objectValue?["name"]?.stringValue { names.insert(text) }
+            }
+        }
+        names.remove("help")
+        return names
+    }
+
+    @Test func theDirectReaderKnowsExactlyTheDeclaredOptions() throws {
+        #expect(Set(VerifyToken.longOptions.keys) == (try Self.declaredLongNames()))
+    }
+
+    /// Command lines both readers take; each must give the same command, property for property
+    /// (the description of a parsed command prints every value, nested groups included).
+    static let accepted: [[String]] = [
+        ["--token-file", "t", "--jwks", "k.json"],
+        ["--token-file=t", "--jwks=k.json", "--iss", "https://issuer", "--aud", "a", "--aud", "b", "--all-aud-accepted"],
+        ["--token-env", "T", "--jwks", "https://example.com/keys", "--offline", "--alg", "rs256", "--alg", "ES256", "--json", "--quiet"],
+        ["--token-file", "t", "--jwks", "http://127.0.0.1:9/k", "--allow-http-loopback", "--ca-file", "ca.pem", "--leeway", "5.5", "--max-age", "300"],
+        ["--token-file", "t", "--jwks", "k", "--require", "sub", "--require", "email", "--typ", "JWT", "--allow-missing-exp", "--now", "1700000000"],
+        ["--token-file", "t", "--jwks", "k", "--max-token-bytes", "4096", "--nonce-sha256-env", "N"],
+        ["--jwks", "k", "--each-line", "--aud", "x", "--nonce-file", "n.txt", "--json"],
+        ["--token-file", "t", "--apple", "--aud", "com.example", "--jwks", "k"],
+    ]
+
+    @Test(arguments: accepted)
+    func theSameCommandEitherWay(arguments: [String]) throws {
+        let direct = try #require(VerifyToken.parsedDirectly(arguments[...]), "declined \(arguments)")
+        let parsed = try VerifyToken.parse(arguments)
+        #expect(String(describing: direct) == String(describing: parsed))
+        #expect(!String(describing: direct).contains("*definition*"), "a property was left unset")
+    }
+
+    /// Command lines the direct reader leaves to argument-parser: forms it does not read, and
+    /// values any validation refuses.
+    static let declined: [[String]] = [
+        ["--token-file", "t", "--jwks", "k", "-q"],
+        ["TOKEN", "--jwks", "k"],
+        ["-", "--jwks", "k"],
+        ["--token-file", "t", "--jwks", "k", "--help"],
+        ["--token-file", "t", "--jwks", "k", "--", "x"],
+        ["--token-file", "t", "--token-file", "u", "--jwks", "k"],
+        ["--token-file", "t", "--jwks", "k", "--json", "--json"],
+        ["--token-file", "t", "--jwks", "k", "--jwk", "x"],
+        ["--token-file", "t", "--jwks"],
+        ["--token-file", "t", "--jwks", "-"],
+        ["--token-file", "t", "--jwks", "k", "--leeway", "ten"],
+        ["--token-file", "t", "--jwks", "k", "--leeway", "-1"],
+        ["--token-file", "t", "--jwks", "k", "--max-token-bytes", "0"],
+        ["--token-file", "t", "--jwks", "k", "--alg", "HS256"],
+        ["--token-file", "t", "--jwks", "http://example.com/k"],
+        ["--token-file", "t", "--token-env", "T", "--jwks", "k"],
+        ["--token-file", "t", "--jwks", "k", "--nonce", "a", "--nonce-file", "b"],
+        ["--token-file", "t", "--jwks", "k", "--state"],
+        ["--token-file", "t", "--jwks", "k", "--apple"],
+        ["--token-file", "t", "--jwks", "k", "--json=yes"],
+        ["--each-line", "--token-file", "t", "--jwks", "k"],
+    ]
+
+    @Test(arguments: declined)
+    func declinedCommandLinesGoToArgumentParser(arguments: [String]) {
+        #expect(VerifyToken.parsedDirectly(arguments[...]) == nil, "\(arguments) was read directly")
+    }
+}
