@@ -55,11 +55,11 @@ package struct LineReader {
                 return line.count > maxLineBytes ? .tooLong(line.count) : .text(line)
             }
             let pending = buffer.count - start
-            if pending > maxLineBytes {
-                // Counted and dropped, but a final CR is kept: it may be the one before the newline.
-                let dropped = buffer.last == UInt8(ascii: "\r") ? pending - 1 : pending
-                skipping = (skipping ?? 0) + dropped
-                buffer.removeFirst(start + dropped)
+            // A final CR is not counted yet: it may be the one before the newline.
+            let counted = buffer.last == UInt8(ascii: "\r") ? pending - 1 : pending
+            if counted > maxLineBytes {
+                skipping = (skipping ?? 0) + counted
+                buffer.removeFirst(start + counted)
                 start = 0
             }
             if ended {

@@ -45,9 +45,7 @@ public enum ShadowKeysTool {
             Console.out(version)
             return
         }
-        if arguments.first == VerifyToken.configuration.commandName, let command = VerifyToken.parsedDirectly(arguments.dropFirst()) {
-            return await run(command, root: root)
-        }
+        if let command = directlyParsed(arguments) { return await run(command, root: root) }
         let command: any ParsableCommand
         do {
             command = try root.parseAsRoot(arguments)
@@ -80,10 +78,21 @@ public enum ShadowKeysTool {
         }
     }
 
-    /// Runs a command read without argument-parser (``VerifyToken/parsedDirectly(_:)``).
-    private static func run(_ command: VerifyToken, root: any ParsableCommand.Type) async {
+    /// The commands scripts run once per token or secret, read without argument-parser's
+    /// reflection when their command line is plain enough (``LongOptions``); nil otherwise.
+    static func directlyParsed(_ arguments: [String]) -> (any AsyncParsableCommand & QuietCommand)? {
+        switch arguments.first {
+        case "verify-token": return VerifyToken.parsedDirectly(arguments.dropFirst())
+        case "vault" where arguments.dropFirst().first == "get": return VaultCommand.Get.parsedDirectly(arguments.dropFirst(2))
+        default: return nil
+        }
+    }
+
+    /// Runs a command read by ``directlyParsed(_:)``.
+    private static func run(_ command: any AsyncParsableCommand & QuietCommand, root: any ParsableCommand.Type) async {
         Console.setQuiet(command.quiet)
         do {
+            var command = command
             try await command.run()
         } catch {
             root.exit(withError: error)

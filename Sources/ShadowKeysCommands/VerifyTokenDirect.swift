@@ -12,9 +12,8 @@ extension VerifyToken {
         "nonce": .value, "nonce-file": .value, "nonce-env": .value, "nonce-sha256": .value, "nonce-sha256-file": .value, "nonce-sha256-env": .value,
         "leeway": .value, "max-age": .value, "require": .repeating, "typ": .value, "allow-missing-exp": .flag, "now": .value, "max-token-bytes": .value,
         "apple": .flag, "state": .flag, "client-id": .value, "json": .flag, "quiet": .flag, "each-line": .flag,
-        "store": .value, "vault": .value, "key-file": .value, "key-env": .value, "lock-timeout": .value,
-        "passphrase-stdin": .flag, "passphrase-file": .value, "passphrase-env": .value,
-    ]
+        "store": .value,
+    ].merging(VaultOptions.longOptions) { _, _ in preconditionFailure("verify-token declares a vault option twice") }
 
     /// The command for `arguments` (after `verify-token`) when they are long options only and
     /// pass every validation argument-parser would run; nil otherwise, for argument-parser to
@@ -24,7 +23,7 @@ extension VerifyToken {
         guard let given = LongOptions(arguments, kinds: longOptions),
             let leeway = given.number("leeway", default: VerificationOptions.defaultLeeway),
             let maxTokenBytes = given.number("max-token-bytes", default: CompactJWS.defaultMaxBytes),
-            let lockTimeout = given.number("lock-timeout", default: VaultOptions.defaultLockTimeout)
+            let vault = VaultOptions.direct(given)
         else { return nil }
         var maxAge: Double?
         if let text = given.value("max-age") {
@@ -63,16 +62,6 @@ extension VerifyToken {
         options.allowMissingExpiration = given.flag("allow-missing-exp")
         options.now = given.value("now")
         options.maxTokenBytes = maxTokenBytes
-        var passphrase = PassphraseOptions()
-        passphrase.stdin = given.flag("passphrase-stdin")
-        passphrase.file = given.value("passphrase-file")
-        passphrase.environment = given.value("passphrase-env")
-        var vault = VaultOptions()
-        vault.explicitPath = given.value("vault")
-        vault.keyFile = given.value("key-file")
-        vault.keyEnvironment = given.value("key-env")
-        vault.passphrase = passphrase
-        vault.lockTimeout = lockTimeout
         var store = StoreOptions()
         store.url = given.value("store")
         store.vault = vault
@@ -94,13 +83,62 @@ extension VerifyToken {
             try keySource.validate()
             try nonce.validate()
             try options.validate()
-            try passphrase.validate()
-            try vault.validate()
             try store.validate()
             try command.validate()
         } catch {
             return nil
         }
+        return command
+    }
+}
+
+extension VaultOptions {
+    /// The long options of the vault option group.
+    static let longOptions: [String: LongOptions.Kind] = [
+        "vault": .value, "key-file": .value, "key-env": .value, "lock-timeout": .value,
+        "passphrase-stdin": .flag, "passphrase-file": .value, "passphrase-env": .value,
+    ]
+
+    /// The group as `given` sets it, validated as argument-parser validates it; nil when a value
+    /// does not convert or a validation fails.
+    static func direct(_ given: LongOptions) -> VaultOptions? {
+        guard let lockTimeout = given.number("lock-timeout", default: defaultLockTimeout) else { return nil }
+        var passphrase = PassphraseOptions()
+        passphrase.stdin = given.flag("passphrase-stdin")
+        passphrase.file = given.value("passphrase-file")
+        passphrase.environment = given.value("passphrase-env")
+        var vault = VaultOptions()
+        vault.explicitPath = given.value("vault")
+        vault.keyFile = given.value("key-file")
+        vault.keyEnvironment = given.value("key-env")
+        vault.passphrase = passphrase
+        vault.lockTimeout = lockTimeout
+        do {
+            try passphrase.validate()
+            try vault.validate()
+        } catch {
+            return nil
+        }
+        return vault
+    }
+}
+
+extension VaultCommand.Get {
+    /// Every long option `vault get` declares.
+    static let longOptions: [String: LongOptions.Kind] = ["no-newline": .flag, "json": .flag, "quiet": .flag].merging(VaultOptions.longOptions) { _, _ in
+        preconditionFailure("vault get declares a vault option twice")
+    }
+
+    /// `vault get NAME` read as ``VerifyToken/parsedDirectly(_:)`` reads `verify-token`.
+    static func parsedDirectly(_ arguments: ArraySlice<String>) -> Self? {
+        guard let given = LongOptions(arguments, kinds: longOptions, positionals: 1), let vault = VaultOptions.direct(given) else { return nil }
+        var command = Self()
+        command.name = given.positionals[0]
+        command.vault = vault
+        command.noNewline = given.flag("no-newline")
+        command.json = given.flag("json")
+        command.quiet = given.flag("quiet")
+        do { try command.validate() } catch { return nil }
         return command
     }
 }

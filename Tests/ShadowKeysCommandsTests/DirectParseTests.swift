@@ -4,12 +4,12 @@ import Testing
 
 @testable import ShadowKeysCommands
 
-/// `verify-token` read without argument-parser must mean exactly what argument-parser makes of
-/// the same command line, or decline it.
+/// `verify-token` and `vault get` read without argument-parser must mean exactly what
+/// argument-parser makes of the same command line, or decline it.
 @Suite struct DirectParseTests {
-    /// Every long option name argument-parser knows for `verify-token`, from its own description.
-    static func declaredLongNames() throws -> Set<String> {
-        let help = try #require(try StrictJSON.parse(Array(VerifyToken._dumpHelp().utf8)).objectValue?["command"]?.objectValue)
+    /// Every long option name argument-parser knows for `command`, from its own description.
+    static func declaredLongNames(_ command: any ParsableCommand.Type) throws -> Set<String> {
+        let help = try #require(try StrictJSON.parse(Array(command._dumpHelp().utf8)).objectValue?["command"]?.objectValue)
         var names: Set<String> = []
         for argument in help["arguments"]?.arrayValue ?? [] {
             for name in argument.objectValue?["names"]?.arrayValue ?? [] where name.objectValue?["kind"]?.stringValue == "long" {
@@ -20,8 +20,35 @@ import Testing
         return names
     }
 
-    @Test func theDirectReaderKnowsExactlyTheDeclaredOptions() throws {
-        #expect(Set(VerifyToken.longOptions.keys) == (try Self.declaredLongNames()))
+    @Test func theDirectReadersKnowExactlyTheDeclaredOptions() throws {
+        #expect(Set(VerifyToken.longOptions.keys) == (try Self.declaredLongNames(VerifyToken.self)))
+        #expect(Set(VaultCommand.Get.longOptions.keys) == (try Self.declaredLongNames(VaultCommand.Get.self)))
+    }
+
+    @Test(arguments: [
+        ["drive", "--vault", "v.skv", "--key-file", "k"],
+        ["--key-env", "K", "drive", "--json", "--quiet", "--lock-timeout", "2.5"],
+        ["drive", "--vault=v.skv", "--passphrase-file", "p", "--no-newline"],
+    ])
+    func vaultGetIsTheSameCommandEitherWay(arguments: [String]) throws {
+        let direct = try #require(VaultCommand.Get.parsedDirectly(arguments[...]), "declined \(arguments)")
+        let parsed = try VaultCommand.Get.parse(arguments)
+        #expect(String(describing: direct) == String(describing: parsed))
+        #expect(!String(describing: direct).contains("*definition*"), "a property was left unset")
+    }
+
+    @Test(arguments: [
+        ["--vault", "v.skv", "--key-file", "k"],
+        ["a", "b", "--key-file", "k"],
+        ["drive", "-n", "--key-file", "k"],
+        ["-", "--key-file", "k"],
+        ["drive", "--key-file", "k", "--key-env", "K"],
+        ["drive", "--key-file", "k", "--lock-timeout", "4000"],
+        ["drive", "--vault", "", "--key-file", "k"],
+        ["drive", "--key-file", "k", "--help"],
+    ])
+    func vaultGetDeclines(arguments: [String]) {
+        #expect(VaultCommand.Get.parsedDirectly(arguments[...]) == nil, "\(arguments) was read directly")
     }
 
     /// Command lines both readers take; each must give the same command, property for property

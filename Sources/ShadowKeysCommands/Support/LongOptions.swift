@@ -1,9 +1,10 @@
-/// A command line of long options only, read without argument-parser's reflection, for the one
-/// command scripts run once per token (Docs/cli.md, "Start-up"): `--name value`, `--name=value`
-/// and flags. It declines (nil) anything it would have to interpret: a positional argument, a
-/// short option, `--`, an unknown name, a single-value option or flag given twice, a value that
-/// starts with `-`, or a value missing at the end. argument-parser then parses the whole
-/// command line as usual, so every message and exit code stays its own.
+/// A command line of long options, read without argument-parser's reflection, for the commands
+/// scripts run once per token or secret (Docs/cli.md, "Start-up"): `--name value`,
+/// `--name=value`, flags, and as many positional arguments as the command takes. It declines
+/// (nil) anything it would have to interpret: a short option, `-` or anything else starting with
+/// `-` in a value or positional place, `--`, an unknown name, a single-value option or flag given
+/// twice, a value missing at the end, or a positional too many or too few. argument-parser then
+/// parses the whole command line as usual, so every message and exit code stays its own.
 struct LongOptions {
     enum Kind {
         case flag, value, repeating
@@ -11,13 +12,21 @@ struct LongOptions {
 
     private var values: [String: [String]] = [:]
     private var flags: Set<String> = []
+    /// The positional arguments, in order.
+    private(set) var positionals: [String] = []
 
-    /// Reads `arguments` against the names the command declares; nil when it declines.
-    init?(_ arguments: ArraySlice<String>, kinds: [String: Kind]) {
+    /// Reads `arguments` against the names the command declares and the number of positional
+    /// arguments it takes; nil when it declines.
+    init?(_ arguments: ArraySlice<String>, kinds: [String: Kind], positionals count: Int = 0) {
         var index = arguments.startIndex
         while index < arguments.endIndex {
             let argument = arguments[index]
             index += 1
+            if !argument.hasPrefix("-") {
+                guard positionals.count < count else { return nil }
+                positionals.append(argument)
+                continue
+            }
             guard argument.hasPrefix("--"), argument.count > 2 else { return nil }
             var name = String(argument.dropFirst(2))
             var value: String?
@@ -41,6 +50,7 @@ struct LongOptions {
                 values[name, default: []].append(value)
             }
         }
+        guard positionals.count == count else { return nil }
     }
 
     func flag(_ name: String) -> Bool { flags.contains(name) }
