@@ -3,47 +3,139 @@ import CryptoExtras
 import Foundation
 import ShadowKeys
 
-/// Per-process wall time of `shadow-keys` subcommands, beside a peer CLI doing the same job.
+/// The lean `shadow-keys` as scripts run it: whole processes beside the C tool scripts use today
+/// (`jose`), a static hello world, and `--each-line` beside one core and the library's verify.
 enum CLIBenchmarks {
-    static func run(binary: String, workDirectory: String) throws -> [BenchRow] {
+    static func run(binary: String, hello: String, workDirectory: String) throws -> [BenchRow] {
         let now = Int64(Date().timeIntervalSince1970)
         let rsaKey = try _RSA.Signing.PrivateKey(keySize: .bits2048)
         let signer = try JWSSigner.rs256(rsaKey, keyID: "W6WcOKB")
-        let token = try signer.sign(claims: JWTBenchmarks.appleClaims(now: now))
+        let claims = JWTBenchmarks.appleClaims(now: now)
+        let token = try signer.sign(claims: claims)
         let jwks = workDirectory + "/jwks.json"
         let tokenFile = workDirectory + "/token.txt"
-        try ShadowCore.JSONValue.object(["keys": .array([.object(try signer.publicJWK().json)])]).serialized().write(toFile: jwks, atomically: true, encoding: .utf8)
+        try ShadowCore.JSONValue.object(["keys": .array([.object(try signer.publicJWK().json)])]).serialized().write(
+            toFile: jwks, atomically: true, encoding: .utf8)
         try token.write(toFile: tokenFile, atomically: true, encoding: .utf8)
+        chmod(tokenFile, 0o600)
+        let verify = [
+            "verify-token", "--token-file", tokenFile, "--jwks", jwks, "--iss", JWTBenchmarks.issuer, "--aud",
+            JWTBenchmarks.audience,
+        ]
+        var rows: [BenchRow] = []
 
-        let ours = try Harness.processWallTime(binary, ["verify-token", "--token-file", tokenFile, "--jwks", jwks, "--iss", JWTBenchmarks.issuer, "--aud", JWTBenchmarks.audience])
-        let floor = try Harness.processWallTime(binary, ["--version"])
-        let script = """
-            import json, sys
-            from joserfc import jwt
-            from joserfc.jwk import KeySet
-            keys = KeySet.import_key_set(json.load(open(sys.argv[2])))
-            token = jwt.decode(open(sys.argv[1]).read().strip(), keys, algorithms=["RS256"])
-            jwt.JWTClaimsRegistry(iss={"essential": True, "value": sys.argv[3]}, aud={"essential": True, "value": sys.argv[4]}).validate(token.claims)
-            print(json.dumps(token.claims))
-            """
-        let scriptPath = workDirectory + "/peer_verify.py"
-        try script.write(toFile: scriptPath, atomically: true, encoding: .utf8)
-        let python = pythonWithJoserfc()
-        let peer = try? Harness.processWallTime(python, [scriptPath, tokenFile, jwks, JWTBenchmarks.issuer, JWTBenchmarks.audience], runs: 15, warmup: 2)
-        var rows = [BenchRow(
-            name: "CLI verify-token (local JWKS), per process", unit: "ms/run", ours: 1 / ours, raw: 1 / floor, peer: peer.map { 1 / $0 },
-            peerName: peer == nil ? nil : "python3 joserfc 1.6.5",
-            note: "median wall time; raw = `shadow-keys --version` (process start floor); goal < 15 ms")]
+        // 1. verify-token against jose (C, jansson + OpenSSL), the hello world as the floor.
+        let jose = peer("jose", package: "jose")
+        var commands = [(binary, verify), (hello, [String]())]
+        if let jose { commands.append((jose, ["jws", "ver", "-i", tokenFile, "-k", jwks, "-O", "/dev/null"])) }
+        let times = try Harness.interleavedWallTimes(commands, runs: 61, warmup: 5)
+        rows.append(
+            BenchRow(
+                name: "CLI verify-token --jwks F, per process", unit: "ms/run", ours: 1 / times[0], raw: 1 / times[1],
+                peer: jose == nil ? nil : 1 / times[2],
+                peerName: jose == nil ? nil : "jose jws ver (C: jansson + OpenSSL)",
+                note:
+                    """
+                    median wall time of interleaved runs; raw = a static hello world; goal ≤ 1.0× jose (jose checks \
+                    the signature only, ours the claims too)
+                    """
+            ))
+
+        // 2. --version against the static hello, and its peak RSS.
+        let version = try Harness.interleavedWallTimes([(binary, ["--version"]), (hello, [])], runs: 61, warmup: 5)
+        let versionRSS = try (0..<9).map { _ in
+            try Harness.spawn(binary, ["--version"], environment: Harness.environment).maxRSSKiB
+        }
+        let helloRSS = try (0..<9).map { _ in try Harness.spawn(hello, [], environment: Harness.environment).maxRSSKiB }
+        rows.append(
+            BenchRow(
+                name: "CLI --version, per process", unit: "ms/run", ours: 1 / version[0], raw: 1 / version[1],
+                peer: nil, peerName: nil,
+                note:
+                    """
+                    raw = a static hello world; goal ≤ 1.5×; peak RSS \(mebibytes(versionRSS)) (hello \
+                    \(mebibytes(helloRSS))), goal ≤ 12 MiB
+                    """
+            ))
+        let size = (try FileManager.default.attributesOfItem(atPath: binary)[.size] as? Int) ?? 0
+        rows.append(
+            BenchRow(
+                name: "static stripped shadow-keys, MiB", unit: "count", ours: Double(size) / 1_048_576, raw: nil,
+                peer: nil, peerName: nil,
+                note: "Scripts/install's build; goal ≤ 40 MiB"))
+
+        // 3. --each-line over 10,000 tokens: every core against one (taskset), and per token
+        // against the library's own verify on one thread.
+        let lines = workDirectory + "/tokens.txt"
+        var log = ""
+        for index in 0..<10_000 {
+            var extra = claims
+            extra.set("jti", .string("t\(index)"))
+            log += try signer.sign(claims: extra) + "\n"
+        }
+        try log.write(toFile: lines, atomically: true, encoding: .utf8)
+        let eachLine = [
+            "verify-token", "--each-line", "--jwks", jwks, "--iss", JWTBenchmarks.issuer, "--aud",
+            JWTBenchmarks.audience,
+        ]
+        var scaling: [(String, [String])] = [(binary, eachLine)]
+        let taskset = peer("taskset", package: "util-linux")
+        if let taskset { scaling.append((taskset, ["-c", "0", binary] + eachLine)) }
+        let batch = try Harness.interleavedWallTimes(scaling, stdin: lines, runs: 7, warmup: 1)
+        if taskset != nil {
+            rows.append(
+                BenchRow(
+                    name: "CLI verify-token --each-line, 10,000 tokens, all cores", unit: "ops/s",
+                    ours: 10_000 / batch[0], raw: 10_000 / batch[1], peer: nil,
+                    peerName: nil,
+                    note:
+                        """
+                        raw = the same run held to one core (taskset -c 0); \
+                        \(ProcessInfo.processInfo.activeProcessorCount) cores; goal ≥ 1.6× on 2
+                        """
+                ))
+        }
+        let verifier = JWTVerifier(
+            algorithms: [.rs256], policy: ClaimPolicy(issuer: JWTBenchmarks.issuer, audiences: [JWTBenchmarks.audience])
+        )
+        let keys = try JWKSet(json: Array(try String(contentsOfFile: jwks, encoding: .utf8).utf8))
+        let tokens = log.split(separator: "\n").map(String.init)
+        let start = DispatchTime.now().uptimeNanoseconds
+        let semaphore = DispatchSemaphore(value: 0)
+        Task {
+            for token in tokens { _ = try? await verifier.verify(token, keys: keys) }
+            semaphore.signal()
+        }
+        semaphore.wait()
+        let library = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
+        if taskset != nil {
+            rows.append(
+                BenchRow(
+                    name: "CLI --each-line per token, one core, vs the library", unit: "ops/s", ours: 10_000 / batch[1],
+                    raw: 10_000 / library, peer: nil,
+                    peerName: nil,
+                    note:
+                        """
+                        raw = JWTVerifier.verify on one thread in this process; goal: ours/raw ≥ 0.91 (≤ 1.1× the \
+                        time)
+                        """
+                ))
+        }
         return rows
     }
-}
 
-/// The python3 interpreter that has joserfc (the peer), resolved once to its real path.
-func pythonWithJoserfc() -> String {
-    let answer = FileManager.default.temporaryDirectory.appendingPathComponent("shadow-bench-python-\(getpid())").path
-    defer { try? FileManager.default.removeItem(atPath: answer) }
-    let probe = try? Harness.spawn("/usr/bin/env", ["python3", "-c", "import sys, joserfc; print(sys.executable)"], environment: Harness.environment, stdout: answer)
-    guard probe?.status == 0, let path = try? String(contentsOfFile: answer, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines), !path.isEmpty
-    else { return "/usr/bin/python3" }
-    return path
+    /// The peer's path, or nil with a note on how to get it (the bench installs nothing).
+    static func peer(_ name: String, package: String) -> String? {
+        for directory in ["/usr/bin", "/usr/local/bin", "/bin"]
+        where FileManager.default.isExecutableFile(atPath: directory + "/" + name) {
+            return directory + "/" + name
+        }
+        FileHandle.standardError.write(
+            Data("bench: \(name) not found; its rows are skipped (apt-get install \(package))\n".utf8))
+        return nil
+    }
+
+    static func mebibytes(_ kibibytes: [Int]) -> String {
+        String(format: "%.1f MiB", Harness.median(kibibytes.map(Double.init)) / 1024)
+    }
 }

@@ -3,7 +3,13 @@ import Foundation
 // Usage: ShadowBench <shadow-keys binary> <output json> [section ...]
 let arguments = CommandLine.arguments
 guard arguments.count >= 3 else {
-    FileHandle.standardError.write(Data("usage: ShadowBench <shadow-keys binary> <results.json> [jwt jwks crypto apple vault state db serve cli net]\n".utf8))
+    FileHandle.standardError.write(
+        Data(
+            """
+            usage: ShadowBench <shadow-keys binary> <results.json> [jwt jwks crypto apple vault state db serve cli \
+            net]\n
+            """
+            .utf8))
     exit(64)
 }
 let binary = arguments[1]
@@ -20,7 +26,9 @@ if sections.contains("stages") {
     exit(0)
 }
 if sections.contains("profile") {
-    try JWTBenchmarks.profile(iterations: Int(ProcessInfo.processInfo.environment["ITERATIONS"] ?? "20000") ?? 20000, algorithm: ProcessInfo.processInfo.environment["ALG"] ?? "rs256")
+    try JWTBenchmarks.profile(
+        iterations: Int(ProcessInfo.processInfo.environment["ITERATIONS"] ?? "20000") ?? 20000,
+        algorithm: ProcessInfo.processInfo.environment["ALG"] ?? "rs256")
     exit(0)
 }
 var rows: [BenchRow] = []
@@ -31,11 +39,13 @@ if wants("apple") { rows += try await AppleBenchmarks.run(binary: binary, workDi
 if wants("vault") { rows += try await VaultBenchmarks.run(binary: binary, workDirectory: work) }
 if wants("state") { rows += try await StateBenchmarks.run(binary: binary, workDirectory: work) }
 if wants("db") { rows += try await DatabaseBenchmarks.run(binary: binary, workDirectory: work) }
-if wants("serve") { rows += try await ServeBenchmarks.run(binary: binary, workDirectory: work) }
-if wants("cli") { rows += try CLIBenchmarks.run(binary: binary, workDirectory: work) }
-if wants("net") {
-    // HelloFloor is built beside this program, the same way.
-    let hello = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("HelloFloor").path
-    rows += try await NetworkBenchmarks.run(binary: binary, hello: hello, workDirectory: work)
-}
+// serve is shadow-keys-server's, built beside shadow-keys.
+let server = URL(fileURLWithPath: binary).deletingLastPathComponent().appendingPathComponent("shadow-keys-server").path
+if wants("serve") { rows += try await ServeBenchmarks.run(binary: server, workDirectory: work) }
+// HelloFloor is built beside this program, the same way.
+let hello = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent(
+    "HelloFloor"
+).path
+if wants("cli") { rows += try CLIBenchmarks.run(binary: binary, hello: hello, workDirectory: work) }
+if wants("net") { rows += try await NetworkBenchmarks.run(binary: binary, hello: hello, workDirectory: work) }
 try report(rows, to: output)
