@@ -15,8 +15,12 @@ let logging = Target.Dependency.product(name: "Logging", package: "swift-log")
 let metrics = Target.Dependency.product(name: "Metrics", package: "swift-metrics")
 let argumentParser = Target.Dependency.product(name: "ArgumentParser", package: "swift-argument-parser")
 /// AsyncHTTPClient is the HTTP client on Linux only; Apple platforms use URLSession.
-let asyncHTTPClient = Target.Dependency.product(name: "AsyncHTTPClient", package: "async-http-client", condition: .when(platforms: [.linux]))
-let nioLinux: [Target.Dependency] = ["NIOCore", "NIOPosix", "NIOHTTP1"].map { .product(name: $0, package: "swift-nio", condition: .when(platforms: [.linux])) }
+let asyncHTTPClient = Target.Dependency.product(
+    name: "AsyncHTTPClient", package: "async-http-client", condition: .when(platforms: [.linux]))
+let nioLinux: [Target.Dependency] =
+    ["NIOCore", "NIOPosix", "NIOHTTP1"].map {
+        .product(name: $0, package: "swift-nio", condition: .when(platforms: [.linux]))
+    }
     + [.product(name: "NIOSSL", package: "swift-nio-ssl", condition: .when(platforms: [.linux]))]
 
 let sqliteNIO = Target.Dependency.product(name: "SQLiteNIO", package: "sqlite-nio")
@@ -71,61 +75,147 @@ let package = Package(
     targets: [
         .target(name: "ShadowCore", dependencies: [crypto], swiftSettings: strictSettings),
         .target(name: "ShadowJOSE", dependencies: ["ShadowCore", crypto, cryptoExtras], swiftSettings: strictSettings),
-        .target(name: "ShadowJWKS", dependencies: ["ShadowCore", "ShadowJOSE", crypto, logging], swiftSettings: strictSettings),
-        .target(name: "ShadowCrypto", dependencies: ["ShadowCore", crypto, cryptoExtras], swiftSettings: strictSettings),
-        .target(name: "ShadowVault", dependencies: ["ShadowCore", "ShadowCrypto", crypto], swiftSettings: strictSettings),
-        .target(name: "ShadowCredentials", dependencies: ["ShadowCore", "ShadowJOSE", "ShadowJWKS", "ShadowApple", "ShadowVault", crypto, logging, metrics], swiftSettings: strictSettings),
+        .target(
+            name: "ShadowJWKS", dependencies: ["ShadowCore", "ShadowJOSE", crypto, logging],
+            swiftSettings: strictSettings),
+        .target(
+            name: "ShadowCrypto", dependencies: ["ShadowCore", crypto, cryptoExtras], swiftSettings: strictSettings),
+        .target(
+            name: "ShadowVault", dependencies: ["ShadowCore", "ShadowCrypto", crypto], swiftSettings: strictSettings),
+        .target(
+            name: "ShadowCredentials",
+            dependencies: [
+                "ShadowCore", "ShadowJOSE", "ShadowJWKS", "ShadowApple", "ShadowVault", crypto, logging, metrics,
+            ], swiftSettings: strictSettings),
         // SQLite through sqlite-nio (which bundles SQLite), PostgreSQL through postgres-nio.
-        .target(name: "ShadowSQLite", dependencies: ["ShadowCore", "ShadowVault", "ShadowCredentials", sqliteNIO, logging, nioCore, nioPosix], swiftSettings: strictSettings),
-        .target(name: "ShadowPostgres", dependencies: ["ShadowCore", "ShadowVault", "ShadowCredentials", postgresNIO, logging, nioCore, nioSSL], swiftSettings: strictSettings),
+        .target(
+            name: "ShadowSQLite",
+            dependencies: ["ShadowCore", "ShadowVault", "ShadowCredentials", sqliteNIO, logging, nioCore, nioPosix],
+            swiftSettings: strictSettings),
+        .target(
+            name: "ShadowPostgres",
+            dependencies: ["ShadowCore", "ShadowVault", "ShadowCredentials", postgresNIO, logging, nioCore, nioSSL],
+            swiftSettings: strictSettings),
         .target(
             name: "ShadowHummingbird",
-            dependencies: ["ShadowCore", "ShadowJOSE", "ShadowApple", "ShadowCredentials", .product(name: "Hummingbird", package: "hummingbird"), .product(name: "HTTPTypes", package: "swift-http-types"), nioCore],
+            dependencies: [
+                "ShadowCore", "ShadowJOSE", "ShadowApple", "ShadowCredentials",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HTTPTypes", package: "swift-http-types"), nioCore,
+            ],
             swiftSettings: strictSettings),
-        .target(name: "ShadowApple", dependencies: ["ShadowCore", "ShadowJOSE", "ShadowJWKS", crypto, cryptoExtras], swiftSettings: strictSettings),
+        .target(
+            name: "ShadowApple", dependencies: ["ShadowCore", "ShadowJOSE", "ShadowJWKS", crypto, cryptoExtras],
+            swiftSettings: strictSettings),
         // The platform's HTTP client behind ShadowJWKS' HTTPTransport: AsyncHTTPClient on Linux,
         // URLSession on Apple platforms (Docs/architecture.md).
-        .target(name: "ShadowHTTP", dependencies: ["ShadowJWKS", "ShadowCore", asyncHTTPClient] + nioLinux, swiftSettings: strictSettings),
-        .target(name: "ShadowSelfTest", dependencies: ["ShadowCore", "ShadowJOSE", "ShadowCrypto", "ShadowApple", "ShadowVault", "ShadowCredentials", crypto, cryptoExtras], swiftSettings: strictSettings),
+        .target(
+            name: "ShadowHTTP", dependencies: ["ShadowJWKS", "ShadowCore", asyncHTTPClient] + nioLinux,
+            swiftSettings: strictSettings),
+        .target(
+            name: "ShadowSelfTest",
+            dependencies: [
+                "ShadowCore", "ShadowJOSE", "ShadowCrypto", "ShadowApple", "ShadowVault", "ShadowCredentials", crypto,
+                cryptoExtras,
+            ], swiftSettings: strictSettings),
         .target(
             name: "ShadowFuzzTargets",
-            dependencies: ["ShadowCore", "ShadowJOSE", "ShadowJWKS", "ShadowApple", "ShadowCrypto", "ShadowVault", "ShadowCredentials", "ShadowPostgres", "ShadowHTTP", crypto],
+            dependencies: [
+                "ShadowCore", "ShadowJOSE", "ShadowJWKS", "ShadowApple", "ShadowCrypto", "ShadowVault",
+                "ShadowCredentials", "ShadowPostgres", "ShadowHTTP", crypto,
+            ],
             swiftSettings: strictSettings),
-        .target(name: "ShadowKeys", dependencies: ["ShadowCore", "ShadowJOSE", "ShadowJWKS", "ShadowHTTP", "ShadowApple", "ShadowCrypto", "ShadowVault", "ShadowCredentials"], swiftSettings: strictSettings),
+        .target(
+            name: "ShadowKeys",
+            dependencies: [
+                "ShadowCore", "ShadowJOSE", "ShadowJWKS", "ShadowHTTP", "ShadowApple", "ShadowCrypto", "ShadowVault",
+                "ShadowCredentials",
+            ], swiftSettings: strictSettings),
         // The commands, as libraries; each executable is a thin `main` that lists its commands.
         // ShadowKeysCommands holds everything `shadow-keys` does: no server, no PostgreSQL client,
         // no full Foundation (a test reads the binary's links).
         .target(
             name: "ShadowKeysCommands",
-            dependencies: ["ShadowCore", "ShadowJOSE", "ShadowJWKS", "ShadowHTTP", "ShadowApple", "ShadowCrypto", "ShadowVault", "ShadowCredentials", "ShadowSQLite", "ShadowSelfTest", argumentParser],
+            dependencies: [
+                "ShadowCore", "ShadowJOSE", "ShadowJWKS", "ShadowHTTP", "ShadowApple", "ShadowCrypto", "ShadowVault",
+                "ShadowCredentials", "ShadowSQLite", "ShadowSelfTest", argumentParser,
+            ],
             swiftSettings: strictSettings),
         .target(
             name: "ShadowKeysServerCommands",
-            dependencies: ["ShadowKeysCommands", "ShadowCore", "ShadowJOSE", "ShadowApple", "ShadowVault", "ShadowCredentials", "ShadowPostgres", "ShadowHummingbird", argumentParser, logging, metrics,
-                           .product(name: "Hummingbird", package: "hummingbird"), .product(name: "Prometheus", package: "swift-prometheus"),
-                           .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"), .product(name: "UnixSignals", package: "swift-service-lifecycle"), nioCore],
+            dependencies: [
+                "ShadowKeysCommands", "ShadowCore", "ShadowJOSE", "ShadowApple", "ShadowVault", "ShadowCredentials",
+                "ShadowPostgres", "ShadowHummingbird", argumentParser, logging, metrics,
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"), nioCore,
+            ],
             swiftSettings: strictSettings),
         .executableTarget(name: "shadow-keys", dependencies: ["ShadowKeysCommands"], swiftSettings: strictSettings),
-        .executableTarget(name: "shadow-keys-server", dependencies: ["ShadowKeysServerCommands"], swiftSettings: strictSettings),
+        .executableTarget(
+            name: "shadow-keys-server", dependencies: ["ShadowKeysServerCommands"], swiftSettings: strictSettings),
 
-        .target(name: "ShadowTestSupport", dependencies: ["ShadowCore", "ShadowJOSE", "ShadowJWKS", crypto, cryptoExtras] + nioLinux, path: "Tests/ShadowTestSupport", swiftSettings: strictSettings),
-        .testTarget(name: "ShadowCoreTests", dependencies: ["ShadowCore", "ShadowTestSupport"], swiftSettings: strictSettings),
-        .testTarget(name: "ShadowJOSETests", dependencies: ["ShadowJOSE", "ShadowSelfTest", "ShadowTestSupport", crypto, cryptoExtras], swiftSettings: strictSettings),
-        .testTarget(name: "ShadowJWKSTests", dependencies: ["ShadowJWKS", "ShadowHTTP", "ShadowTestSupport", "ShadowJOSE", logging, asyncHTTPClient], swiftSettings: strictSettings),
-        .testTarget(name: "ShadowCryptoTests", dependencies: ["ShadowCrypto", "ShadowCore", "ShadowSelfTest", "ShadowTestSupport", crypto], swiftSettings: strictSettings),
-        .testTarget(name: "ShadowVaultTests", dependencies: ["ShadowVault", "ShadowCrypto", "ShadowCore", "ShadowSelfTest", "ShadowTestSupport"], swiftSettings: strictSettings),
-        .testTarget(name: "ShadowCredentialsTests", dependencies: ["ShadowCredentials", "ShadowSQLite", "ShadowPostgres", sqliteNIO, "ShadowSelfTest", "ShadowApple", "ShadowVault", "ShadowCrypto", "ShadowJOSE", "ShadowJWKS", "ShadowHTTP", "ShadowCore", "ShadowTestSupport", crypto, logging], swiftSettings: strictSettings),
-        .testTarget(name: "ShadowAppleTests", dependencies: ["ShadowApple", "ShadowJWKS", "ShadowHTTP", "ShadowCrypto", "ShadowCore", "ShadowTestSupport", "ShadowJOSE", crypto, cryptoExtras], swiftSettings: strictSettings),
+        .target(
+            name: "ShadowTestSupport",
+            dependencies: ["ShadowCore", "ShadowJOSE", "ShadowJWKS", crypto, cryptoExtras] + nioLinux,
+            path: "Tests/ShadowTestSupport", swiftSettings: strictSettings),
+        .testTarget(
+            name: "ShadowCoreTests", dependencies: ["ShadowCore", "ShadowTestSupport"], swiftSettings: strictSettings),
+        .testTarget(
+            name: "ShadowJOSETests",
+            dependencies: ["ShadowJOSE", "ShadowSelfTest", "ShadowTestSupport", crypto, cryptoExtras],
+            swiftSettings: strictSettings),
+        .testTarget(
+            name: "ShadowJWKSTests",
+            dependencies: ["ShadowJWKS", "ShadowHTTP", "ShadowTestSupport", "ShadowJOSE", logging, asyncHTTPClient],
+            swiftSettings: strictSettings),
+        .testTarget(
+            name: "ShadowCryptoTests",
+            dependencies: ["ShadowCrypto", "ShadowCore", "ShadowSelfTest", "ShadowTestSupport", crypto],
+            swiftSettings: strictSettings),
+        .testTarget(
+            name: "ShadowVaultTests",
+            dependencies: ["ShadowVault", "ShadowCrypto", "ShadowCore", "ShadowSelfTest", "ShadowTestSupport"],
+            swiftSettings: strictSettings),
+        .testTarget(
+            name: "ShadowCredentialsTests",
+            dependencies: [
+                "ShadowCredentials", "ShadowSQLite", "ShadowPostgres", sqliteNIO, "ShadowSelfTest", "ShadowApple",
+                "ShadowVault", "ShadowCrypto", "ShadowJOSE", "ShadowJWKS", "ShadowHTTP", "ShadowCore",
+                "ShadowTestSupport", crypto, logging,
+            ], swiftSettings: strictSettings),
+        .testTarget(
+            name: "ShadowAppleTests",
+            dependencies: [
+                "ShadowApple", "ShadowJWKS", "ShadowHTTP", "ShadowCrypto", "ShadowCore", "ShadowTestSupport",
+                "ShadowJOSE", crypto, cryptoExtras,
+            ], swiftSettings: strictSettings),
         .testTarget(
             name: "ShadowHummingbirdTests",
-            dependencies: ["ShadowHummingbird", "ShadowSQLite", "ShadowCredentials", "ShadowApple", "ShadowJOSE", "ShadowCore", "ShadowVault", "ShadowTestSupport",
-                           .product(name: "Hummingbird", package: "hummingbird"), .product(name: "HummingbirdTesting", package: "hummingbird"),
-                           .product(name: "HTTPTypes", package: "swift-http-types"), nioCore],
+            dependencies: [
+                "ShadowHummingbird", "ShadowSQLite", "ShadowCredentials", "ShadowApple", "ShadowJOSE", "ShadowCore",
+                "ShadowVault", "ShadowTestSupport",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "HTTPTypes", package: "swift-http-types"), nioCore,
+            ],
             swiftSettings: strictSettings),
         // The DocC articles' examples, through `import ShadowKeys` alone, as a user writes them.
-        .testTarget(name: "ShadowKeysTests", dependencies: ["ShadowKeys", crypto, cryptoExtras], swiftSettings: strictSettings),
-        .testTarget(name: "ShadowFuzzRegressionTests", dependencies: ["ShadowFuzzTargets", "ShadowTestSupport"], swiftSettings: strictSettings),
-        .testTarget(name: "ShadowKeysCommandsTests", dependencies: ["ShadowKeysCommands", "ShadowCore", argumentParser], swiftSettings: strictSettings),
-        .testTarget(name: "ShadowKeysCLITests", dependencies: ["shadow-keys", "shadow-keys-server", "ShadowTestSupport", "ShadowSQLite", "ShadowPostgres", "ShadowJOSE", "ShadowCore", "ShadowApple", "ShadowCrypto", "ShadowVault", "ShadowCredentials", crypto, cryptoExtras, asyncHTTPClient] + nioLinux, swiftSettings: strictSettings),
+        .testTarget(
+            name: "ShadowKeysTests", dependencies: ["ShadowKeys", crypto, cryptoExtras], swiftSettings: strictSettings),
+        .testTarget(
+            name: "ShadowFuzzRegressionTests", dependencies: ["ShadowFuzzTargets", "ShadowTestSupport"],
+            swiftSettings: strictSettings),
+        .testTarget(
+            name: "ShadowKeysCommandsTests", dependencies: ["ShadowKeysCommands", "ShadowCore", argumentParser],
+            swiftSettings: strictSettings),
+        .testTarget(
+            name: "ShadowKeysCLITests",
+            dependencies: [
+                "shadow-keys", "shadow-keys-server", "ShadowTestSupport", "ShadowSQLite", "ShadowPostgres",
+                "ShadowJOSE", "ShadowCore", "ShadowApple", "ShadowCrypto", "ShadowVault", "ShadowCredentials", crypto,
+                cryptoExtras, asyncHTTPClient,
+            ] + nioLinux, swiftSettings: strictSettings),
     ]
 )

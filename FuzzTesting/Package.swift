@@ -11,6 +11,8 @@ let package = Package(
     dependencies: [.package(name: "ShadowKeys", path: "../")],
     targets: [
         .target(name: "CFuzzerDriver"),
-        .executableTarget(name: "ShadowFuzz", dependencies: ["CFuzzerDriver", .product(name: "ShadowFuzzTargets", package: "ShadowKeys")]),
+        .executableTarget(
+            name: "ShadowFuzz",
+            dependencies: ["CFuzzerDriver", .product(name: "ShadowFuzzTargets", package: "ShadowKeys")]),
     ]
 )

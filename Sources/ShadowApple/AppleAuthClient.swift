@@ -25,7 +25,10 @@ public struct AppleTokenResponse: Sendable, CustomStringConvertible {
     public let identity: AppleIdentityToken?
 
     public var description: String {
-        "AppleTokenResponse(token_type: \(tokenType), expires_in: \(expiresIn), refresh_token: \(refreshToken == nil ? "none" : "redacted"), identity: \(identity?.subject ?? "none"))"
+        """
+        AppleTokenResponse(token_type: \(tokenType), expires_in: \(expiresIn), refresh_token: \
+        \(refreshToken == nil ? "none" : "redacted"), identity: \(identity?.subject ?? "none"))
+        """
     }
 }
 
@@ -77,7 +80,10 @@ public struct AppleAuthClient: Sendable {
 
     /// A client that authenticates with `secrets` and verifies `id_token`s against `identityTokenKeys`
     /// (normally Apple's JWK Set, fetched).
-    public init(configuration: Configuration = Configuration(), secrets: ClientSecretProvider, transport: any HTTPTransport, identityTokenKeys: any JWKSource, clock: WallClock = .system) throws {
+    public init(
+        configuration: Configuration = Configuration(), secrets: ClientSecretProvider, transport: any HTTPTransport,
+        identityTokenKeys: any JWKSource, clock: WallClock = .system
+    ) throws {
         try URLPolicy.check(configuration.baseURL + "/auth/token", allowLoopbackHTTP: configuration.allowLoopbackHTTP)
         self.configuration = configuration
         self.secrets = secrets
@@ -90,8 +96,14 @@ public struct AppleAuthClient: Sendable {
 
     /// Exchanges an authorization code (`grant_type=authorization_code`); the returned `id_token`
     /// is verified, with `nonce` when the sign-in used one.
-    public func exchange(code: SecretBytes, redirectURI: String? = nil, nonce: String? = nil) async throws -> AppleTokenResponse {
-        var fields = try credentials() + [("grant_type", "authorization_code"), ("code", code.withUnsafeBytes { String(decoding: $0, as: UTF8.self) })]
+    public func exchange(
+        code: SecretBytes, redirectURI: String? = nil, nonce: String? = nil
+    ) async throws -> AppleTokenResponse {
+        var fields =
+            try credentials() + [
+                ("grant_type", "authorization_code"),
+                ("code", code.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }),
+            ]
         if let redirectURI { fields.append(("redirect_uri", redirectURI)) }
         return try await tokenResponse(try await post("/auth/token", fields), nonce: nonce, requireRefreshToken: true)
     }
@@ -99,13 +111,21 @@ public struct AppleAuthClient: Sendable {
     /// Validates a refresh token (`grant_type=refresh_token`). Apple throttles this to about once
     /// a day per token; see ``RefreshValidationTracker``.
     public func refresh(_ refreshToken: SecretBytes) async throws -> AppleTokenResponse {
-        let fields = try credentials() + [("grant_type", "refresh_token"), ("refresh_token", refreshToken.withUnsafeBytes { String(decoding: $0, as: UTF8.self) })]
+        let fields =
+            try credentials() + [
+                ("grant_type", "refresh_token"),
+                ("refresh_token", refreshToken.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }),
+            ]
         return try await tokenResponse(try await post("/auth/token", fields), nonce: nil, requireRefreshToken: false)
     }
 
     /// Revokes a refresh or access token (`/auth/revoke`).
     public func revoke(_ token: SecretBytes, kind: AppleTokenKind) async throws {
-        let fields = try credentials() + [("token", token.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }), ("token_type_hint", kind.rawValue)]
+        let fields =
+            try credentials() + [
+                ("token", token.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }),
+                ("token_type_hint", kind.rawValue),
+            ]
         _ = try await post("/auth/revoke", fields)
     }
 
@@ -113,7 +133,8 @@ public struct AppleAuthClient: Sendable {
 
     /// An access token for user migration (`grant_type=client_credentials`, `scope=user.migration`).
     public func migrationAccessToken() async throws -> SecretBytes {
-        let response = try await post("/auth/token", try credentials() + [("grant_type", "client_credentials"), ("scope", "user.migration")])
+        let response = try await post(
+            "/auth/token", try credentials() + [("grant_type", "client_credentials"), ("scope", "user.migration")])
         let object = try jsonObject(response)
         guard let token = object["access_token"]?.stringValue, !token.isEmpty else {
             throw AppleError(.invalidResponse, "the migration token response has no access_token")
@@ -122,8 +143,12 @@ public struct AppleAuthClient: Sendable {
     }
 
     /// The sending team's step: the `transfer_sub` for one of its users, to give the receiving team.
-    public func transferSubject(for subject: String, to targetTeamID: String, accessToken: SecretBytes) async throws -> String {
-        let response = try await post("/auth/usermigrationinfo", try credentials() + [("sub", subject), ("target", targetTeamID)], bearer: accessToken)
+    public func transferSubject(
+        for subject: String, to targetTeamID: String, accessToken: SecretBytes
+    ) async throws -> String {
+        let response = try await post(
+            "/auth/usermigrationinfo", try credentials() + [("sub", subject), ("target", targetTeamID)],
+            bearer: accessToken)
         guard let transfer = try jsonObject(response)["transfer_sub"]?.stringValue, !transfer.isEmpty else {
             throw AppleError(.invalidResponse, "the migration response has no transfer_sub")
         }
@@ -131,10 +156,15 @@ public struct AppleAuthClient: Sendable {
     }
 
     /// The receiving team's step: the user's new `sub` (and email) for a `transfer_sub`.
-    public func migratedUser(forTransferSubject transferSubject: String, accessToken: SecretBytes) async throws -> AppleMigratedUser {
-        let response = try await post("/auth/usermigrationinfo", try credentials() + [("transfer_sub", transferSubject)], bearer: accessToken)
+    public func migratedUser(
+        forTransferSubject transferSubject: String, accessToken: SecretBytes
+    ) async throws -> AppleMigratedUser {
+        let response = try await post(
+            "/auth/usermigrationinfo", try credentials() + [("transfer_sub", transferSubject)], bearer: accessToken)
         let object = try jsonObject(response)
-        guard let subject = object["sub"]?.stringValue, !subject.isEmpty else { throw AppleError(.invalidResponse, "the migration response has no sub") }
+        guard let subject = object["sub"]?.stringValue, !subject.isEmpty else {
+            throw AppleError(.invalidResponse, "the migration response has no sub")
+        }
         let privateEmail = AppleIdentityToken.flexibleBool(object["is_private_email"]) ?? nil
         return AppleMigratedUser(subject: subject, email: object["email"]?.stringValue, isPrivateEmail: privateEmail)
     }
@@ -146,12 +176,19 @@ public struct AppleAuthClient: Sendable {
     }
 
     /// POSTs a form, retrying 5xx and transport failures; returns a 2xx response.
-    private func post(_ path: String, _ fields: [(String, String)], bearer: SecretBytes? = nil) async throws -> HTTPResponse {
-        var request = HTTPRequest(method: "POST", url: configuration.baseURL + path, timeout: configuration.timeout, maxResponseBytes: 256 * 1024)
+    private func post(
+        _ path: String, _ fields: [(String, String)], bearer: SecretBytes? = nil
+    ) async throws -> HTTPResponse {
+        var request = HTTPRequest(
+            method: "POST", url: configuration.baseURL + path, timeout: configuration.timeout,
+            maxResponseBytes: 256 * 1024)
         request.headers.add("Content-Type", "application/x-www-form-urlencoded")
         request.headers.add("Accept", "application/json")
         request.headers.add("User-Agent", configuration.userAgent)
-        if let bearer { request.headers.add("Authorization", "Bearer " + bearer.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }) }
+        if let bearer {
+            request.headers.add(
+                "Authorization", "Bearer " + bearer.withUnsafeBytes { String(decoding: $0, as: UTF8.self) })
+        }
         request.body = FormEncoding.encode(fields)
         var delay = configuration.backoff
         var attempt = 0
@@ -161,7 +198,9 @@ public struct AppleAuthClient: Sendable {
                 let response = try await transport.send(request)
                 switch response.status {
                 case 200..<300: return response
-                case 500..<600: failure = AppleError(.serverError, "Apple answered HTTP \(response.status) for \(path)", status: response.status)
+                case 500..<600:
+                    failure = AppleError(
+                        .serverError, "Apple answered HTTP \(response.status) for \(path)", status: response.status)
                 default: throw Self.rejection(response, path: path)
                 }
             } catch let error as HTTPTransportError {
@@ -192,13 +231,17 @@ public struct AppleAuthClient: Sendable {
         return object
     }
 
-    private func tokenResponse(_ response: HTTPResponse, nonce: String?, requireRefreshToken: Bool) async throws -> AppleTokenResponse {
+    private func tokenResponse(
+        _ response: HTTPResponse, nonce: String?, requireRefreshToken: Bool
+    ) async throws -> AppleTokenResponse {
         let object = try jsonObject(response)
         guard let accessToken = object["access_token"]?.stringValue, let tokenType = object["token_type"]?.stringValue,
             let expiresIn = object["expires_in"]?.numberValue?.int64Value
         else { throw AppleError(.invalidResponse, "the token response lacks access_token, token_type or expires_in") }
         let refreshToken = object["refresh_token"]?.stringValue
-        if requireRefreshToken && refreshToken == nil { throw AppleError(.invalidResponse, "the code exchange returned no refresh_token") }
+        if requireRefreshToken && refreshToken == nil {
+            throw AppleError(.invalidResponse, "the code exchange returned no refresh_token")
+        }
         var identity: AppleIdentityToken?
         let idToken = object["id_token"]?.stringValue
         if let idToken {
@@ -209,7 +252,8 @@ public struct AppleAuthClient: Sendable {
             throw AppleError(.invalidResponse, "the code exchange returned no id_token")
         }
         return AppleTokenResponse(
-            accessToken: SecretBytes(utf8: accessToken), tokenType: tokenType, expiresIn: Int(expiresIn), refreshToken: refreshToken.map { SecretBytes(utf8: $0) },
+            accessToken: SecretBytes(utf8: accessToken), tokenType: tokenType, expiresIn: Int(expiresIn),
+            refreshToken: refreshToken.map { SecretBytes(utf8: $0) },
             idToken: idToken, identity: identity)
     }
 }
@@ -232,7 +276,8 @@ package enum FormEncoding {
         let hex = Array("0123456789ABCDEF".utf8)
         for byte in text.utf8 {
             switch byte {
-            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+                UInt8(ascii: "0")...UInt8(ascii: "9"),
                 UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "*"):
                 out.append(byte)
             case UInt8(ascii: " "):
@@ -243,4 +288,3 @@ package enum FormEncoding {
         }
     }
 }
-

@@ -108,15 +108,19 @@ public struct AppleIdentityToken: Sendable {
 
     /// The typed fields as JSON (`--json` output of `verify-token --apple`).
     public var json: JSONObject {
-        func date(_ value: Date?) -> JSONValue { value.map { .number(JSONNumber($0.timeIntervalSince1970) ?? JSONNumber(0)) } ?? .null }
+        func date(_ value: Date?) -> JSONValue {
+            value.map { .number(JSONNumber($0.timeIntervalSince1970) ?? JSONNumber(0)) } ?? .null
+        }
         func text(_ value: String?) -> JSONValue { value.map(JSONValue.string) ?? .null }
         func flag(_ value: Bool?) -> JSONValue { value.map(JSONValue.bool) ?? .null }
         return [
             "sub": .string(subject), "aud": .string(audience), "iat": date(issuedAt), "exp": date(expiresAt),
             "lifetimeSeconds": .number(JSONNumber(lifetime) ?? JSONNumber(0)),
             "email": text(email), "emailVerified": flag(emailVerified), "isPrivateEmail": flag(isPrivateEmail),
-            "realUserStatus": realUserStatus.map { .string($0.rawValue) } ?? .null, "nonce": text(nonce), "nonceSupported": flag(nonceSupported),
-            "transferSub": text(transferSubject), "cHash": text(codeHash), "atHash": text(accessTokenHash), "authTime": date(authTime),
+            "realUserStatus": realUserStatus.map { .string($0.rawValue) } ?? .null, "nonce": text(nonce),
+            "nonceSupported": flag(nonceSupported),
+            "transferSub": text(transferSubject), "cHash": text(codeHash), "atHash": text(accessTokenHash),
+            "authTime": date(authTime),
             "orgId": text(organizationID),
         ]
     }
@@ -148,7 +152,10 @@ public struct AppleIdentityTokenValidator: Sendable {
     public var clock: WallClock
 
     /// A validator for tokens issued to `clientIDs`.
-    public init(clientIDs: [String], nonce: String? = nil, leeway: TimeInterval = 60, maxAge: TimeInterval? = nil, requiredClaims: [String] = [], clock: WallClock = .system) {
+    public init(
+        clientIDs: [String], nonce: String? = nil, leeway: TimeInterval = 60, maxAge: TimeInterval? = nil,
+        requiredClaims: [String] = [], clock: WallClock = .system
+    ) {
         self.clientIDs = clientIDs
         self.nonce = nonce
         self.leeway = leeway
@@ -162,8 +169,11 @@ public struct AppleIdentityTokenValidator: Sendable {
         var policy = ClaimPolicy(
             issuer: Apple.issuer, audiences: clientIDs, requireExpiration: true, leeway: leeway, maxAge: maxAge,
             requiredClaims: ["sub", "iat"] + requiredClaims)
-        policy.additionalRules = [Self.claimTypes] + (nonce.map { [Self.nonceRule($0, hashedOnly: nonceMustBeHashed)] } ?? [])
-        return JWTVerifier(algorithms: [.rs256], policy: policy, expectedType: expectedType, maxTokenBytes: maxTokenBytes, clock: clock)
+        policy.additionalRules =
+            [Self.claimTypes] + (nonce.map { [Self.nonceRule($0, hashedOnly: nonceMustBeHashed)] } ?? [])
+        return JWTVerifier(
+            algorithms: [.rs256], policy: policy, expectedType: expectedType, maxTokenBytes: maxTokenBytes, clock: clock
+        )
     }
 
     /// Verifies `token` against a local key set, synchronously.
@@ -181,41 +191,63 @@ public struct AppleIdentityTokenValidator: Sendable {
     /// Apple's boolean claims are booleans or "true"/"false"; `sub` and `aud` must be single strings.
     static let claimTypes = ClaimRule("apple claim types") { claims, _ in
         var failures: [ClaimFailure] = []
-        for name in ["email_verified", "is_private_email", "nonce_supported"] where AppleIdentityToken.flexibleBool(claims[name]) == nil {
+        for name in ["email_verified", "is_private_email", "nonce_supported"]
+        where AppleIdentityToken.flexibleBool(claims[name]) == nil {
             let actual = claims[name]?.serialized() ?? "absent"
-            failures.append(ClaimFailure(claim: name, rule: .wrongType, expected: "true, false, \"true\" or \"false\"", actual: actual,
-                message: "\(name) must be a boolean or \"true\"/\"false\", found \(actual)"))
+            failures.append(
+                ClaimFailure(
+                    claim: name, rule: .wrongType, expected: "true, false, \"true\" or \"false\"", actual: actual,
+                    message: "\(name) must be a boolean or \"true\"/\"false\", found \(actual)"))
         }
         for name in ["email", "transfer_sub", "c_hash", "at_hash", "org_id"] {
             if let value = claims[name], value.stringValue == nil {
-                failures.append(ClaimFailure(claim: name, rule: .wrongType, expected: "a string", actual: value.typeName, message: "\(name) must be a string, found \(value.typeName)"))
+                failures.append(
+                    ClaimFailure(
+                        claim: name, rule: .wrongType, expected: "a string", actual: value.typeName,
+                        message: "\(name) must be a string, found \(value.typeName)"))
             }
         }
         if let value = claims["auth_time"] {
             if let number = value.numberValue {
                 if Timestamp(seconds: number.doubleValue) == nil {
-                    failures.append(ClaimFailure(claim: "auth_time", rule: .outOfRange, expected: "a NumericDate within \(Timestamp.rangeDescription)",
-                        actual: String(number.literal.prefix(32)), message: "auth_time lies outside \(Timestamp.rangeDescription)"))
+                    failures.append(
+                        ClaimFailure(
+                            claim: "auth_time", rule: .outOfRange,
+                            expected: "a NumericDate within \(Timestamp.rangeDescription)",
+                            actual: String(number.literal.prefix(32)),
+                            message: "auth_time lies outside \(Timestamp.rangeDescription)"))
                 }
             } else {
-                failures.append(ClaimFailure(claim: "auth_time", rule: .wrongType, expected: "a NumericDate", actual: value.typeName, message: "auth_time must be a number, found \(value.typeName)"))
+                failures.append(
+                    ClaimFailure(
+                        claim: "auth_time", rule: .wrongType, expected: "a NumericDate", actual: value.typeName,
+                        message: "auth_time must be a number, found \(value.typeName)"))
             }
         }
         if let value = claims["sub"] {
             if let subject = value.stringValue {
                 if !(1...255).contains(subject.utf8.count) {
-                    failures.append(ClaimFailure(claim: "sub", rule: .mismatch, expected: "1 to 255 bytes", actual: "\(subject.utf8.count) bytes",
-                        message: "sub is \(subject.utf8.count) bytes; Apple's are 1 to 255"))
+                    failures.append(
+                        ClaimFailure(
+                            claim: "sub", rule: .mismatch, expected: "1 to 255 bytes",
+                            actual: "\(subject.utf8.count) bytes",
+                            message: "sub is \(subject.utf8.count) bytes; Apple's are 1 to 255"))
                 }
             } else {
-                failures.append(ClaimFailure(claim: "sub", rule: .wrongType, expected: "a string", actual: value.typeName, message: "sub must be a string, found \(value.typeName)"))
+                failures.append(
+                    ClaimFailure(
+                        claim: "sub", rule: .wrongType, expected: "a string", actual: value.typeName,
+                        message: "sub must be a string, found \(value.typeName)"))
             }
         }
         // Apple issues tokens now, not before 1970: an earlier iat is no token of theirs (and
         // could not be recorded as a sign-in, whose times start at 1970).
         if let iat = claims["iat"]?.numberValue, iat.doubleValue < 0 {
-            failures.append(ClaimFailure(claim: "iat", rule: .outOfRange, expected: "a NumericDate from 1970 on", actual: String(iat.literal.prefix(32)),
-                message: "iat \(iat.literal.prefix(32)) is before 1970"))
+            failures.append(
+                ClaimFailure(
+                    claim: "iat", rule: .outOfRange, expected: "a NumericDate from 1970 on",
+                    actual: String(iat.literal.prefix(32)),
+                    message: "iat \(iat.literal.prefix(32)) is before 1970"))
         }
         failures += singleAudience(claims)
         return failures
@@ -225,8 +257,11 @@ public struct AppleIdentityTokenValidator: Sendable {
     /// ID a token was accepted for, and under which its state is looked up, is never ambiguous.
     static func singleAudience(_ claims: JWTClaims) -> [ClaimFailure] {
         guard let value = claims["aud"], value.stringValue == nil else { return [] }
-        return [ClaimFailure(claim: "aud", rule: .wrongType, expected: "a single string (Apple's form)", actual: value.typeName,
-            message: "aud must be a single string as Apple issues it, found \(value.typeName)")]
+        return [
+            ClaimFailure(
+                claim: "aud", rule: .wrongType, expected: "a single string (Apple's form)", actual: value.typeName,
+                message: "aud must be a single string as Apple issues it, found \(value.typeName)")
+        ]
     }
 
     /// `nonce` equals the raw nonce or its SHA-256 hex (only the hex with `hashedOnly`). A token
@@ -237,18 +272,31 @@ public struct AppleIdentityTokenValidator: Sendable {
         let candidates = hashedOnly ? [hash] : [raw, hash]
         return ClaimRule("apple nonce") { claims, _ in
             // The nonce may be a session secret: neither value appears in a failure.
-            let expected = hashedOnly ? "the SHA-256 hex of the expected nonce" : "the expected nonce or its SHA-256 hex"
+            let expected =
+                hashedOnly ? "the SHA-256 hex of the expected nonce" : "the expected nonce or its SHA-256 hex"
             guard let value = claims["nonce"] else {
                 if AppleIdentityToken.flexibleBool(claims["nonce_supported"]) == .some(false) { return [] }
-                return [ClaimFailure(claim: "nonce", rule: .missing, expected: expected, actual: nil,
-                    message: "nonce is required (the token does not say nonce_supported: false) but absent")]
+                return [
+                    ClaimFailure(
+                        claim: "nonce", rule: .missing, expected: expected, actual: nil,
+                        message: "nonce is required (the token does not say nonce_supported: false) but absent")
+                ]
             }
             guard let actual = value.stringValue else {
-                return [ClaimFailure(claim: "nonce", rule: .wrongType, expected: "a string", actual: value.typeName, message: "nonce must be a string, found \(value.typeName)")]
+                return [
+                    ClaimFailure(
+                        claim: "nonce", rule: .wrongType, expected: "a string", actual: value.typeName,
+                        message: "nonce must be a string, found \(value.typeName)")
+                ]
             }
             let matches = candidates.contains { ConstantTime.equals(Array($0.utf8), Array(actual.utf8)) }
-            return matches ? [] : [ClaimFailure(claim: "nonce", rule: .mismatch, expected: expected, actual: "(not shown)",
-                message: "nonce is not \(expected) (values not shown)")]
+            return matches
+                ? []
+                : [
+                    ClaimFailure(
+                        claim: "nonce", rule: .mismatch, expected: expected, actual: "(not shown)",
+                        message: "nonce is not \(expected) (values not shown)")
+                ]
         }
     }
 }

@@ -73,7 +73,8 @@ public struct AppleNotification: Sendable {
     /// The typed fields as JSON (`shadow-keys apple notification` output).
     public var json: JSONObject {
         [
-            "jti": .string(jwtID), "aud": .string(audience), "iat": .number(JSONNumber(issuedAt.timeIntervalSince1970) ?? JSONNumber(0)),
+            "jti": .string(jwtID), "aud": .string(audience),
+            "iat": .number(JSONNumber(issuedAt.timeIntervalSince1970) ?? JSONNumber(0)),
             "type": .string(rawType), "knownType": .bool(isKnownType),
             "sub": .string(subject), "eventTimeMs": .int(Timestamp(eventTime)?.milliseconds ?? 0),
             "eventTime": .string(Timestamp.rfc3339(eventTime)), "email": email.map(JSONValue.string) ?? .null,
@@ -101,19 +102,27 @@ public struct AppleNotificationVerifier: Sendable {
     /// The JWT verifier with Apple's rules for notifications: RS256, `iss` Apple, `aud` one
     /// string among the client IDs, `jti`, `events` and `iat` present.
     public var verifier: JWTVerifier {
-        var policy = ClaimPolicy(issuer: Apple.issuer, audiences: clientIDs, requireExpiration: true, leeway: leeway, requiredClaims: ["jti", "events", "iat"])
-        policy.additionalRules = [ClaimRule("apple single aud") { claims, _ in AppleIdentityTokenValidator.singleAudience(claims) }]
+        var policy = ClaimPolicy(
+            issuer: Apple.issuer, audiences: clientIDs, requireExpiration: true, leeway: leeway,
+            requiredClaims: ["jti", "events", "iat"])
+        policy.additionalRules = [
+            ClaimRule("apple single aud") { claims, _ in AppleIdentityTokenValidator.singleAudience(claims) }
+        ]
         return JWTVerifier(algorithms: [.rs256], policy: policy, clock: clock)
     }
 
     /// The JWS in a notification body.
     /// - Throws: ``JOSEError/Code/malformedToken`` when the body is not `{"payload": "<string>"}`.
     public static func payload(fromBody body: some Collection<UInt8>) throws -> String {
-        guard body.count <= maxBodyBytes else { throw JOSEError(.malformedToken, "notification body exceeds \(maxBodyBytes) bytes") }
+        guard body.count <= maxBodyBytes else {
+            throw JOSEError(.malformedToken, "notification body exceeds \(maxBodyBytes) bytes")
+        }
         guard let object = (try? StrictJSON.parse(body, limits: .jose))?.objectValue else {
             throw JOSEError(.malformedToken, "notification body is not a JSON object")
         }
-        guard let payload = object["payload"]?.stringValue else { throw JOSEError(.malformedToken, "notification body has no \"payload\" string") }
+        guard let payload = object["payload"]?.stringValue else {
+            throw JOSEError(.malformedToken, "notification body has no \"payload\" string")
+        }
         return payload
     }
 
@@ -132,12 +141,21 @@ public struct AppleNotificationVerifier: Sendable {
     public func notification(from verified: VerifiedJWT) throws -> AppleNotification {
         let claims = verified.claims
         func reject(_ message: String) -> JOSEError {
-            JOSEError(.claimsRejected, message, claimFailures: [ClaimFailure(claim: "events", rule: .wrongType, expected: "a JSON object (as a string) with type, sub and event_time", actual: nil, message: message)])
+            JOSEError(
+                .claimsRejected, message,
+                claimFailures: [
+                    ClaimFailure(
+                        claim: "events", rule: .wrongType,
+                        expected: "a JSON object (as a string) with type, sub and event_time", actual: nil,
+                        message: message)
+                ])
         }
         let event: JSONObject
         switch claims["events"] {
         case .string(let text)?:
-            guard let object = (try? StrictJSON.parse(text, limits: .jose))?.objectValue else { throw reject("events is not a JSON object") }
+            guard let object = (try? StrictJSON.parse(text, limits: .jose))?.objectValue else {
+                throw reject("events is not a JSON object")
+            }
             event = object
         case .object(let object)?:
             event = object
@@ -146,7 +164,9 @@ public struct AppleNotificationVerifier: Sendable {
         }
         guard let rawType = event["type"]?.stringValue else { throw reject("events has no type") }
         guard let subject = event["sub"]?.stringValue, !subject.isEmpty else { throw reject("events has no sub") }
-        guard let milliseconds = event["event_time"]?.numberValue?.doubleValue else { throw reject("events has no numeric event_time") }
+        guard let milliseconds = event["event_time"]?.numberValue?.doubleValue else {
+            throw reject("events has no numeric event_time")
+        }
         // Milliseconds since 1970, from 1970 (event times never precede it) to 9999.
         guard milliseconds >= 0, let eventTime = Timestamp(seconds: milliseconds / 1000) else {
             throw reject("event_time \(milliseconds) ms lies outside 1970-01-01T00:00:00Z to 9999-12-31T23:59:59Z")
@@ -155,9 +175,12 @@ public struct AppleNotificationVerifier: Sendable {
             throw reject("the notification lacks jti, iat or a single-string aud")
         }
         let privateEmail = AppleIdentityToken.flexibleBool(event["is_private_email"])
-        guard let isPrivateEmail = privateEmail else { throw reject("is_private_email must be a boolean or \"true\"/\"false\"") }
+        guard let isPrivateEmail = privateEmail else {
+            throw reject("is_private_email must be a boolean or \"true\"/\"false\"")
+        }
         return AppleNotification(
-            jwtID: jti, audience: audience, issuedAt: issuedAt, type: .init(rawType), rawType: rawType, subject: subject,
+            jwtID: jti, audience: audience, issuedAt: issuedAt, type: .init(rawType), rawType: rawType,
+            subject: subject,
             eventTime: eventTime.date, email: event["email"]?.stringValue, isPrivateEmail: isPrivateEmail,
             claims: claims, event: event)
     }

@@ -22,13 +22,27 @@ public struct AppleSigningKey: Sendable {
             String(rest.prefix { $0 != "-" && $0 != "\n" })
         }
         guard labels.count == 1, let label = labels.first else {
-            throw AppleError(.invalidKey, labels.isEmpty ? "the key file is not PEM (no BEGIN line)" : "the key file holds \(labels.count) PEM blocks; a .p8 holds one")
+            throw AppleError(
+                .invalidKey,
+                labels.isEmpty
+                    ? "the key file is not PEM (no BEGIN line)"
+                    : "the key file holds \(labels.count) PEM blocks; a .p8 holds one")
         }
         switch label {
         case "PRIVATE KEY": break
-        case "ENCRYPTED PRIVATE KEY": throw AppleError(.invalidKey, "the key is encrypted; Apple's .p8 keys are not, and no passphrase is taken")
-        case "RSA PRIVATE KEY": throw AppleError(.invalidKey, "the key is an RSA key; Sign in with Apple client secrets need the P-256 .p8 key")
-        case "EC PRIVATE KEY": throw AppleError(.invalidKey, "the key is SEC1 (EC PRIVATE KEY); Apple's .p8 is PKCS#8 (BEGIN PRIVATE KEY); convert it with `openssl pkcs8 -topk8 -nocrypt`")
+        case "ENCRYPTED PRIVATE KEY":
+            throw AppleError(.invalidKey, "the key is encrypted; Apple's .p8 keys are not, and no passphrase is taken")
+        case "RSA PRIVATE KEY":
+            throw AppleError(
+                .invalidKey, "the key is an RSA key; Sign in with Apple client secrets need the P-256 .p8 key")
+        case "EC PRIVATE KEY":
+            throw AppleError(
+                .invalidKey,
+                """
+                the key is SEC1 (EC PRIVATE KEY); Apple's .p8 is PKCS#8 (BEGIN PRIVATE KEY); convert it with `openssl \
+                pkcs8 -topk8 -nocrypt`
+                """
+            )
         default: throw AppleError(.invalidKey, "the PEM block is \(label), not a PKCS#8 PRIVATE KEY")
         }
         if let key = try? P256.Signing.PrivateKey(pemRepresentation: pem) {
@@ -36,11 +50,18 @@ public struct AppleSigningKey: Sendable {
             return
         }
         if (try? _RSA.Signing.PrivateKey(pemRepresentation: pem)) != nil {
-            throw AppleError(.invalidKey, "the key is an RSA key; Sign in with Apple client secrets need the P-256 .p8 key")
+            throw AppleError(
+                .invalidKey, "the key is an RSA key; Sign in with Apple client secrets need the P-256 .p8 key")
         }
-        if (try? P384.Signing.PrivateKey(pemRepresentation: pem)) != nil { throw AppleError(.invalidKey, "the key is on curve P-384; Apple's .p8 keys are P-256") }
-        if (try? P521.Signing.PrivateKey(pemRepresentation: pem)) != nil { throw AppleError(.invalidKey, "the key is on curve P-521; Apple's .p8 keys are P-256") }
-        if (try? Curve25519.Signing.PrivateKey(pemRepresentation: pem)) != nil { throw AppleError(.invalidKey, "the key is Ed25519; Apple's .p8 keys are P-256") }
+        if (try? P384.Signing.PrivateKey(pemRepresentation: pem)) != nil {
+            throw AppleError(.invalidKey, "the key is on curve P-384; Apple's .p8 keys are P-256")
+        }
+        if (try? P521.Signing.PrivateKey(pemRepresentation: pem)) != nil {
+            throw AppleError(.invalidKey, "the key is on curve P-521; Apple's .p8 keys are P-256")
+        }
+        if (try? Curve25519.Signing.PrivateKey(pemRepresentation: pem)) != nil {
+            throw AppleError(.invalidKey, "the key is Ed25519; Apple's .p8 keys are P-256")
+        }
         throw AppleError(.invalidKey, "the PEM does not hold a P-256 private key")
     }
 
@@ -69,14 +90,21 @@ public struct ClientSecretBuilder: Sendable {
     ///   - keyID: the 10-character Key ID of the .p8 key, the header `kid`.
     ///   - clientID: the App ID or Services ID, the `sub` (case kept).
     ///   - lifetime: `exp − iat`, at most 15,777,000 s.
-    public init(key: AppleSigningKey, teamID: String, keyID: String, clientID: String, lifetime: TimeInterval = ClientSecretBuilder.defaultLifetime) throws {
+    public init(
+        key: AppleSigningKey, teamID: String, keyID: String, clientID: String,
+        lifetime: TimeInterval = ClientSecretBuilder.defaultLifetime
+    ) throws {
         try Self.checkIdentifier(teamID, "team ID")
         try Self.checkIdentifier(keyID, "key ID")
-        guard !clientID.isEmpty, clientID.utf8.count <= 255, clientID.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value < 0x7F }) else {
+        guard !clientID.isEmpty, clientID.utf8.count <= 255,
+            clientID.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value < 0x7F })
+        else {
             throw AppleError(.invalidParameter, "client ID must be 1 to 255 printable ASCII characters without spaces")
         }
         guard lifetime >= 1, lifetime <= Self.maximumLifetime else {
-            throw AppleError(.invalidParameter, "client secret lifetime \(Int(lifetime)) s is outside 1...\(Int(Self.maximumLifetime)) s")
+            throw AppleError(
+                .invalidParameter,
+                "client secret lifetime \(Int(lifetime)) s is outside 1...\(Int(Self.maximumLifetime)) s")
         }
         self.teamID = teamID
         self.keyID = keyID
@@ -86,8 +114,11 @@ public struct ClientSecretBuilder: Sendable {
     }
 
     private static func checkIdentifier(_ value: String, _ name: String) throws {
-        guard value.utf8.count == 10, value.utf8.allSatisfy({ ($0 >= 0x41 && $0 <= 0x5A) || ($0 >= 0x30 && $0 <= 0x39) }) else {
-            throw AppleError(.invalidParameter, "\(name) must be 10 characters A-Z and 0-9, found \(value.quotedForMessage)")
+        guard value.utf8.count == 10,
+            value.utf8.allSatisfy({ ($0 >= 0x41 && $0 <= 0x5A) || ($0 >= 0x30 && $0 <= 0x39) })
+        else {
+            throw AppleError(
+                .invalidParameter, "\(name) must be 10 characters A-Z and 0-9, found \(value.quotedForMessage)")
         }
     }
 
@@ -95,11 +126,16 @@ public struct ClientSecretBuilder: Sendable {
     /// - Throws: ``AppleError/Code/invalidParameter`` when `now` or the expiry lies outside the
     ///   supported range (years 0001 to 9999).
     public func claims(issuedAt now: Date) throws -> JSONObject {
-        guard let issued = Timestamp(now), let expiry = Timestamp(wholeSeconds: issued.wholeSeconds)?.adding(seconds: lifetime) else {
-            throw AppleError(.invalidParameter, "a client secret issued at \(now.timeIntervalSince1970) s lies outside \(Timestamp.rangeDescription)")
+        guard let issued = Timestamp(now),
+            let expiry = Timestamp(wholeSeconds: issued.wholeSeconds)?.adding(seconds: lifetime)
+        else {
+            throw AppleError(
+                .invalidParameter,
+                "a client secret issued at \(now.timeIntervalSince1970) s lies outside \(Timestamp.rangeDescription)")
         }
         return [
-            "iss": .string(teamID), "iat": .int(issued.wholeSeconds), "exp": .int(expiry.wholeSeconds), "aud": .string(Apple.issuer), "sub": .string(clientID),
+            "iss": .string(teamID), "iat": .int(issued.wholeSeconds), "exp": .int(expiry.wholeSeconds),
+            "aud": .string(Apple.issuer), "sub": .string(clientID),
         ]
     }
 
@@ -109,7 +145,9 @@ public struct ClientSecretBuilder: Sendable {
         let token = try signer.sign(claims: claims)
         let iat = claims["iat"]?.numberValue?.int64Value ?? 0
         let exp = claims["exp"]?.numberValue?.int64Value ?? 0
-        return ClientSecret(token: token, issuedAt: Date(timeIntervalSince1970: Double(iat)), expiresAt: Date(timeIntervalSince1970: Double(exp)))
+        return ClientSecret(
+            token: token, issuedAt: Date(timeIntervalSince1970: Double(iat)),
+            expiresAt: Date(timeIntervalSince1970: Double(exp)))
     }
 }
 
@@ -143,7 +181,9 @@ public final class ClientSecretProvider: Sendable {
     /// A secret valid for at least `margin` more seconds.
     public func secret() throws -> ClientSecret {
         let now = clock.now
-        if let cached = current.withLock({ $0 }), cached.expiresAt.timeIntervalSince(now) > margin, cached.issuedAt <= now {
+        if let cached = current.withLock({ $0 }), cached.expiresAt.timeIntervalSince(now) > margin,
+            cached.issuedAt <= now
+        {
             return cached
         }
         let fresh = try builder.make(issuedAt: now)

@@ -54,7 +54,8 @@ package final class AtomicFileWriter {
     #endif
 
     /// A new file named `.<name><suffix>XXXXXX` beside `path`, from mkstemp.
-    private static func makeTemporary(in directory: String, for path: String, suffix: String) throws -> (Int32, String) {
+    private static func makeTemporary(in directory: String, for path: String, suffix: String) throws -> (Int32, String)
+    {
         var template = Array((directory + "/." + Files.baseName(path) + suffix + "XXXXXX").utf8CString)
         let fd = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
         guard fd >= 0 else { throw FileError("create temporary file in", directory) }
@@ -82,7 +83,9 @@ package final class AtomicFileWriter {
         let directory = Files.parentDirectory(path)
         if !replacing {
             // link (or linkat for the unnamed file) never replaces an existing name.
-            let linked = temporary.map { link($0, path) } ?? linkat(AT_FDCWD, "/proc/self/fd/\(fd)", AT_FDCWD, path, AT_SYMLINK_FOLLOW)
+            let linked =
+                temporary.map { link($0, path) }
+                ?? linkat(AT_FDCWD, "/proc/self/fd/\(fd)", AT_FDCWD, path, AT_SYMLINK_FOLLOW)
             guard linked == 0 else {
                 let error = FileError("create", path)
                 abort()

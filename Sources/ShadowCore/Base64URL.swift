@@ -26,7 +26,8 @@ package enum Base64URL {
         }
     }
 
-    private static let alphabet: [UInt8] = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
+    private static let alphabet: [UInt8] = Array(
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
 
     /// Four 256-entry tables, one per position in a 4-character group, holding each character's
     /// six bits already shifted into place in a 24-bit group; invalid characters set bit 24.
@@ -72,7 +73,9 @@ package enum Base64URL {
     }
 
     /// Decodes unpadded base64url into `output`, which must hold exactly `decodedCount(input.count)` bytes.
-    package static func decode(_ input: UnsafeBufferPointer<UInt8>, into output: UnsafeMutableBufferPointer<UInt8>) throws {
+    package static func decode(
+        _ input: UnsafeBufferPointer<UInt8>, into output: UnsafeMutableBufferPointer<UInt8>
+    ) throws {
         let count = input.count
         guard decodedCount(count) == output.count else { throw firstInvalid(input, from: 0) }
         guard count > 0, let source = input.baseAddress, let target = output.baseAddress else { return }
@@ -85,7 +88,9 @@ package enum Base64URL {
             var o = 0
             var flags: UInt32 = 0
             while i < whole {
-                let group = t[Int(source[i])] | t[256 + Int(source[i + 1])] | t[512 + Int(source[i + 2])] | t[768 + Int(source[i + 3])]
+                let group =
+                    t[Int(source[i])] | t[256 + Int(source[i + 1])] | t[512 + Int(source[i + 2])]
+                    | t[768 + Int(source[i + 3])]
                 flags |= group
                 target[o] = UInt8(truncatingIfNeeded: group >> 16)
                 target[o + 1] = UInt8(truncatingIfNeeded: group >> 8)

@@ -23,7 +23,9 @@ extension String {
     package func exactlyEquals(_ other: String) -> Bool {
         // Identical representations (the same literal or storage, or equal small strings) are
         // equal without reading the bytes.
-        let identical = withUnsafeBytes(of: self) { a in withUnsafeBytes(of: other) { b in memcmp(a.baseAddress!, b.baseAddress!, a.count) == 0 } }
+        let identical = withUnsafeBytes(of: self) { a in
+            withUnsafeBytes(of: other) { b in memcmp(a.baseAddress!, b.baseAddress!, a.count) == 0 }
+        }
         if identical { return true }
         var lhs = self, rhs = other
         let count = lhs.utf8.count

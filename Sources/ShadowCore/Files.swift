@@ -37,7 +37,9 @@ package enum Files {
         defer { close(fd) }
         // A regular file is read straight into a buffer of its size, without growing copies.
         var info = stat()
-        guard fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG, info.st_size > 0 else { return try readAll(fd, limit: limit, path: path) }
+        guard fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG, info.st_size > 0 else {
+            return try readAll(fd, limit: limit, path: path)
+        }
         let size = Int(info.st_size)
         if size > limit { return nil }
         var result = [UInt8](repeating: 0, count: size)
@@ -80,7 +82,9 @@ package enum Files {
         do {
             defer { close(fd) }
             guard fchmod(fd, mode_t(mode)) == 0 else { throw FileError("chmod", temporary) }
-            if try bytes.withContiguousStorageIfAvailable({ try writeAll(fd, UnsafeRawBufferPointer($0), path: temporary) }) == nil {
+            if try bytes.withContiguousStorageIfAvailable({
+                try writeAll(fd, UnsafeRawBufferPointer($0), path: temporary)
+            }) == nil {
                 try writeAll(fd, Array(bytes), path: temporary)
             }
             guard fsync(fd) == 0 else { throw FileError("fsync", temporary) }
@@ -122,10 +126,15 @@ package enum Files {
 
     /// Calls `body` with iovecs for every piece, each pointer valid inside its own
     /// `withUnsafeBytes` scope, which encloses the call.
-    private static func withIOVecs(_ pieces: ArraySlice<Data>, _ iovecs: inout [iovec], _ body: ([iovec]) throws -> Void) throws {
+    private static func withIOVecs(
+        _ pieces: ArraySlice<Data>, _ iovecs: inout [iovec], _ body: ([iovec]) throws -> Void
+    ) throws {
         guard let first = pieces.first else { return try body(iovecs) }
         try first.withUnsafeBytes { bytes in
-            if bytes.count > 0 { iovecs.append(iovec(iov_base: UnsafeMutableRawPointer(mutating: bytes.baseAddress), iov_len: bytes.count)) }
+            if bytes.count > 0 {
+                iovecs.append(
+                    iovec(iov_base: UnsafeMutableRawPointer(mutating: bytes.baseAddress), iov_len: bytes.count))
+            }
             try withIOVecs(pieces.dropFirst(), &iovecs, body)
         }
     }
@@ -206,12 +215,24 @@ package enum Files {
         let owner = UInt32(info.st_uid)
         let mode = UInt32(info.st_mode & 0o7777)
         if asParent {
-            if owner != currentUser && owner != 0 { return "the folder \(path) belongs to user \(owner), neither this user nor root" }
-            if mode & 0o022 != 0 && mode & 0o1000 == 0 { return "the folder \(path) is writable by group or others (mode \(String(mode, radix: 8))) without the sticky bit" }
+            if owner != currentUser && owner != 0 {
+                return "the folder \(path) belongs to user \(owner), neither this user nor root"
+            }
+            if mode & 0o022 != 0 && mode & 0o1000 == 0 {
+                return
+                    """
+                    the folder \(path) is writable by group or others (mode \(String(mode, radix: 8))) without the \
+                    sticky bit
+                    """
+            }
             return nil
         }
-        if owner != currentUser { return "the folder \(path) belongs to user \(owner), not to this user (\(currentUser))" }
-        if mode & 0o022 != 0 { return "the folder \(path) is writable by group or others (mode \(String(mode, radix: 8)))" }
+        if owner != currentUser {
+            return "the folder \(path) belongs to user \(owner), not to this user (\(currentUser))"
+        }
+        if mode & 0o022 != 0 {
+            return "the folder \(path) is writable by group or others (mode \(String(mode, radix: 8)))"
+        }
         return nil
     }
 
@@ -256,7 +277,9 @@ extension Files {
     }
 
     /// Reads until `buffer` is full or the input ends; returns the bytes read.
-    package static func readFull(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, path: String = "input") throws -> Int {
+    package static func readFull(
+        _ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, path: String = "input"
+    ) throws -> Int {
         var total = 0
         while total < buffer.count {
             let count = systemRead(fd, buffer.baseAddress! + total, buffer.count - total)
@@ -270,7 +293,6 @@ extension Files {
         return total
     }
 }
-
 
 #if canImport(Glibc)
 package let systemRead = Glibc.read

@@ -33,7 +33,7 @@ package enum Hex {
     package static func decode(_ string: some StringProtocol) throws -> [UInt8] {
         let utf8 = Array(string.utf8)
         guard utf8.count % 2 == 0 else { throw DecodeError.oddLength(utf8.count) }
-        var out = [UInt8]()
+        var out: [UInt8] = []
         out.reserveCapacity(utf8.count / 2)
         var i = 0
         while i < utf8.count {

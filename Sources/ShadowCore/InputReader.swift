@@ -14,7 +14,10 @@ package struct InputReader {
         package let expected: Int
         package let found: Int
         package var description: String {
-            "\(name) changed size while it was read (\(expected) bytes at the start, \(found) \(found > expected ? "or more " : "")by the end)"
+            """
+            \(name) changed size while it was read (\(expected) bytes at the start, \(found) \
+            \(found > expected ? "or more " : "")by the end)
+            """
         }
     }
 
@@ -49,7 +52,9 @@ package struct InputReader {
         if let expectedBytes {
             if consumed > expectedBytes { throw ChangedError(name: name, expected: expectedBytes, found: consumed) }
             // At the end, exactly the bytes the file had at the start must have been read.
-            if count < buffer.count, consumed != expectedBytes { throw ChangedError(name: name, expected: expectedBytes, found: consumed) }
+            if count < buffer.count, consumed != expectedBytes {
+                throw ChangedError(name: name, expected: expectedBytes, found: consumed)
+            }
         }
         return count
     }

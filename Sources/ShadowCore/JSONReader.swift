@@ -33,14 +33,16 @@ package struct JSONParseError: Error, Equatable, Sendable, CustomStringConvertib
         case .tooDeep(let limit): what = "nesting deeper than \(limit) levels"
         case .unexpectedEnd: what = "unexpected end of document"
         case .unexpectedByte(let byte, let expected):
-            let shown = (0x21...0x7E).contains(byte) ? "'\(Character(Unicode.Scalar(byte)))'" : "byte 0x\(Hex.encode([byte]))"
+            let shown =
+                (0x21...0x7E).contains(byte) ? "'\(Character(Unicode.Scalar(byte)))'" : "byte 0x\(Hex.encode([byte]))"
             what = "expected \(expected), found \(shown)"
         case .duplicateMember(let name): what = "duplicate member name \(name.quotedForMessage) (RFC 7493 §2.3)"
         case .controlCharacterInString: what = "unescaped control character in string"
         case .invalidEscape: what = "invalid escape sequence in string"
         case .loneSurrogate: what = "unpaired UTF-16 surrogate escape (RFC 7493 §2.1)"
         case .invalidUTF8: what = "string is not valid UTF-8"
-        case .noncharacter(let scalar): what = "Unicode noncharacter U+\(String(scalar, radix: 16, uppercase: true)) (RFC 7493 §2.1)"
+        case .noncharacter(let scalar):
+            what = "Unicode noncharacter U+\(String(scalar, radix: 16, uppercase: true)) (RFC 7493 §2.1)"
         case .invalidNumber: what = "malformed number"
         case .numberOutOfRange: what = "number outside the IEEE 754 double range (RFC 7493 §2.2)"
         case .trailingData: what = "data after the end of the JSON value"
@@ -267,7 +269,8 @@ private struct Reader {
             let byte = buffer[i]
             if byte == UInt8(ascii: "\"") {
                 index = i + 1
-                return try makeString(UnsafeBufferPointer(rebasing: buffer[start..<i]), offset: start, checkScalars: high >= 0x80)
+                return try makeString(
+                    UnsafeBufferPointer(rebasing: buffer[start..<i]), offset: start, checkScalars: high >= 0x80)
             }
             if byte == UInt8(ascii: "\\") {
                 index = i
@@ -293,7 +296,9 @@ private struct Reader {
             switch byte {
             case UInt8(ascii: "\""):
                 index += 1
-                return try bytes.withUnsafeBufferPointer { try makeString($0, offset: start, checkScalars: sawNonASCII) }
+                return try bytes.withUnsafeBufferPointer {
+                    try makeString($0, offset: start, checkScalars: sawNonASCII)
+                }
             case UInt8(ascii: "\\"):
                 index += 1
                 let escape = try peek()
@@ -408,14 +413,20 @@ private struct Reader {
         if i < end, buffer[i] == UInt8(ascii: ".") {
             isInteger = false
             i += 1
-            guard i < end, isDigit(buffer[i]) else { index = i; throw error(.invalidNumber) }
+            guard i < end, isDigit(buffer[i]) else {
+                index = i
+                throw error(.invalidNumber)
+            }
             while i < end, isDigit(buffer[i]) { i += 1 }
         }
         if i < end, buffer[i] | 0x20 == UInt8(ascii: "e") {
             isInteger = false
             i += 1
             if i < end, buffer[i] == UInt8(ascii: "+") || buffer[i] == UInt8(ascii: "-") { i += 1 }
-            guard i < end, isDigit(buffer[i]) else { index = i; throw error(.invalidNumber) }
+            guard i < end, isDigit(buffer[i]) else {
+                index = i
+                throw error(.invalidNumber)
+            }
             while i < end, isDigit(buffer[i]) { i += 1 }
         }
         index = i

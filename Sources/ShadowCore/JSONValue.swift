@@ -110,7 +110,9 @@ public struct JSONObject: Sendable, Hashable, RandomAccessCollection, Expressibl
             self.fingerprint = fingerprint
         }
 
-        public static func == (lhs: Member, rhs: Member) -> Bool { lhs.name.exactlyEquals(rhs.name) && lhs.value == rhs.value }
+        public static func == (lhs: Member, rhs: Member) -> Bool {
+            lhs.name.exactlyEquals(rhs.name) && lhs.value == rhs.value
+        }
         public func hash(into hasher: inout Hasher) {
             hasher.combine(ExactName(name))
             hasher.combine(value)
@@ -152,7 +154,9 @@ public struct JSONObject: Sendable, Hashable, RandomAccessCollection, Expressibl
         var position = 0
         let count = members.count
         while position < count {
-            if members[position].fingerprint == fingerprint && members[position].name.exactlyEquals(name) { return position }
+            if members[position].fingerprint == fingerprint && members[position].name.exactlyEquals(name) {
+                return position
+            }
             position += 1
         }
         return nil

@@ -96,7 +96,9 @@ package struct LineReader {
         let source = self.source
         let count: Int
         do {
-            count = try buffer.withUnsafeMutableBytes { try source(UnsafeMutableRawBufferPointer(rebasing: $0[old...])) }
+            count = try buffer.withUnsafeMutableBytes {
+                try source(UnsafeMutableRawBufferPointer(rebasing: $0[old...]))
+            }
         } catch {
             buffer.removeLast(chunk)
             throw error

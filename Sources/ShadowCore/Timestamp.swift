@@ -44,7 +44,9 @@ package struct Timestamp: Sendable, Hashable, Comparable, CustomStringConvertibl
         guard seconds.isFinite else { return nil }
         let milliseconds = (seconds * 1000).rounded()
         // The range is far inside Int64, so a value within it converts exactly.
-        guard milliseconds >= Double(Self.range.lowerBound), milliseconds <= Double(Self.range.upperBound) else { return nil }
+        guard milliseconds >= Double(Self.range.lowerBound), milliseconds <= Double(Self.range.upperBound) else {
+            return nil
+        }
         self.init(checked: Int64(milliseconds))
     }
 
@@ -81,7 +83,8 @@ package struct Timestamp: Sendable, Hashable, Comparable, CustomStringConvertibl
     /// RFC 3339 in UTC with whole seconds (the milliseconds are dropped), e.g. `2023-11-14T22:13:20Z`.
     package var rfc3339: String {
         let f = fields
-        return "\(Self.pad(f.year, 4))-\(Self.pad(f.month, 2))-\(Self.pad(f.day, 2))T\(Self.pad(f.hour, 2)):\(Self.pad(f.minute, 2)):\(Self.pad(f.second, 2))Z"
+        let date = "\(Self.pad(f.year, 4))-\(Self.pad(f.month, 2))-\(Self.pad(f.day, 2))"
+        return date + "T\(Self.pad(f.hour, 2)):\(Self.pad(f.minute, 2)):\(Self.pad(f.second, 2))Z"
     }
 
     /// UTC calendar fields: year 1...9999, month 1...12, day, hour, minute, second, weekday (0 = Sunday).
@@ -95,8 +98,11 @@ package struct Timestamp: Sendable, Hashable, Comparable, CustomStringConvertibl
 
     /// The instant of a UTC calendar date and time; nil for a field out of its range (a leap
     /// second, 60, reads as 59).
-    package static func utc(year: Int, month: Int, day: Int, hour: Int, minute: Int, second: Int, milliseconds: Int = 0) -> Timestamp? {
-        guard (1...9999).contains(year), (1...12).contains(month), day >= 1, day <= daysIn(month: month, year: year), (0..<24).contains(hour),
+    package static func utc(
+        year: Int, month: Int, day: Int, hour: Int, minute: Int, second: Int, milliseconds: Int = 0
+    ) -> Timestamp? {
+        guard (1...9999).contains(year), (1...12).contains(month), day >= 1, day <= daysIn(month: month, year: year),
+            (0..<24).contains(hour),
             (0..<60).contains(minute), (0...60).contains(second), (0..<1000).contains(milliseconds)
         else { return nil }
         let days = daysFromCivil(year: year, month: month, day: day)
@@ -111,8 +117,14 @@ package struct Timestamp: Sendable, Hashable, Comparable, CustomStringConvertibl
         package let input: String
         package let outOfRange: Bool
         package var description: String {
-            if outOfRange { return "\(input.quotedForMessage) is outside the supported range \(Timestamp.rangeDescription)" }
-            return "\(input.quotedForMessage) is neither epoch seconds nor an RFC 3339 date-time (e.g. 2026-01-31T12:00:00Z)"
+            if outOfRange {
+                return "\(input.quotedForMessage) is outside the supported range \(Timestamp.rangeDescription)"
+            }
+            return
+                """
+                \(input.quotedForMessage) is neither epoch seconds nor an RFC 3339 date-time (e.g. \
+                2026-01-31T12:00:00Z)
+                """
         }
     }
 
@@ -182,16 +194,24 @@ package struct Timestamp: Sendable, Hashable, Comparable, CustomStringConvertibl
             i += 1
             return true
         }
-        guard let year = digits(4), expect(UInt8(ascii: "-")), let month = digits(2), expect(UInt8(ascii: "-")), let day = digits(2) else { return nil }
-        guard i < s.count, s[i] == UInt8(ascii: "T") || s[i] == UInt8(ascii: "t") || s[i] == UInt8(ascii: " ") else { return nil }
+        guard let year = digits(4), expect(UInt8(ascii: "-")), let month = digits(2), expect(UInt8(ascii: "-")),
+            let day = digits(2)
+        else { return nil }
+        guard i < s.count, s[i] == UInt8(ascii: "T") || s[i] == UInt8(ascii: "t") || s[i] == UInt8(ascii: " ") else {
+            return nil
+        }
         i += 1
-        guard let hour = digits(2), expect(UInt8(ascii: ":")), let minute = digits(2), expect(UInt8(ascii: ":")), let second = digits(2) else { return nil }
+        guard let hour = digits(2), expect(UInt8(ascii: ":")), let minute = digits(2), expect(UInt8(ascii: ":")),
+            let second = digits(2)
+        else { return nil }
         var milliseconds = 0
         if expect(UInt8(ascii: ".")) {
             let start = i
             while i < s.count, isDigit(s[i]) { i += 1 }
             guard i > start else { return nil }
-            let kept = Array(s[start..<min(i, start + 4)]) + Array(repeating: UInt8(ascii: "0"), count: max(0, 4 - (i - start)))
+            let kept =
+                Array(s[start..<min(i, start + 4)])
+                + Array(repeating: UInt8(ascii: "0"), count: max(0, 4 - (i - start)))
             milliseconds = (kept.reduce(0) { $0 * 10 + Int($1 - 48) } + 5) / 10
         }
         var offset = 0
@@ -201,15 +221,20 @@ package struct Timestamp: Sendable, Hashable, Comparable, CustomStringConvertibl
         case UInt8(ascii: "+"), UInt8(ascii: "-"):
             let sign = s[i] == UInt8(ascii: "-") ? -1 : 1
             i += 1
-            guard let oh = digits(2), expect(UInt8(ascii: ":")), let om = digits(2), oh < 24, om < 60 else { return nil }
+            guard let oh = digits(2), expect(UInt8(ascii: ":")), let om = digits(2), oh < 24, om < 60 else {
+                return nil
+            }
             offset = sign * (oh * 3600 + om * 60)
         default: return nil
         }
-        guard i == s.count, (1...12).contains(month), day >= 1, day <= daysIn(month: month, year: year), hour < 24, minute < 60, second <= 60 else {
+        guard i == s.count, (1...12).contains(month), day >= 1, day <= daysIn(month: month, year: year), hour < 24,
+            minute < 60, second <= 60
+        else {
             return nil
         }
         // Year 0000, or a time pushed past either end by its offset or a rounded fraction, is out of range.
-        guard year >= 1, let local = utc(year: year, month: month, day: day, hour: hour, minute: minute, second: second) else { return .some(nil) }
+        guard year >= 1, let local = utc(year: year, month: month, day: day, hour: hour, minute: minute, second: second)
+        else { return .some(nil) }
         return .some(local.adding(milliseconds: Int64(milliseconds) - Int64(offset) * 1000))
     }
 

@@ -32,9 +32,12 @@ public struct AuditEntry: Sendable, Equatable {
     /// The line's JSON, member order fixed, `prev` last.
     package func line(previous: [UInt8]) -> [UInt8] {
         let object: JSONObject = [
-            "seq": .int(sequence), "recorded_at_ms": .int(recordedAtMilliseconds), "event_time_ms": .int(eventTimeMilliseconds),
-            "client_id": .string(clientID), "subject": .string(subjectHash), "old": .string(old.description), "new": .string(new.description),
-            "cause": .string(cause.rawValue), "event_id": .string(eventID), "linked_subject": linkedSubjectHash.map(JSONValue.string) ?? .null,
+            "seq": .int(sequence), "recorded_at_ms": .int(recordedAtMilliseconds),
+            "event_time_ms": .int(eventTimeMilliseconds),
+            "client_id": .string(clientID), "subject": .string(subjectHash), "old": .string(old.description),
+            "new": .string(new.description),
+            "cause": .string(cause.rawValue), "event_id": .string(eventID),
+            "linked_subject": linkedSubjectHash.map(JSONValue.string) ?? .null,
             "email_forwarding": emailForwarding.map(JSONValue.bool) ?? .null, "prev": .string(Hex.encode(previous)),
         ]
         return Array(JSONValue.object(object).serialized().utf8)
@@ -54,23 +57,33 @@ public struct AuditEntry: Sendable, Equatable {
 
     /// 32 bytes written as exactly 64 lower-case hex digits, or nil.
     private static func lowerHex32(_ text: String) -> [UInt8]? {
-        guard text.utf8.count == 64, text.utf8.allSatisfy({ ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x66) }) else { return nil }
+        guard text.utf8.count == 64, text.utf8.allSatisfy({ ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x66) })
+        else { return nil }
         return try? Hex.decode(text)
     }
 
     private static func parseValues(_ line: ArraySlice<UInt8>) -> (entry: AuditEntry, previous: String)? {
-        guard let object = (try? StrictJSON.parse(line, limits: .init(maxBytes: 8192, maxDepth: 2)))?.objectValue, object.count == 12,
-            let sequence = object["seq"]?.numberValue?.int64Value, let recorded = object["recorded_at_ms"]?.numberValue?.int64Value,
-            let eventTime = object["event_time_ms"]?.numberValue?.int64Value, let clientID = object["client_id"]?.stringValue,
-            let subject = object["subject"]?.stringValue, let old = object["old"]?.stringValue.flatMap(CredentialState.init(name:)),
+        guard let object = (try? StrictJSON.parse(line, limits: .init(maxBytes: 8192, maxDepth: 2)))?.objectValue,
+            object.count == 12,
+            let sequence = object["seq"]?.numberValue?.int64Value,
+            let recorded = object["recorded_at_ms"]?.numberValue?.int64Value,
+            let eventTime = object["event_time_ms"]?.numberValue?.int64Value,
+            let clientID = object["client_id"]?.stringValue,
+            let subject = object["subject"]?.stringValue,
+            let old = object["old"]?.stringValue.flatMap(CredentialState.init(name:)),
             let new = object["new"]?.stringValue.flatMap(CredentialState.init(name:)),
-            let cause = object["cause"]?.stringValue.flatMap(CredentialEvent.Kind.init(rawValue:)), let eventID = object["event_id"]?.stringValue,
-            let linked = object["linked_subject"], let email = object["email_forwarding"], let previous = object["prev"]?.stringValue,
-            linked == .null || linked.stringValue != nil, email == .null || email.boolValue != nil, sequence > 0, sequence <= Int64(Int.max)
+            let cause = object["cause"]?.stringValue.flatMap(CredentialEvent.Kind.init(rawValue:)),
+            let eventID = object["event_id"]?.stringValue,
+            let linked = object["linked_subject"], let email = object["email_forwarding"],
+            let previous = object["prev"]?.stringValue,
+            linked == .null || linked.stringValue != nil, email == .null || email.boolValue != nil, sequence > 0,
+            sequence <= Int64(Int.max)
         else { return nil }
         let entry = AuditEntry(
-            sequence: Int(sequence), recordedAtMilliseconds: recorded, eventTimeMilliseconds: eventTime, clientID: clientID, subjectHash: subject, old: old,
-            new: new, cause: cause, eventID: eventID, linkedSubjectHash: linked.stringValue, emailForwarding: email.boolValue)
+            sequence: Int(sequence), recordedAtMilliseconds: recorded, eventTimeMilliseconds: eventTime,
+            clientID: clientID, subjectHash: subject, old: old,
+            new: new, cause: cause, eventID: eventID, linkedSubjectHash: linked.stringValue,
+            emailForwarding: email.boolValue)
         return (entry, previous)
     }
 }
@@ -83,21 +96,28 @@ package struct AuditKeys: Sendable {
 
     package init(secret: [UInt8]) {
         let material = SymmetricKey(data: secret)
-        chain = HKDF<SHA256>.deriveKey(inputKeyMaterial: material, info: Array("shadow-keys audit v1 chain".utf8), outputByteCount: 32)
-        subject = HKDF<SHA256>.deriveKey(inputKeyMaterial: material, info: Array("shadow-keys audit v1 subject".utf8), outputByteCount: 32)
+        chain = HKDF<SHA256>.deriveKey(
+            inputKeyMaterial: material, info: Array("shadow-keys audit v1 chain".utf8), outputByteCount: 32)
+        subject = HKDF<SHA256>.deriveKey(
+            inputKeyMaterial: material, info: Array("shadow-keys audit v1 subject".utf8), outputByteCount: 32)
     }
 
     /// The chain value before the first line.
     package var start: [UInt8] { link(Array("shadow-keys audit v1 start".utf8)[...]) }
 
     /// The chain value after `line` (its bytes without the newline).
-    package func link(_ line: ArraySlice<UInt8>) -> [UInt8] { Array(HMAC<SHA256>.authenticationCode(for: line, using: chain)) }
+    package func link(_ line: ArraySlice<UInt8>) -> [UInt8] {
+        Array(HMAC<SHA256>.authenticationCode(for: line, using: chain))
+    }
 
-    package func subjectHash(clientID: String, subject: String) -> String { Hex.encode(subjectDigest(clientID: clientID, subject: subject)) }
+    package func subjectHash(clientID: String, subject: String) -> String {
+        Hex.encode(subjectDigest(clientID: clientID, subject: subject))
+    }
 
     /// HMAC-SHA-256(subject key, client ID ‖ 0x00 ‖ subject).
     package func subjectDigest(clientID: String, subject: String) -> [UInt8] {
-        Array(HMAC<SHA256>.authenticationCode(for: Array(clientID.utf8) + [0] + Array(subject.utf8), using: self.subject))
+        Array(
+            HMAC<SHA256>.authenticationCode(for: Array(clientID.utf8) + [0] + Array(subject.utf8), using: self.subject))
     }
 }
 
@@ -137,7 +157,9 @@ public struct AuditReport: Sendable, Equatable {
 package enum AuditLog {
     /// Checks `bytes` line by line: sequence numbers, `prev` links, the committed count, length and
     /// final chain value. Returns the report and the committed entries.
-    package static func verify(_ bytes: [UInt8], keys: AuditKeys, head: AuditHead) throws -> (report: AuditReport, entries: [AuditEntry]) {
+    package static func verify(
+        _ bytes: [UInt8], keys: AuditKeys, head: AuditHead
+    ) throws -> (report: AuditReport, entries: [AuditEntry]) {
         func tampered(_ reason: String) -> CredentialError { CredentialError(.auditTampered, reason) }
         guard bytes.count >= head.bytes else {
             throw tampered("the audit log is \(bytes.count) bytes but \(head.bytes) were committed: it was truncated")
@@ -154,15 +176,22 @@ package enum AuditLog {
             let committed = offset < head.bytes
             guard let newline = bytes[offset...].firstIndex(of: 0x0A) else {
                 if committed { throw tampered("line \(entries.count + 1) has no end") }
-                guard reachedHead else { throw tampered("the log's committed lines do not match the vault's record of them") }
+                guard reachedHead else {
+                    throw tampered("the log's committed lines do not match the vault's record of them")
+                }
                 return (AuditReport(entries: entries.count, uncommitted: uncommitted, partialTail: true), entries)
             }
             let line = bytes[offset..<newline]
             let number = entries.count + uncommitted + 1
-            guard let (entry, previous) = AuditEntry.parse(line) else { throw tampered("line \(number) is not an audit entry") }
-            guard entry.sequence == number else { throw tampered("line \(number) carries sequence number \(entry.sequence)") }
+            guard let (entry, previous) = AuditEntry.parse(line) else {
+                throw tampered("line \(number) is not an audit entry")
+            }
+            guard entry.sequence == number else {
+                throw tampered("line \(number) carries sequence number \(entry.sequence)")
+            }
             guard ConstantTime.equals(Array(previous.utf8), Array(Hex.encode(chain).utf8)) else {
-                throw tampered("line \(number) does not link to the line before it: a line was edited, removed or reordered")
+                throw tampered(
+                    "line \(number) does not link to the line before it: a line was edited, removed or reordered")
             }
             chain = keys.link(line)
             offset = newline + 1
@@ -189,7 +218,9 @@ package enum AuditLog {
     /// Reads the whole log; an absent file reads as empty.
     static func read(_ path: String) throws -> [UInt8] {
         do {
-            guard let bytes = try Files.read(path, limit: maxBytes) else { throw CredentialError(.io, "the audit log exceeds \(maxBytes) bytes") }
+            guard let bytes = try Files.read(path, limit: maxBytes) else {
+                throw CredentialError(.io, "the audit log exceeds \(maxBytes) bytes")
+            }
             return bytes
         } catch let error as FileError {
             if error.isNotFound { return [] }
@@ -207,16 +238,24 @@ package enum AuditLog {
     static func checkLastCommittedLine(_ fd: Int32, keys: AuditKeys, head: AuditHead) throws {
         guard head.count > 0 else { return }
         let start = max(0, head.bytes - maxLineBytes - 1)
-        guard lseek(fd, off_t(start), SEEK_SET) >= 0 else { throw CredentialError(.io, "reading the audit log: \(String(cString: strerror(errno)))") }
+        guard lseek(fd, off_t(start), SEEK_SET) >= 0 else {
+            throw CredentialError(.io, "reading the audit log: \(String(cString: strerror(errno)))")
+        }
         let window: [UInt8]
-        do { window = try Files.readFull(fd, count: head.bytes - start, path: "the audit log") } catch { throw CredentialError(.io, "reading the audit log: \(error)") }
+        do { window = try Files.readFull(fd, count: head.bytes - start, path: "the audit log") } catch {
+            throw CredentialError(.io, "reading the audit log: \(error)")
+        }
         guard window.count == head.bytes - start else {
-            throw CredentialError(.auditTampered, "the audit log is shorter than its committed length: it was truncated")
+            throw CredentialError(
+                .auditTampered, "the audit log is shorter than its committed length: it was truncated")
         }
         let end = window.count - 1
         let lineStart = window[..<end].lastIndex(of: 0x0A).map { $0 + 1 } ?? (start == 0 ? 0 : -1)
-        guard window[end] == 0x0A, lineStart >= 0, ConstantTime.equals(keys.link(window[lineStart..<end]), head.chain) else {
-            throw CredentialError(.auditTampered, "the audit log's last committed line is not the one the vault recorded: the log was edited or replaced")
+        guard window[end] == 0x0A, lineStart >= 0, ConstantTime.equals(keys.link(window[lineStart..<end]), head.chain)
+        else {
+            throw CredentialError(
+                .auditTampered,
+                "the audit log's last committed line is not the one the vault recorded: the log was edited or replaced")
         }
     }
 
@@ -226,15 +265,21 @@ package enum AuditLog {
         // Only an empty log may be created: a missing log with committed lines was deleted.
         let fd = open(path, O_RDWR | O_CLOEXEC | (head.bytes == 0 ? O_CREAT : 0), 0o600)
         guard fd >= 0 else {
-            if errno == ENOENT { throw CredentialError(.auditTampered, "the audit log \(path) is missing but \(head.count) entries were committed") }
+            if errno == ENOENT {
+                throw CredentialError(
+                    .auditTampered, "the audit log \(path) is missing but \(head.count) entries were committed")
+            }
             throw CredentialError(.io, "opening the audit log \(path): \(String(cString: strerror(errno)))")
         }
         defer { close(fd) }
         var status = stat()
-        guard fstat(fd, &status) == 0 else { throw CredentialError(.io, "reading the audit log's size: \(String(cString: strerror(errno)))") }
+        guard fstat(fd, &status) == 0 else {
+            throw CredentialError(.io, "reading the audit log's size: \(String(cString: strerror(errno)))")
+        }
         let size = Int(status.st_size)
         if size < head.bytes {
-            throw CredentialError(.auditTampered, "the audit log is \(size) bytes but \(head.bytes) were committed: it was truncated")
+            throw CredentialError(
+                .auditTampered, "the audit log is \(size) bytes but \(head.bytes) were committed: it was truncated")
         }
         try checkLastCommittedLine(fd, keys: keys, head: head)
         if size > head.bytes, ftruncate(fd, off_t(head.bytes)) != 0 {
@@ -246,12 +291,20 @@ package enum AuditLog {
             payload += line
             payload.append(0x0A)
         }
-        guard lseek(fd, off_t(head.bytes), SEEK_SET) >= 0 else { throw CredentialError(.io, "writing the audit log: \(String(cString: strerror(errno)))") }
-        do { try Files.writeAll(fd, payload, path: path) } catch { throw CredentialError(.io, "writing the audit log: \(error)") }
-        guard fsync(fd) == 0 else { throw CredentialError(.io, "syncing the audit log: \(String(cString: strerror(errno)))") }
+        guard lseek(fd, off_t(head.bytes), SEEK_SET) >= 0 else {
+            throw CredentialError(.io, "writing the audit log: \(String(cString: strerror(errno)))")
+        }
+        do { try Files.writeAll(fd, payload, path: path) } catch {
+            throw CredentialError(.io, "writing the audit log: \(error)")
+        }
+        guard fsync(fd) == 0 else {
+            throw CredentialError(.io, "syncing the audit log: \(String(cString: strerror(errno)))")
+        }
         if size == 0 {
             // A new file: make its directory entry durable too.
-            do { try Files.syncDirectory(Files.parentDirectory(path)) } catch { throw CredentialError(.io, "syncing the audit log's folder: \(error)") }
+            do { try Files.syncDirectory(Files.parentDirectory(path)) } catch {
+                throw CredentialError(.io, "syncing the audit log's folder: \(error)")
+            }
         }
     }
 }

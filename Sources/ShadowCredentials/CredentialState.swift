@@ -79,9 +79,12 @@ public struct CredentialEvent: Sendable, Hashable {
 
     public var time: Date { Date(millisecondsSince1970: timeMilliseconds) }
 
-    public init(kind: Kind, clientID: String, subject: String, time: Date, id: String, linkedSubject: String? = nil) throws {
-        try self.init(kind: kind, clientID: clientID, subject: subject, timeMilliseconds: try Self.milliseconds(time), id: id,
-                      linkedSubject: linkedSubject)
+    public init(
+        kind: Kind, clientID: String, subject: String, time: Date, id: String, linkedSubject: String? = nil
+    ) throws {
+        try self.init(
+            kind: kind, clientID: clientID, subject: subject, timeMilliseconds: try Self.milliseconds(time), id: id,
+            linkedSubject: linkedSubject)
     }
 
     /// The event time range: 1970-01-01T00:00:00Z to 9999-12-31T23:59:59.999Z, in milliseconds.
@@ -90,20 +93,33 @@ public struct CredentialEvent: Sendable, Hashable {
     /// A time as event milliseconds, or ``CredentialError/Code/invalidEvent`` outside ``timeRange``.
     static func milliseconds(_ time: Date) throws -> Int64 {
         guard let stamp = Timestamp(time), timeRange.contains(stamp.milliseconds) else {
-            throw CredentialError(.invalidEvent, "an event time lies outside 1970-01-01T00:00:00Z to 9999-12-31T23:59:59Z")
+            throw CredentialError(
+                .invalidEvent, "an event time lies outside 1970-01-01T00:00:00Z to 9999-12-31T23:59:59Z")
         }
         return stamp.milliseconds
     }
 
-    public init(kind: Kind, clientID: String, subject: String, timeMilliseconds: Int64, id: String, linkedSubject: String? = nil) throws {
-        guard !clientID.isEmpty, clientID.utf8.count <= 255 else { throw CredentialError(.invalidEvent, "a client ID is 1 to 255 bytes") }
-        guard !subject.isEmpty, subject.utf8.count <= 255 else { throw CredentialError(.invalidEvent, "a subject is 1 to 255 bytes") }
-        guard !id.isEmpty, id.utf8.count <= 255 else { throw CredentialError(.invalidEvent, "an event id is 1 to 255 bytes") }
-        guard (kind == .transferred) == (linkedSubject != nil), linkedSubject.map({ !$0.isEmpty && $0.utf8.count <= 255 }) ?? true else {
+    public init(
+        kind: Kind, clientID: String, subject: String, timeMilliseconds: Int64, id: String, linkedSubject: String? = nil
+    ) throws {
+        guard !clientID.isEmpty, clientID.utf8.count <= 255 else {
+            throw CredentialError(.invalidEvent, "a client ID is 1 to 255 bytes")
+        }
+        guard !subject.isEmpty, subject.utf8.count <= 255 else {
+            throw CredentialError(.invalidEvent, "a subject is 1 to 255 bytes")
+        }
+        guard !id.isEmpty, id.utf8.count <= 255 else {
+            throw CredentialError(.invalidEvent, "an event id is 1 to 255 bytes")
+        }
+        guard (kind == .transferred) == (linkedSubject != nil),
+            linkedSubject.map({ !$0.isEmpty && $0.utf8.count <= 255 }) ?? true
+        else {
             throw CredentialError(.invalidEvent, "a transfer, and only a transfer, names the new subject")
         }
         guard Self.timeRange.contains(timeMilliseconds) else {
-            throw CredentialError(.invalidEvent, "event time \(timeMilliseconds) ms lies outside 1970-01-01T00:00:00Z to 9999-12-31T23:59:59Z")
+            throw CredentialError(
+                .invalidEvent,
+                "event time \(timeMilliseconds) ms lies outside 1970-01-01T00:00:00Z to 9999-12-31T23:59:59Z")
         }
         self.kind = kind
         self.clientID = clientID
@@ -140,8 +156,11 @@ public struct CredentialStatus: Sendable, Equatable {
 
     public static let notFound = CredentialStatus(state: .notFound)
 
-    public init(state: CredentialState, since: Date? = nil, cause: CredentialEvent.Kind? = nil, eventID: String? = nil, linkedSubject: String? = nil,
-                emailForwarding: Bool? = nil) {
+    public init(
+        state: CredentialState, since: Date? = nil, cause: CredentialEvent.Kind? = nil, eventID: String? = nil,
+        linkedSubject: String? = nil,
+        emailForwarding: Bool? = nil
+    ) {
         self.state = state
         self.since = since
         self.cause = cause
@@ -195,7 +214,11 @@ public struct CredentialRecord: Sendable, Equatable {
             self.linkedSubject = linkedSubject
         }
 
-        init(_ event: CredentialEvent) { self.init(timeMilliseconds: event.timeMilliseconds, id: event.id, kind: event.kind, linkedSubject: event.linkedSubject) }
+        init(_ event: CredentialEvent) {
+            self.init(
+                timeMilliseconds: event.timeMilliseconds, id: event.id, kind: event.kind,
+                linkedSubject: event.linkedSubject)
+        }
 
         public var time: Date { Date(millisecondsSince1970: timeMilliseconds) }
 
@@ -206,7 +229,9 @@ public struct CredentialRecord: Sendable, Equatable {
         }
 
         /// Orders events of one time and effect: by id bytes, then kind name bytes.
-        static func tieBreak(_ aID: String, _ aKind: CredentialEvent.Kind, _ bID: String, _ bKind: CredentialEvent.Kind) -> Bool {
+        static func tieBreak(
+            _ aID: String, _ aKind: CredentialEvent.Kind, _ bID: String, _ bKind: CredentialEvent.Kind
+        ) -> Bool {
             let a = Array(aID.utf8), b = Array(bID.utf8)
             if a != b { return a.lexicographicallyPrecedes(b) }
             return Array(aKind.rawValue.utf8).lexicographicallyPrecedes(Array(bKind.rawValue.utf8))
@@ -234,7 +259,9 @@ public struct CredentialRecord: Sendable, Equatable {
         }
         // An authorization at or before the latest revocation can never count again (revocations
         // only move later), so it is not kept: a stale sign-in leaves the record as it was.
-        if let authorization, let revocation, authorization.timeMilliseconds <= revocation.timeMilliseconds { self.authorization = nil }
+        if let authorization, let revocation, authorization.timeMilliseconds <= revocation.timeMilliseconds {
+            self.authorization = nil
+        }
         return status != before
     }
 

@@ -28,7 +28,8 @@ public struct CredentialChange: Sendable, Equatable {
     /// ``CredentialStatus/since``, and is not logged.
     public var isTransition: Bool {
         old.state != new.state || (new.state != .authorized && old.cause != new.cause)
-            || old.linkedSubject.map(Array.init(_:)) != new.linkedSubject.map(Array.init(_:)) || old.emailForwarding != new.emailForwarding
+            || old.linkedSubject.map(Array.init(_:)) != new.linkedSubject.map(Array.init(_:))
+            || old.emailForwarding != new.emailForwarding
     }
 
     public init(event: CredentialEvent, old: CredentialStatus, new: CredentialStatus) {
@@ -76,14 +77,22 @@ extension CredentialRecord {
     /// Throws ``CredentialError/Code/superseded`` when this record holds a revocation or transfer
     /// at or after the token's `iat`.
     public func enforce(_ token: AppleIdentityToken) throws {
-        if let mark = superseding(issuedAt: token.issuedAt) { throw CredentialError.superseded(by: mark, issuedAt: token.issuedAt) }
+        if let mark = superseding(issuedAt: token.issuedAt) {
+            throw CredentialError.superseded(by: mark, issuedAt: token.issuedAt)
+        }
     }
 }
 
 extension CredentialError {
     static func superseded(by mark: CredentialRecord.Mark, issuedAt: Date) -> CredentialError {
         let what = mark.kind.effect == .transfer ? "transferred" : "revoked (\(mark.kind.rawValue))"
-        return CredentialError(.superseded, "the token was issued at \(Timestamp.rfc3339(issuedAt)); its subject was \(what) at \(Timestamp.rfc3339(mark.time))")
+        return CredentialError(
+            .superseded,
+            """
+            the token was issued at \(Timestamp.rfc3339(issuedAt)); its subject was \(what) at \
+            \(Timestamp.rfc3339(mark.time))
+            """
+        )
     }
 }
 
@@ -91,7 +100,9 @@ extension AppleIdentityTokenValidator {
     /// Verifies `token`, then refuses it if its subject's credential was revoked or transferred at
     /// or after its `iat`. The state is looked up under `clientID`, or the token's `aud` (which
     /// Apple's rules require to be one string, an accepted client ID).
-    public func validate(_ token: String, keys: some JWKSource, states: some CredentialStateStore, clientID: String? = nil) async throws -> AppleIdentityToken {
+    public func validate(
+        _ token: String, keys: some JWKSource, states: some CredentialStateStore, clientID: String? = nil
+    ) async throws -> AppleIdentityToken {
         let identity = try await validate(token, keys: keys)
         try await states.enforce(identity, clientID: clientID)
         return identity
@@ -111,7 +122,8 @@ struct SubjectKey: Hashable, Sendable, Comparable {
     init(_ event: CredentialEvent) { self.init(clientID: event.clientID, subject: event.subject) }
 
     static func < (a: SubjectKey, b: SubjectKey) -> Bool {
-        a.clientID != b.clientID ? a.clientID.lexicographicallyPrecedes(b.clientID) : a.subject.lexicographicallyPrecedes(b.subject)
+        a.clientID != b.clientID
+            ? a.clientID.lexicographicallyPrecedes(b.clientID) : a.subject.lexicographicallyPrecedes(b.subject)
     }
 }
 

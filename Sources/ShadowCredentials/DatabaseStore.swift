@@ -59,7 +59,9 @@ package protocol StateDatabase: Sendable {
     /// store's write lock from its first statement to its commit, so writers in every process and
     /// on every host are serialised. Transient failures (a lost connection, a busy database) are
     /// retried with the whole body, which must therefore only read and write through `Transaction`.
-    func transaction<R: Sendable>(writing: Bool, _ body: @escaping @Sendable (Transaction) async throws -> R) async throws -> R
+    func transaction<R: Sendable>(
+        writing: Bool, _ body: @escaping @Sendable (Transaction) async throws -> R
+    ) async throws -> R
     /// Runs `body`, which issues exactly one reading statement, outside an explicit transaction
     /// (one statement is atomic by itself): the lookup path, one round trip.
     func read<R: Sendable>(_ body: @escaping @Sendable (Transaction) async throws -> R) async throws -> R
@@ -114,7 +116,9 @@ package final class StateEngine<Database: StateDatabase>: Sendable {
     /// Opens the store's sealed secret with `unlock`. A store without one gets one when `create`
     /// is set and it holds nothing yet; a store that already holds state or an audit head but no
     /// secret had it deleted, and is corrupted: a new secret would make every user unknown.
-    package static func open(_ database: Database, unlock: VaultUnlock, create: Bool = true, clock: WallClock = .system) async throws -> StateEngine {
+    package static func open(
+        _ database: Database, unlock: VaultUnlock, create: Bool = true, clock: WallClock = .system
+    ) async throws -> StateEngine {
         let (existing, holdsState) = try await database.transaction(writing: false) { transaction in
             let secret = try await transaction.meta(MetaName.secret)
             guard secret == nil else { return (secret, true) }
@@ -125,7 +129,10 @@ package final class StateEngine<Database: StateDatabase>: Sendable {
         if let existing {
             secret = try SealedStoreSecret.open(existing, unlock: unlock)
         } else {
-            if holdsState { throw CredentialError(.corruptedState, "the store holds state but its secret row is missing: it was deleted") }
+            if holdsState {
+                throw CredentialError(
+                    .corruptedState, "the store holds state but its secret row is missing: it was deleted")
+            }
             guard create else { throw CredentialError(.noStore, "the store was never written: it holds no state yet") }
             let fresh = try SealedStoreSecret.create(unlock: unlock)
             // Two processes may create the store at once: the first commit wins, the other opens it.
@@ -161,7 +168,9 @@ package final class StateEngine<Database: StateDatabase>: Sendable {
         if let clientID, let subject, decoded.clientID != clientID || decoded.subject != subject {
             throw CredentialError(.corruptedState, "a credential row holds another user's record")
         }
-        guard decoded.record.status.state.rawValue == row.state else { throw CredentialError(.corruptedState, "a credential row's state column disagrees with its record") }
+        guard decoded.record.status.state.rawValue == row.state else {
+            throw CredentialError(.corruptedState, "a credential row's state column disagrees with its record")
+        }
         return decoded.record
     }
 
@@ -187,7 +196,9 @@ package final class StateEngine<Database: StateDatabase>: Sendable {
             for chunk in Array(rowIDs.values).chunked(500) {
                 for row in try await transaction.rows(Array(chunk)) {
                     guard let key = byID[row.id] else { continue }
-                    records[key] = try self.open(row, clientID: String(decoding: key.clientID, as: UTF8.self), subject: String(decoding: key.subject, as: UTF8.self))
+                    records[key] = try self.open(
+                        row, clientID: String(decoding: key.clientID, as: UTF8.self),
+                        subject: String(decoding: key.subject, as: UTF8.self))
                 }
             }
             var changes = Array(repeating: [CredentialChange](), count: batches.count)
@@ -211,21 +222,31 @@ package final class StateEngine<Database: StateDatabase>: Sendable {
                 let subject = rowIDs[key]!
                 let linked = event.linkedSubject.map { keys.rowID(clientID: event.clientID, subject: $0) }
                 let entry = AuditEntry(
-                    sequence: count + 1, recordedAtMilliseconds: recordedAt, eventTimeMilliseconds: event.timeMilliseconds, clientID: event.clientID,
-                    subjectHash: Hex.encode(subject), old: before.status.state, new: change.new.state, cause: event.kind, eventID: event.id,
+                    sequence: count + 1, recordedAtMilliseconds: recordedAt,
+                    eventTimeMilliseconds: event.timeMilliseconds, clientID: event.clientID,
+                    subjectHash: Hex.encode(subject), old: before.status.state, new: change.new.state,
+                    cause: event.kind, eventID: event.id,
                     linkedSubjectHash: linked.map(Hex.encode), emailForwarding: change.new.emailForwarding)
                 let line = entry.line(previous: chain)
                 count += 1
                 chain = keys.audit.link(line[...])
-                lines.append(StoredAuditLine(sequence: count, subject: subject, linked: linked, line: try SealedRows.sealAuditLine(line, sequence: count, keys: keys)))
+                lines.append(
+                    StoredAuditLine(
+                        sequence: count, subject: subject, linked: linked,
+                        line: try SealedRows.sealAuditLine(line, sequence: count, keys: keys)))
             }
             guard !dirty.isEmpty else { return changes }
             var rows: [StoredRow] = []
             rows.reserveCapacity(dirty.count)
             for key in dirty.sorted() {
                 let record = records[key]!, id = rowIDs[key]!
-                let plaintext = SealedRows.encode(clientID: String(decoding: key.clientID, as: UTF8.self), subject: String(decoding: key.subject, as: UTF8.self), record: record)
-                rows.append(StoredRow(id: id, state: record.status.state.rawValue, body: try SealedRows.sealRecord(plaintext, rowID: id, keys: keys)))
+                let plaintext = SealedRows.encode(
+                    clientID: String(decoding: key.clientID, as: UTF8.self),
+                    subject: String(decoding: key.subject, as: UTF8.self), record: record)
+                rows.append(
+                    StoredRow(
+                        id: id, state: record.status.state.rawValue,
+                        body: try SealedRows.sealRecord(plaintext, rowID: id, keys: keys)))
             }
             for chunk in rows.chunked(300) { try await transaction.upsert(Array(chunk)) }
             if !lines.isEmpty {
@@ -243,7 +264,9 @@ package final class StateEngine<Database: StateDatabase>: Sendable {
         let raw = try await database.transaction(writing: false) { try await $0.stateCounts() }
         var counts: [CredentialState: Int] = [:]
         for (state, count) in raw {
-            guard let known = CredentialState(rawValue: state) else { throw CredentialError(.corruptedState, "a credential row has state \(state)") }
+            guard let known = CredentialState(rawValue: state) else {
+                throw CredentialError(.corruptedState, "a credential row has state \(state)")
+            }
             counts[known] = count
         }
         return counts
@@ -277,12 +300,25 @@ package final class StateEngine<Database: StateDatabase>: Sendable {
                 let page = try await transaction.audit(after: number, limit: 5000)
                 for (sequence, sealed) in page {
                     number += 1
-                    guard sequence == number else { throw CredentialError(.auditTampered, "audit line \(number) is missing: lines were removed") }
+                    guard sequence == number else {
+                        throw CredentialError(.auditTampered, "audit line \(number) is missing: lines were removed")
+                    }
                     let line = try SealedRows.openAuditLine(sealed, sequence: sequence, keys: keys)
-                    guard let (entry, previous) = AuditEntry.parse(line[...]) else { throw CredentialError(.auditTampered, "line \(number) is not an audit entry") }
-                    guard entry.sequence == number else { throw CredentialError(.auditTampered, "line \(number) carries sequence number \(entry.sequence)") }
+                    guard let (entry, previous) = AuditEntry.parse(line[...]) else {
+                        throw CredentialError(.auditTampered, "line \(number) is not an audit entry")
+                    }
+                    guard entry.sequence == number else {
+                        throw CredentialError(
+                            .auditTampered, "line \(number) carries sequence number \(entry.sequence)")
+                    }
                     guard ConstantTime.equals(Array(previous.utf8), Array(Hex.encode(chain).utf8)) else {
-                        throw CredentialError(.auditTampered, "line \(number) does not link to the line before it: a line was edited, removed or reordered")
+                        throw CredentialError(
+                            .auditTampered,
+                            """
+                            line \(number) does not link to the line before it: a line was edited, removed or \
+                            reordered
+                            """
+                        )
                     }
                     chain = keys.audit.link(line[...])
                     if collect { entries.append(entry) }
@@ -290,7 +326,13 @@ package final class StateEngine<Database: StateDatabase>: Sendable {
                 if page.count < 5000 { break }
             }
             guard number == head.count, ConstantTime.equals(chain, head.chain) else {
-                throw CredentialError(.auditTampered, "the log's \(number) lines do not end at the store's authenticated head (\(head.count) lines): lines were added, removed or edited")
+                throw CredentialError(
+                    .auditTampered,
+                    """
+                    the log's \(number) lines do not end at the store's authenticated head (\(head.count) lines): \
+                    lines were added, removed or edited
+                    """
+                )
             }
             return (AuditReport(entries: number, uncommitted: 0, partialTail: false), entries)
         }
@@ -300,8 +342,9 @@ package final class StateEngine<Database: StateDatabase>: Sendable {
 
     package func put(_ token: ServerToken) async throws {
         let id = keys.rowID(clientID: token.clientID, subject: token.subject)
-        let row = StoredTokenRow(rowID: id, kind: token.kind.rawValue, expiresAtMilliseconds: token.expiresAtMilliseconds,
-                                 body: try SealedRows.sealToken(SealedRows.encode(token), rowID: id, kind: token.kind, keys: keys))
+        let row = StoredTokenRow(
+            rowID: id, kind: token.kind.rawValue, expiresAtMilliseconds: token.expiresAtMilliseconds,
+            body: try SealedRows.sealToken(SealedRows.encode(token), rowID: id, kind: token.kind, keys: keys))
         try await database.transaction(writing: true) { try await $0.putToken(row) }
     }
 
@@ -310,24 +353,31 @@ package final class StateEngine<Database: StateDatabase>: Sendable {
         let rows = try await database.read { try await $0.tokens(rowID: id, kind: kind?.rawValue) }
         return try rows.map { row in
             let token = try openToken(row)
-            guard token.clientID == clientID, token.subject == subject else { throw CredentialError(.corruptedState, "a token row holds another user's token") }
+            guard token.clientID == clientID, token.subject == subject else {
+                throw CredentialError(.corruptedState, "a token row holds another user's token")
+            }
             return token
         }
     }
 
     package func deleteToken(clientID: String, subject: String, kind: ServerToken.Kind) async throws -> Bool {
         let id = keys.rowID(clientID: clientID, subject: subject)
-        return try await database.transaction(writing: true) { try await $0.deleteToken(rowID: id, kind: kind.rawValue) }
+        return try await database.transaction(writing: true) {
+            try await $0.deleteToken(rowID: id, kind: kind.rawValue)
+        }
     }
 
     package func expiredTokens(at time: Date, limit: Int) async throws -> [ServerToken] {
         let milliseconds = try CredentialEvent.milliseconds(time)
-        let rows = try await database.transaction(writing: false) { try await $0.expiredTokens(at: milliseconds, limit: max(0, limit)) }
+        let rows = try await database.transaction(writing: false) {
+            try await $0.expiredTokens(at: milliseconds, limit: max(0, limit))
+        }
         return try rows.map(openToken)
     }
 
     func openToken(_ row: StoredTokenRow) throws -> ServerToken {
-        let token = try SealedRows.decodeToken(try SealedRows.openToken(row.body, rowID: row.rowID, kind: row.kind, keys: keys))
+        let token = try SealedRows.decodeToken(
+            try SealedRows.openToken(row.body, rowID: row.rowID, kind: row.kind, keys: keys))
         guard token.kind.rawValue == row.kind, token.expiresAtMilliseconds == row.expiresAtMilliseconds else {
             throw CredentialError(.corruptedState, "a token row's clear columns disagree with its sealed token")
         }
@@ -369,9 +419,15 @@ public protocol DatabaseCredentialStore: AuditedCredentialStore, ServerTokenStor
 }
 
 extension DatabaseCredentialStore {
-    public func record(clientID: String, subject: String) async throws -> CredentialRecord { try await engine.api.record(clientID: clientID, subject: subject) }
-    public func apply(_ events: [CredentialEvent]) async throws -> [CredentialChange] { try await engine.api.apply(events) }
-    public func history(clientID: String, subject: String) async throws -> [AuditEntry] { try await engine.api.history(clientID: clientID, subject: subject) }
+    public func record(clientID: String, subject: String) async throws -> CredentialRecord {
+        try await engine.api.record(clientID: clientID, subject: subject)
+    }
+    public func apply(_ events: [CredentialEvent]) async throws -> [CredentialChange] {
+        try await engine.api.apply(events)
+    }
+    public func history(clientID: String, subject: String) async throws -> [AuditEntry] {
+        try await engine.api.history(clientID: clientID, subject: subject)
+    }
     public func verifyAudit() async throws -> AuditReport { try await engine.api.verifyAudit(collect: false).report }
     public func auditEntries() async throws -> [AuditEntry] { try await engine.api.verifyAudit(collect: true).entries }
     /// How many users are in each state (readable without the key: the state is a clear column).
@@ -381,14 +437,20 @@ extension DatabaseCredentialStore {
     public func token(clientID: String, subject: String, kind: ServerToken.Kind) async throws -> ServerToken? {
         try await engine.api.tokens(clientID: clientID, subject: subject, kind: kind).first
     }
-    public func tokens(clientID: String, subject: String) async throws -> [ServerToken] { try await engine.api.tokens(clientID: clientID, subject: subject, kind: nil) }
+    public func tokens(clientID: String, subject: String) async throws -> [ServerToken] {
+        try await engine.api.tokens(clientID: clientID, subject: subject, kind: nil)
+    }
     @discardableResult
     public func deleteToken(clientID: String, subject: String, kind: ServerToken.Kind) async throws -> Bool {
         try await engine.api.deleteToken(clientID: clientID, subject: subject, kind: kind)
     }
-    public func expiredTokens(at time: Date, limit: Int) async throws -> [ServerToken] { try await engine.api.expiredTokens(at: time, limit: limit) }
+    public func expiredTokens(at time: Date, limit: Int) async throws -> [ServerToken] {
+        try await engine.api.expiredTokens(at: time, limit: limit)
+    }
 
-    public func dueRevocations(limit: Int, lease: Duration) async throws -> [PendingRevocation] { try await engine.api.dueRevocations(limit: limit, lease: lease) }
+    public func dueRevocations(limit: Int, lease: Duration) async throws -> [PendingRevocation] {
+        try await engine.api.dueRevocations(limit: limit, lease: lease)
+    }
     public func completeRevocation(_ revocation: PendingRevocation, _ result: RevocationResult) async throws {
         try await engine.api.completeRevocation(revocation, result)
     }
@@ -408,26 +470,34 @@ extension StateEngine {
     /// vault's audit secret (sealed under `unlock`), so its row ids are the vault log's subject
     /// hashes and the log moves line for line with its chain and head unchanged: `state audit`
     /// prints the same entries before and after.
-    package static func importVault(_ export: VaultStateExport, into database: Database, unlock: VaultUnlock) async throws -> MigrationReport {
+    package static func importVault(
+        _ export: VaultStateExport, into database: Database, unlock: VaultUnlock
+    ) async throws -> MigrationReport {
         let keys = StoreKeys(secret: export.secret)
         let sealedSecret = try SealedStoreSecret.create(unlock: unlock, secret: export.secret).stored
         var rows: [StoredRow] = []
         for (clientID, subject, record) in export.records {
             let id = keys.rowID(clientID: clientID, subject: subject)
-            let body = try SealedRows.sealRecord(SealedRows.encode(clientID: clientID, subject: subject, record: record), rowID: id, keys: keys)
+            let body = try SealedRows.sealRecord(
+                SealedRows.encode(clientID: clientID, subject: subject, record: record), rowID: id, keys: keys)
             rows.append(StoredRow(id: id, state: record.status.state.rawValue, body: body))
         }
         var lines: [StoredAuditLine] = []
         for (line, entry) in zip(export.auditLines, export.auditEntries) {
             let subject = try Hex.decode(entry.subjectHash), linked = try entry.linkedSubjectHash.map(Hex.decode)
-            lines.append(StoredAuditLine(sequence: entry.sequence, subject: subject, linked: linked, line: try SealedRows.sealAuditLine(line, sequence: entry.sequence, keys: keys)))
+            lines.append(
+                StoredAuditLine(
+                    sequence: entry.sequence, subject: subject, linked: linked,
+                    line: try SealedRows.sealAuditLine(line, sequence: entry.sequence, keys: keys)))
         }
         let head = keys.encodeHead(count: lines.count, chain: export.auditChain)
         let (moved, logged) = (rows.count, lines.count)
         let (finalRows, finalLines) = (rows, lines)
         try await database.transaction(writing: true) { transaction in
-            guard try await transaction.stateCounts().isEmpty, try await transaction.audit(after: 0, limit: 1).isEmpty else {
-                throw CredentialError(.invalidParameter, "the target store already holds credential state: migrate into a new one")
+            guard try await transaction.stateCounts().isEmpty, try await transaction.audit(after: 0, limit: 1).isEmpty
+            else {
+                throw CredentialError(
+                    .invalidParameter, "the target store already holds credential state: migrate into a new one")
             }
             try await transaction.setMeta(MetaName.secret, sealedSecret)
             for chunk in finalRows.chunked(300) { try await transaction.upsert(Array(chunk)) }

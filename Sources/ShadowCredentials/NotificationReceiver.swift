@@ -37,7 +37,10 @@ public struct NotificationResponse: Sendable {
     /// The change applying it made, when it was applied.
     public let change: CredentialChange?
 
-    init(_ outcome: Outcome, notification: AppleNotification? = nil, change: CredentialChange? = nil, code: String? = nil, message: String? = nil) {
+    init(
+        _ outcome: Outcome, notification: AppleNotification? = nil, change: CredentialChange? = nil,
+        code: String? = nil, message: String? = nil
+    ) {
         self.outcome = outcome
         self.notification = notification
         self.change = change
@@ -77,15 +80,23 @@ public final class AppleNotificationReceiver: Sendable {
     let received = Counter(label: "shadow_keys_notifications_received_total")
     let outcomes: [NotificationResponse.Outcome: Counter]
 
-    public init(clientIDs: [String], keys: any JWKSource, store: any CredentialStateStore, maxAge: TimeInterval = 86_400, leeway: TimeInterval = 60,
-                clock: WallClock = .system, logger: Logger = Logger(label: "shadow-keys.notifications")) {
+    public init(
+        clientIDs: [String], keys: any JWKSource, store: any CredentialStateStore, maxAge: TimeInterval = 86_400,
+        leeway: TimeInterval = 60,
+        clock: WallClock = .system, logger: Logger = Logger(label: "shadow-keys.notifications")
+    ) {
         verifier = AppleNotificationVerifier(clientIDs: clientIDs, leeway: leeway, clock: clock)
         self.keys = keys
         self.store = store
         self.maxAge = maxAge
         self.logger = logger
-        let all: [NotificationResponse.Outcome] = [.applied, .duplicate, .ignored, .badRequest, .unauthorized, .tooLarge, .unavailable]
-        outcomes = Dictionary(uniqueKeysWithValues: all.map { ($0, Counter(label: "shadow_keys_notifications_total", dimensions: [("outcome", $0.rawValue)])) })
+        let all: [NotificationResponse.Outcome] = [
+            .applied, .duplicate, .ignored, .badRequest, .unauthorized, .tooLarge, .unavailable,
+        ]
+        outcomes = Dictionary(
+            uniqueKeysWithValues: all.map {
+                ($0, Counter(label: "shadow_keys_notifications_total", dimensions: [("outcome", $0.rawValue)]))
+            })
     }
 
     /// Handles one POST body.
@@ -103,7 +114,8 @@ public final class AppleNotificationReceiver: Sendable {
         logger.notice("notification refused", metadata: ["reason": "body over 64 KiB"])
         received.increment()
         outcomes[.tooLarge]?.increment()
-        return NotificationResponse(.tooLarge, code: "too_large", message: "the body exceeds \(AppleNotificationVerifier.maxBodyBytes) bytes")
+        return NotificationResponse(
+            .tooLarge, code: "too_large", message: "the body exceeds \(AppleNotificationVerifier.maxBodyBytes) bytes")
     }
 
     private func handle(_ body: some Collection<UInt8>) async -> NotificationResponse {
@@ -111,48 +123,64 @@ public final class AppleNotificationReceiver: Sendable {
         do {
             notification = try await verifier.verify(body: body, keys: keys)
         } catch let error as JOSEError {
-            let outcome: NotificationResponse.Outcome = switch error.code {
-            case .malformedToken: .badRequest
-            case .keysUnavailable: .unavailable
-            default: .unauthorized
-            }
+            let outcome: NotificationResponse.Outcome =
+                switch error.code {
+                case .malformedToken: .badRequest
+                case .keysUnavailable: .unavailable
+                default: .unauthorized
+                }
             logger.notice("notification refused", metadata: ["code": "\(error.codeName)", "reason": "\(error.reason)"])
             return NotificationResponse(outcome, code: error.codeName, message: error.reason)
         } catch {
             logger.warning("notification keys unavailable", metadata: ["error": "\(error)"])
-            return NotificationResponse(.unavailable, code: "keys_unavailable", message: "Apple's keys could not be read")
+            return NotificationResponse(
+                .unavailable, code: "keys_unavailable", message: "Apple's keys could not be read")
         }
         let age = verifier.clock.now.timeIntervalSince(notification.issuedAt)
         guard age <= maxAge else {
             logger.notice("notification refused", metadata: ["code": "stale", "jti": "\(notification.jwtID)"])
-            return NotificationResponse(.unauthorized, notification: notification, code: "stale",
-                                        message: "the notification was issued \(Int(age)) s ago, more than \(Int(maxAge)) s")
+            return NotificationResponse(
+                .unauthorized, notification: notification, code: "stale",
+                message: "the notification was issued \(Int(age)) s ago, more than \(Int(maxAge)) s")
         }
         let event: CredentialEvent?
         do {
             event = try CredentialEvent.notification(notification, clientID: notification.audience)
         } catch let error as CredentialError {
-            return NotificationResponse(.badRequest, notification: notification, code: error.codeName, message: error.reason)
+            return NotificationResponse(
+                .badRequest, notification: notification, code: error.codeName, message: error.reason)
         } catch {
-            return NotificationResponse(.badRequest, notification: notification, code: "invalid_event", message: "the event cannot be recorded")
+            return NotificationResponse(
+                .badRequest, notification: notification, code: "invalid_event", message: "the event cannot be recorded")
         }
         guard let event else {
-            logger.info("notification of an undocumented type ignored", metadata: ["type": "\(notification.rawType)", "jti": "\(notification.jwtID)"])
+            logger.info(
+                "notification of an undocumented type ignored",
+                metadata: ["type": "\(notification.rawType)", "jti": "\(notification.jwtID)"])
             return NotificationResponse(.ignored, notification: notification)
         }
         do {
-            guard let change = try await store.apply([event]).first else { return NotificationResponse(.unavailable, code: "store", message: "nothing applied") }
+            guard let change = try await store.apply([event]).first else {
+                return NotificationResponse(.unavailable, code: "store", message: "nothing applied")
+            }
             let outcome: NotificationResponse.Outcome = change.changed ? .applied : .duplicate
-            logger.info("notification \(outcome.rawValue)", metadata: [
-                "type": "\(notification.rawType)", "jti": "\(notification.jwtID)", "old": "\(change.old.state)", "new": "\(change.new.state)",
-            ])
+            logger.info(
+                "notification \(outcome.rawValue)",
+                metadata: [
+                    "type": "\(notification.rawType)", "jti": "\(notification.jwtID)", "old": "\(change.old.state)",
+                    "new": "\(change.new.state)",
+                ])
             return NotificationResponse(outcome, notification: notification, change: change)
         } catch let error as CredentialError {
-            logger.error("notification not applied", metadata: ["code": "\(error.codeName)", "reason": "\(error.reason)"])
-            return NotificationResponse(.unavailable, notification: notification, code: error.codeName, message: "the credential store is unavailable")
+            logger.error(
+                "notification not applied", metadata: ["code": "\(error.codeName)", "reason": "\(error.reason)"])
+            return NotificationResponse(
+                .unavailable, notification: notification, code: error.codeName,
+                message: "the credential store is unavailable")
         } catch {
             logger.error("notification not applied", metadata: ["error": "\(type(of: error))"])
-            return NotificationResponse(.unavailable, notification: notification, code: "store", message: "the credential store is unavailable")
+            return NotificationResponse(
+                .unavailable, notification: notification, code: "store", message: "the credential store is unavailable")
         }
     }
 }

@@ -48,12 +48,15 @@ public final class RevocationWorker: Sendable {
     let logger: Logger
     let pending = Gauge(label: "shadow_keys_revocations_pending")
     /// One counter per outcome, made once: a registry lookup per attempt is not needed.
-    let results: [String: Counter] = Dictionary(uniqueKeysWithValues: ["revoked", "invalid_grant", "retry", "failed"].map {
-        ($0, Counter(label: "shadow_keys_revocations_total", dimensions: [("outcome", $0)]))
-    })
+    let results: [String: Counter] = Dictionary(
+        uniqueKeysWithValues: ["revoked", "invalid_grant", "retry", "failed"].map {
+            ($0, Counter(label: "shadow_keys_revocations_total", dimensions: [("outcome", $0)]))
+        })
 
-    public init(queue: any RevocationQueue, configuration: Configuration = Configuration(), clock: WallClock = .system,
-                logger: Logger = Logger(label: "shadow-keys.revocations"), revoke: @escaping Revoke) {
+    public init(
+        queue: any RevocationQueue, configuration: Configuration = Configuration(), clock: WallClock = .system,
+        logger: Logger = Logger(label: "shadow-keys.revocations"), revoke: @escaping Revoke
+    ) {
         self.queue = queue
         self.configuration = configuration
         self.revoke = revoke
@@ -65,7 +68,9 @@ public final class RevocationWorker: Sendable {
     public static func apple(_ clients: [String: AppleAuthClient]) -> Revoke {
         { token in
             guard let client = clients[token.clientID] else {
-                throw AppleError(.invalidParameter, "no Apple client is configured for the client ID \(token.clientID.quotedForMessage)")
+                throw AppleError(
+                    .invalidParameter,
+                    "no Apple client is configured for the client ID \(token.clientID.quotedForMessage)")
             }
             try await client.revoke(token.value, kind: token.kind == .access ? .accessToken : .refreshToken)
         }
@@ -107,14 +112,22 @@ public final class RevocationWorker: Sendable {
             if revocation.attempts >= configuration.maximumAttempts {
                 result = .failed(reason: reason)
             } else {
-                result = .retry(after: clock.now.addingTimeInterval(retryDelay(after: revocation.attempts).inSeconds), reason: reason)
+                result = .retry(
+                    after: clock.now.addingTimeInterval(retryDelay(after: revocation.attempts).inSeconds),
+                    reason: reason)
             }
         }
-        let metadata: Logger.Metadata = ["client_id": "\(revocation.token.clientID)", "kind": "\(revocation.token.kind)", "attempt": "\(revocation.attempts)"]
+        let metadata: Logger.Metadata = [
+            "client_id": "\(revocation.token.clientID)", "kind": "\(revocation.token.kind)",
+            "attempt": "\(revocation.attempts)",
+        ]
         switch result {
-        case .revoked, .alreadyInvalid: logger.info("token revoked", metadata: metadata.merging(["outcome": "\(result.outcome ?? "")"]) { $1 })
-        case .retry(_, let reason): logger.warning("revocation failed; will retry", metadata: metadata.merging(["reason": "\(reason)"]) { $1 })
-        case .failed(let reason): logger.error("revocation failed; giving up", metadata: metadata.merging(["reason": "\(reason)"]) { $1 })
+        case .revoked, .alreadyInvalid:
+            logger.info("token revoked", metadata: metadata.merging(["outcome": "\(result.outcome ?? "")"]) { $1 })
+        case .retry(_, let reason):
+            logger.warning("revocation failed; will retry", metadata: metadata.merging(["reason": "\(reason)"]) { $1 })
+        case .failed(let reason):
+            logger.error("revocation failed; giving up", metadata: metadata.merging(["reason": "\(reason)"]) { $1 })
         }
         results[result.outcome ?? "retry"]?.increment()
         do {

@@ -35,7 +35,9 @@ public struct PendingRevocation: Sendable, CustomStringConvertible {
     let rowID: [UInt8]
     let sealed: [UInt8]
 
-    public var description: String { "PendingRevocation(\(token.kind) for a subject of \(token.clientID), attempt \(attempts))" }
+    public var description: String {
+        "PendingRevocation(\(token.kind) for a subject of \(token.clientID), attempt \(attempts))"
+    }
 }
 
 /// How a revocation attempt ended.
@@ -102,13 +104,18 @@ public protocol RevocationQueue: Sendable {
 
 extension StateEngine {
     /// Queues the revocation of every token of `rowID` stored at or before `eventMilliseconds`.
-    func queueRevocations(_ requests: [(rowID: [UInt8], eventMilliseconds: Int64)], now: Int64, in transaction: Database.Transaction) async throws {
+    func queueRevocations(
+        _ requests: [(rowID: [UInt8], eventMilliseconds: Int64)], now: Int64, in transaction: Database.Transaction
+    ) async throws {
         var queued: [StoredRevocation] = []
         for request in requests {
             for row in try await transaction.tokens(rowID: request.rowID, kind: nil) {
                 let token = try openToken(row)
                 guard token.storedAtMilliseconds <= request.eventMilliseconds else { continue }
-                queued.append(StoredRevocation(rowID: request.rowID, kind: row.kind, eventMilliseconds: request.eventMilliseconds, dueMilliseconds: now, attempts: 0))
+                queued.append(
+                    StoredRevocation(
+                        rowID: request.rowID, kind: row.kind, eventMilliseconds: request.eventMilliseconds,
+                        dueMilliseconds: now, attempts: 0))
             }
         }
         if !queued.isEmpty { try await transaction.queueRevocations(queued) }
@@ -124,16 +131,20 @@ extension StateEngine {
             var pending: [PendingRevocation] = []
             for claimed in try await transaction.claimRevocations(now: now, until: until, limit: limit) {
                 guard let row = try await transaction.tokens(rowID: claimed.rowID, kind: claimed.kind).first else {
-                    try await transaction.finishRevocation(rowID: claimed.rowID, kind: claimed.kind, outcome: "no_token", at: now, due: now)
+                    try await transaction.finishRevocation(
+                        rowID: claimed.rowID, kind: claimed.kind, outcome: "no_token", at: now, due: now)
                     continue
                 }
                 let token = try self.openToken(row)
                 guard token.storedAtMilliseconds <= claimed.eventMilliseconds else {
-                    try await transaction.finishRevocation(rowID: claimed.rowID, kind: claimed.kind, outcome: "superseded", at: now, due: now)
+                    try await transaction.finishRevocation(
+                        rowID: claimed.rowID, kind: claimed.kind, outcome: "superseded", at: now, due: now)
                     continue
                 }
-                pending.append(PendingRevocation(
-                    token: token, eventTime: Date(millisecondsSince1970: claimed.eventMilliseconds), attempts: claimed.attempts, rowID: claimed.rowID, sealed: row.body))
+                pending.append(
+                    PendingRevocation(
+                        token: token, eventTime: Date(millisecondsSince1970: claimed.eventMilliseconds),
+                        attempts: claimed.attempts, rowID: claimed.rowID, sealed: row.body))
             }
             return pending
         }
@@ -145,14 +156,18 @@ extension StateEngine {
         try await database.transaction(writing: true) { transaction in
             if case .retry(let after, _) = result {
                 let due = (try? CredentialEvent.milliseconds(after)) ?? now
-                try await transaction.finishRevocation(rowID: revocation.rowID, kind: kind, outcome: nil, at: nil, due: max(due, now))
+                try await transaction.finishRevocation(
+                    rowID: revocation.rowID, kind: kind, outcome: nil, at: nil, due: max(due, now))
                 return
             }
             // Only the token that was revoked goes: a newer one stored meanwhile stays.
-            if result.deletesToken, let row = try await transaction.tokens(rowID: revocation.rowID, kind: kind).first, row.body == revocation.sealed {
+            if result.deletesToken, let row = try await transaction.tokens(rowID: revocation.rowID, kind: kind).first,
+                row.body == revocation.sealed
+            {
                 _ = try await transaction.deleteToken(rowID: revocation.rowID, kind: kind)
             }
-            try await transaction.finishRevocation(rowID: revocation.rowID, kind: kind, outcome: result.outcome, at: now, due: now)
+            try await transaction.finishRevocation(
+                rowID: revocation.rowID, kind: kind, outcome: result.outcome, at: now, due: now)
         }
     }
 

@@ -10,7 +10,8 @@ package enum SealedRows {
 
     /// Kind codes, fixed by the format.
     static let kindCodes: [CredentialEvent.Kind: UInt8] = [
-        .signIn: 1, .refreshSucceeded: 2, .refreshRejected: 3, .consentRevoked: 4, .accountDeleted: 5, .transferred: 6, .emailEnabled: 7, .emailDisabled: 8,
+        .signIn: 1, .refreshSucceeded: 2, .refreshRejected: 3, .consentRevoked: 4, .accountDeleted: 5, .transferred: 6,
+        .emailEnabled: 7, .emailDisabled: 8,
     ]
     static let kinds: [UInt8: CredentialEvent.Kind] = Dictionary(uniqueKeysWithValues: kindCodes.map { ($1, $0) })
 
@@ -39,11 +40,14 @@ package enum SealedRows {
     }
 
     /// Reads what ``encode(clientID:subject:record:)`` writes, refusing anything else.
-    package static func decode(_ bytes: [UInt8]) throws -> (clientID: String, subject: String, record: CredentialRecord) {
+    package static func decode(_ bytes: [UInt8]) throws -> (clientID: String, subject: String, record: CredentialRecord)
+    {
         var reader = Reader(bytes: bytes[...])
         guard try reader.byte() == 0x01 else { throw Reader.corrupted("a credential row is not version 1") }
         let clientID = try reader.short(), subject = try reader.short()
-        guard !clientID.isEmpty, !subject.isEmpty else { throw Reader.corrupted("a credential row lacks its client ID or subject") }
+        guard !clientID.isEmpty, !subject.isEmpty else {
+            throw Reader.corrupted("a credential row lacks its client ID or subject")
+        }
         var record = CredentialRecord()
         let slots: [CredentialEvent.Kind.Effect] = [.authorize, .revoke, .transfer, .metadata]
         var marks: [CredentialRecord.Mark?] = []
@@ -52,12 +56,17 @@ package enum SealedRows {
             case 0: marks.append(nil)
             case 1:
                 let time = Int64(bitPattern: try reader.uint64())
-                guard let kind = kinds[try reader.byte()], kind.effect == effect else { throw Reader.corrupted("a credential row holds an event of the wrong kind") }
+                guard let kind = kinds[try reader.byte()], kind.effect == effect else {
+                    throw Reader.corrupted("a credential row holds an event of the wrong kind")
+                }
                 let id = try reader.short(), linked = try reader.short()
-                guard CredentialEvent.timeRange.contains(time), !id.isEmpty, linked.isEmpty == (kind != .transferred) else {
+                guard CredentialEvent.timeRange.contains(time), !id.isEmpty, linked.isEmpty == (kind != .transferred)
+                else {
                     throw Reader.corrupted("a credential row holds a malformed event")
                 }
-                marks.append(CredentialRecord.Mark(timeMilliseconds: time, id: id, kind: kind, linkedSubject: linked.isEmpty ? nil : linked))
+                marks.append(
+                    CredentialRecord.Mark(
+                        timeMilliseconds: time, id: id, kind: kind, linkedSubject: linked.isEmpty ? nil : linked))
             default: throw Reader.corrupted("a credential row's event flag is neither 0 nor 1")
             }
         }
@@ -69,7 +78,9 @@ package enum SealedRows {
         return (clientID, subject, record)
     }
 
-    package static func sealRecord(_ plaintext: [UInt8], rowID: [UInt8], keys: StoreKeys, nonce: [UInt8]? = nil) throws -> [UInt8] {
+    package static func sealRecord(
+        _ plaintext: [UInt8], rowID: [UInt8], keys: StoreKeys, nonce: [UInt8]? = nil
+    ) throws -> [UInt8] {
         try seal(plaintext, aad: recordLabel + rowID, keys: keys, nonce: nonce)
     }
 
@@ -112,17 +123,22 @@ package enum SealedRows {
         default: throw Reader.corrupted("a token row's expiry flag is neither 0 nor 1")
         }
         let count = Int(try reader.uint32())
-        guard count <= ServerToken.maxValueBytes, reader.remaining == count else { throw Reader.corrupted("a token row's length does not match") }
+        guard count <= ServerToken.maxValueBytes, reader.remaining == count else {
+            throw Reader.corrupted("a token row's length does not match")
+        }
         let value = SecretBytes(reader.rest())
         do {
-            return try ServerToken(clientID: clientID, subject: subject, kind: ServerToken.Kind(kindName), value: value,
-                                   expiresAtMilliseconds: expiry, storedAtMilliseconds: storedAt)
+            return try ServerToken(
+                clientID: clientID, subject: subject, kind: ServerToken.Kind(kindName), value: value,
+                expiresAtMilliseconds: expiry, storedAtMilliseconds: storedAt)
         } catch let error as CredentialError {
             throw Reader.corrupted("a token row holds a malformed token: \(error.reason)")
         }
     }
 
-    package static func sealToken(_ plaintext: [UInt8], rowID: [UInt8], kind: ServerToken.Kind, keys: StoreKeys, nonce: [UInt8]? = nil) throws -> [UInt8] {
+    package static func sealToken(
+        _ plaintext: [UInt8], rowID: [UInt8], kind: ServerToken.Kind, keys: StoreKeys, nonce: [UInt8]? = nil
+    ) throws -> [UInt8] {
         try seal(plaintext, aad: tokenLabel + rowID + [0] + Array(kind.rawValue.utf8), keys: keys, nonce: nonce)
     }
 
@@ -136,16 +152,20 @@ package enum SealedRows {
 
     /// An audit line as a database stores it: sealed, with its sequence number (8 bytes,
     /// big-endian) as associated data, so the database shows neither client IDs nor event ids.
-    package static func sealAuditLine(_ line: [UInt8], sequence: Int, keys: StoreKeys, nonce: [UInt8]? = nil) throws -> [UInt8] {
+    package static func sealAuditLine(
+        _ line: [UInt8], sequence: Int, keys: StoreKeys, nonce: [UInt8]? = nil
+    ) throws -> [UInt8] {
         try seal(line, aad: auditLabel + BigEndian.bytes(UInt64(sequence)), keys: keys, nonce: nonce)
     }
 
     /// The line, or ``CredentialError/Code/auditTampered`` when it does not open at `sequence`.
     package static func openAuditLine(_ sealed: [UInt8], sequence: Int, keys: StoreKeys) throws -> [UInt8] {
         do {
-            return try open(sealed, aad: auditLabel + BigEndian.bytes(UInt64(sequence)), keys: keys, what: "audit line \(sequence)")
+            return try open(
+                sealed, aad: auditLabel + BigEndian.bytes(UInt64(sequence)), keys: keys, what: "audit line \(sequence)")
         } catch {
-            throw CredentialError(.auditTampered, "audit line \(sequence) does not authenticate: it was edited or moved")
+            throw CredentialError(
+                .auditTampered, "audit line \(sequence) does not authenticate: it was edited or moved")
         }
     }
 
@@ -153,17 +173,23 @@ package enum SealedRows {
 
     /// nonce (12) ‖ AES-256-GCM ciphertext ‖ tag (16). The nonce is random; one is given only to
     /// reproduce vectors.
-    static func seal(_ plaintext: [UInt8], aad: [UInt8], keys: StoreKeys, nonce given: [UInt8]? = nil) throws -> [UInt8] {
+    static func seal(_ plaintext: [UInt8], aad: [UInt8], keys: StoreKeys, nonce given: [UInt8]? = nil) throws -> [UInt8]
+    {
         let nonce = given ?? SecretBytes.random(count: AES256GCM.nonceBytes).withUnsafeBytes { Array($0) }
         return nonce + (try AES256GCM.seal(plaintext, key: keys.seal, nonce: nonce, aad: aad))
     }
 
     static func open(_ sealed: [UInt8], aad: [UInt8], keys: StoreKeys, what: String) throws -> [UInt8] {
-        guard sealed.count >= AES256GCM.nonceBytes + AES256GCM.tagBytes else { throw Reader.corrupted("\(what) is too short to be sealed") }
+        guard sealed.count >= AES256GCM.nonceBytes + AES256GCM.tagBytes else {
+            throw Reader.corrupted("\(what) is too short to be sealed")
+        }
         do {
-            return try AES256GCM.open(sealed[AES256GCM.nonceBytes...], key: keys.seal, nonce: sealed[..<AES256GCM.nonceBytes], aad: aad)
+            return try AES256GCM.open(
+                sealed[AES256GCM.nonceBytes...], key: keys.seal, nonce: sealed[..<AES256GCM.nonceBytes], aad: aad)
         } catch {
-            throw CredentialError(.corruptedState, "\(what) does not authenticate: it was edited, moved to another user, or written under another key")
+            throw CredentialError(
+                .corruptedState,
+                "\(what) does not authenticate: it was edited, moved to another user, or written under another key")
         }
     }
 
@@ -194,7 +220,9 @@ package enum SealedRows {
 
         mutating func short() throws -> String {
             let bytes = try take(Int(try byte()))
-            guard let text = String(validating: bytes, as: UTF8.self) else { throw Self.corrupted("a row holds a string that is not UTF-8") }
+            guard let text = String(validating: bytes, as: UTF8.self) else {
+                throw Self.corrupted("a row holds a string that is not UTF-8")
+            }
             return text
         }
 

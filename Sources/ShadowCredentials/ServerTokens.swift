@@ -13,7 +13,9 @@ public struct ServerToken: Sendable, CustomStringConvertible {
         public let rawValue: String
 
         public init(_ name: String) throws {
-            guard (1...32).contains(name.utf8.count), name.utf8.allSatisfy({ (0x61...0x7A).contains($0) || (0x30...0x39).contains($0) || $0 == 0x2D }) else {
+            guard (1...32).contains(name.utf8.count),
+                name.utf8.allSatisfy({ (0x61...0x7A).contains($0) || (0x30...0x39).contains($0) || $0 == 0x2D })
+            else {
                 throw CredentialError(.invalidParameter, "a token kind is 1 to 32 bytes of a-z, 0-9 and '-'")
             }
             rawValue = name
@@ -38,16 +40,32 @@ public struct ServerToken: Sendable, CustomStringConvertible {
     /// When it was stored (milliseconds since 1970).
     public let storedAtMilliseconds: Int64
 
-    public init(clientID: String, subject: String, kind: Kind, value: SecretBytes, expiresAt: Date? = nil, storedAt: Date = Date()) throws {
-        try self.init(clientID: clientID, subject: subject, kind: kind, value: value, expiresAtMilliseconds: try expiresAt.map(CredentialEvent.milliseconds),
-                      storedAtMilliseconds: try CredentialEvent.milliseconds(storedAt))
+    public init(
+        clientID: String, subject: String, kind: Kind, value: SecretBytes, expiresAt: Date? = nil,
+        storedAt: Date = Date()
+    ) throws {
+        try self.init(
+            clientID: clientID, subject: subject, kind: kind, value: value,
+            expiresAtMilliseconds: try expiresAt.map(CredentialEvent.milliseconds),
+            storedAtMilliseconds: try CredentialEvent.milliseconds(storedAt))
     }
 
-    public init(clientID: String, subject: String, kind: Kind, value: SecretBytes, expiresAtMilliseconds: Int64?, storedAtMilliseconds: Int64) throws {
-        guard (1...255).contains(clientID.utf8.count) else { throw CredentialError(.invalidParameter, "a client ID is 1 to 255 bytes") }
-        guard (1...255).contains(subject.utf8.count) else { throw CredentialError(.invalidParameter, "a subject is 1 to 255 bytes") }
-        guard (1...Self.maxValueBytes).contains(value.count) else { throw CredentialError(.invalidParameter, "a token is 1 to \(Self.maxValueBytes) bytes") }
-        guard CredentialEvent.timeRange.contains(storedAtMilliseconds), expiresAtMilliseconds.map(CredentialEvent.timeRange.contains) ?? true else {
+    public init(
+        clientID: String, subject: String, kind: Kind, value: SecretBytes, expiresAtMilliseconds: Int64?,
+        storedAtMilliseconds: Int64
+    ) throws {
+        guard (1...255).contains(clientID.utf8.count) else {
+            throw CredentialError(.invalidParameter, "a client ID is 1 to 255 bytes")
+        }
+        guard (1...255).contains(subject.utf8.count) else {
+            throw CredentialError(.invalidParameter, "a subject is 1 to 255 bytes")
+        }
+        guard (1...Self.maxValueBytes).contains(value.count) else {
+            throw CredentialError(.invalidParameter, "a token is 1 to \(Self.maxValueBytes) bytes")
+        }
+        guard CredentialEvent.timeRange.contains(storedAtMilliseconds),
+            expiresAtMilliseconds.map(CredentialEvent.timeRange.contains) ?? true
+        else {
             throw CredentialError(.invalidParameter, "token times lie in 1970-01-01T00:00:00Z to 9999-12-31T23:59:59Z")
         }
         self.clientID = clientID

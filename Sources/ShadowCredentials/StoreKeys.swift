@@ -17,31 +17,43 @@ package struct StoreKeys: Sendable {
 
     package init(secret: [UInt8]) {
         audit = AuditKeys(secret: secret)
-        seal = HKDF<SHA256>.deriveKey(inputKeyMaterial: SymmetricKey(data: secret), info: Array("shadow-keys state v1 seal".utf8), outputByteCount: 32)
+        seal = HKDF<SHA256>.deriveKey(
+            inputKeyMaterial: SymmetricKey(data: secret), info: Array("shadow-keys state v1 seal".utf8),
+            outputByteCount: 32)
     }
 
     /// A user's row id: HMAC-SHA-256(subject key, client ID ‖ 0x00 ‖ subject), the same value the
     /// audit log prints (in hex) as the subject hash.
-    package func rowID(clientID: String, subject: String) -> [UInt8] { audit.subjectDigest(clientID: clientID, subject: subject) }
+    package func rowID(clientID: String, subject: String) -> [UInt8] {
+        audit.subjectDigest(clientID: clientID, subject: subject)
+    }
 
     /// The audit head as stored: count (8 bytes, big-endian) ‖ chain value (32) ‖ HMAC-SHA-256
     /// under the chain key of "shadow-keys audit v1 head" ‖ count ‖ chain value.
     package func encodeHead(count: Int, chain: [UInt8]) -> [UInt8] {
         let body = BigEndian.bytes(UInt64(count)) + chain
-        return body + Array(HMAC<SHA256>.authenticationCode(for: Array("shadow-keys audit v1 head".utf8) + body, using: audit.chain))
+        return body
+            + Array(
+                HMAC<SHA256>.authenticationCode(for: Array("shadow-keys audit v1 head".utf8) + body, using: audit.chain)
+            )
     }
 
     /// The stored head, checked; nil (no head yet) reads as the empty log.
     package func decodeHead(_ bytes: [UInt8]?) throws -> (count: Int, chain: [UInt8]) {
         guard let bytes else { return (0, audit.start) }
-        guard bytes.count == 72 else { throw CredentialError(.corruptedState, "the store's audit head is \(bytes.count) bytes, not 72") }
+        guard bytes.count == 72 else {
+            throw CredentialError(.corruptedState, "the store's audit head is \(bytes.count) bytes, not 72")
+        }
         let body = Array(bytes[..<40])
-        let mac = HMAC<SHA256>.authenticationCode(for: Array("shadow-keys audit v1 head".utf8) + body, using: audit.chain)
+        let mac = HMAC<SHA256>.authenticationCode(
+            for: Array("shadow-keys audit v1 head".utf8) + body, using: audit.chain)
         guard ConstantTime.equals(Array(mac), Array(bytes[40...])) else {
             throw CredentialError(.auditTampered, "the store's audit head does not authenticate: it was edited")
         }
         let count = BigEndian.uint64(bytes[0..<8])
-        guard count <= UInt64(Int.max) else { throw CredentialError(.corruptedState, "the store's audit head holds an impossible count") }
+        guard count <= UInt64(Int.max) else {
+            throw CredentialError(.corruptedState, "the store's audit head holds an impossible count")
+        }
         return (Int(count), Array(bytes[8..<40]))
     }
 }
@@ -57,15 +69,18 @@ package enum SealedStoreSecret {
     static let maxIterations = 10_000_000
 
     /// Seals `secret` (default: a fresh one); returns it and its stored form.
-    package static func create(unlock: VaultUnlock, secret given: [UInt8]? = nil, iterations: Int = PBKDF2.defaultIterations,
-                               salt: [UInt8]? = nil, nonce fixedNonce: [UInt8]? = nil) throws -> (secret: [UInt8], stored: [UInt8]) {
+    package static func create(
+        unlock: VaultUnlock, secret given: [UInt8]? = nil, iterations: Int = PBKDF2.defaultIterations,
+        salt: [UInt8]? = nil, nonce fixedNonce: [UInt8]? = nil
+    ) throws -> (secret: [UInt8], stored: [UInt8]) {
         let secret = given ?? SecretBytes.random(count: 32).withUnsafeBytes { Array($0) }
         var header: [UInt8] = [0x01]
         switch unlock {
         case .key: header.append(0x01)
         case .passphrase:
             guard (PBKDF2.minimumIterations...maxIterations).contains(iterations) else {
-                throw CredentialError(.invalidParameter, "passphrase iterations: \(PBKDF2.minimumIterations) to \(maxIterations)")
+                throw CredentialError(
+                    .invalidParameter, "passphrase iterations: \(PBKDF2.minimumIterations) to \(maxIterations)")
             }
             header.append(0x02)
             header += BigEndian.bytes(UInt32(iterations))
@@ -80,7 +95,9 @@ package enum SealedStoreSecret {
     /// Opens a stored secret: ``CredentialError/Code/wrongKey`` when the key or passphrase is not
     /// the one it was sealed with.
     package static func open(_ stored: [UInt8], unlock: VaultUnlock) throws -> [UInt8] {
-        func corrupted(_ reason: String) -> CredentialError { CredentialError(.corruptedState, "the store's sealed secret: \(reason)") }
+        func corrupted(_ reason: String) -> CredentialError {
+            CredentialError(.corruptedState, "the store's sealed secret: \(reason)")
+        }
         guard stored.count >= 2, stored[0] == 0x01 else { throw corrupted("not version 1") }
         let headerBytes: Int
         switch stored[1] {
@@ -88,7 +105,9 @@ package enum SealedStoreSecret {
         case 0x02: headerBytes = 22
         default: throw corrupted("unknown key kind \(stored[1])")
         }
-        guard stored.count == headerBytes + AES256GCM.nonceBytes + 32 + AES256GCM.tagBytes else { throw corrupted("\(stored.count) bytes") }
+        guard stored.count == headerBytes + AES256GCM.nonceBytes + 32 + AES256GCM.tagBytes else {
+            throw corrupted("\(stored.count) bytes")
+        }
         let header = Array(stored[..<headerBytes])
         switch (stored[1], unlock) {
         case (0x01, .passphrase): throw CredentialError(.wrongKey, "the store was created with a key, not a passphrase")
@@ -98,7 +117,8 @@ package enum SealedStoreSecret {
         let kek = try keyEncryptionKey(unlock: unlock, header: header)
         let nonce = stored[headerBytes..<(headerBytes + AES256GCM.nonceBytes)]
         do {
-            return try AES256GCM.open(stored[(headerBytes + AES256GCM.nonceBytes)...], key: kek, nonce: nonce, aad: label + header)
+            return try AES256GCM.open(
+                stored[(headerBytes + AES256GCM.nonceBytes)...], key: kek, nonce: nonce, aad: label + header)
         } catch {
             throw CredentialError(.wrongKey, "the key or passphrase does not open this store")
         }
@@ -110,21 +130,28 @@ package enum SealedStoreSecret {
         switch unlock {
         case .key(let key):
             guard key.count == 32 else { throw CredentialError(.invalidParameter, "a store key is 32 bytes") }
-            return HKDF<SHA256>.deriveKey(inputKeyMaterial: key.symmetricKey, info: Array("shadow-keys state v1 kek".utf8), outputByteCount: 32)
+            return HKDF<SHA256>.deriveKey(
+                inputKeyMaterial: key.symmetricKey, info: Array("shadow-keys state v1 kek".utf8), outputByteCount: 32)
         case .passphrase(let passphrase):
             let iterations = Int(BigEndian.uint32(header[2..<6]))
             guard (PBKDF2.minimumIterations...maxIterations).contains(iterations) else {
-                throw CredentialError(.corruptedState, "the store's sealed secret names \(iterations) PBKDF2 iterations")
+                throw CredentialError(
+                    .corruptedState, "the store's sealed secret names \(iterations) PBKDF2 iterations")
             }
-            return try PBKDF2.deriveKey(passphrase: passphrase, salt: Array(header[6..<22]), iterations: iterations).symmetricKey
+            return try PBKDF2.deriveKey(passphrase: passphrase, salt: Array(header[6..<22]), iterations: iterations)
+                .symmetricKey
         }
     }
 }
 
 /// Big-endian integers.
 package enum BigEndian {
-    package static func bytes(_ value: UInt64) -> [UInt8] { (0..<8).map { UInt8(truncatingIfNeeded: value >> (56 - 8 * $0)) } }
-    package static func bytes(_ value: UInt32) -> [UInt8] { (0..<4).map { UInt8(truncatingIfNeeded: value >> (24 - 8 * $0)) } }
+    package static func bytes(_ value: UInt64) -> [UInt8] {
+        (0..<8).map { UInt8(truncatingIfNeeded: value >> (56 - 8 * $0)) }
+    }
+    package static func bytes(_ value: UInt32) -> [UInt8] {
+        (0..<4).map { UInt8(truncatingIfNeeded: value >> (24 - 8 * $0)) }
+    }
     package static func uint64(_ bytes: ArraySlice<UInt8>) -> UInt64 { bytes.reduce(0) { $0 << 8 | UInt64($1) } }
     package static func uint32(_ bytes: ArraySlice<UInt8>) -> UInt32 { bytes.reduce(0) { $0 << 8 | UInt32($1) } }
 }

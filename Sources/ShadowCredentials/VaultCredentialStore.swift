@@ -57,7 +57,8 @@ public final class VaultCredentialStore: AuditedCredentialStore {
     // MARK: - Synchronous core (the CLI's entry points)
 
     package func recordSync(clientID: String, subject: String) throws -> CredentialRecord {
-        try StoredState(try vault.contents()).records[SubjectKey(clientID: clientID, subject: subject)] ?? CredentialRecord()
+        try StoredState(try vault.contents()).records[SubjectKey(clientID: clientID, subject: subject)]
+            ?? CredentialRecord()
     }
 
     package func applySync(_ events: [CredentialEvent]) throws -> [CredentialChange] {
@@ -82,9 +83,14 @@ public final class VaultCredentialStore: AuditedCredentialStore {
                 dirty = true
                 guard change.isTransition else { continue }
                 let entry = AuditEntry(
-                    sequence: head.count + 1, recordedAtMilliseconds: recordedAt, eventTimeMilliseconds: event.timeMilliseconds, clientID: event.clientID,
-                    subjectHash: keys.subjectHash(clientID: event.clientID, subject: event.subject), old: before.status.state, new: change.new.state, cause: event.kind,
-                    eventID: event.id, linkedSubjectHash: event.linkedSubject.map { keys.subjectHash(clientID: event.clientID, subject: $0) },
+                    sequence: head.count + 1, recordedAtMilliseconds: recordedAt,
+                    eventTimeMilliseconds: event.timeMilliseconds, clientID: event.clientID,
+                    subjectHash: keys.subjectHash(clientID: event.clientID, subject: event.subject),
+                    old: before.status.state, new: change.new.state, cause: event.kind,
+                    eventID: event.id,
+                    linkedSubjectHash: event.linkedSubject.map {
+                        keys.subjectHash(clientID: event.clientID, subject: $0)
+                    },
                     emailForwarding: change.new.emailForwarding)
                 let line = entry.line(previous: head.chain)
                 head = AuditHead(count: head.count + 1, bytes: head.bytes + line.count + 1, chain: keys.link(line[...]))
@@ -102,7 +108,9 @@ public final class VaultCredentialStore: AuditedCredentialStore {
         let (_, entries, keys) = try checkedAudit()
         let hash = keys.subjectHash(clientID: clientID, subject: subject)
         let client = Array(clientID.utf8)
-        return entries.filter { Array($0.clientID.utf8) == client && ($0.subjectHash == hash || $0.linkedSubjectHash == hash) }
+        return entries.filter {
+            Array($0.clientID.utf8) == client && ($0.subjectHash == hash || $0.linkedSubjectHash == hash)
+        }
     }
 
     package func verifyAuditSync() throws -> AuditReport { try checkedAudit().report }
@@ -137,19 +145,25 @@ struct StoredState {
             records = [:]
             return
         }
-        func corrupted(_ reason: String) -> CredentialError { CredentialError(.corruptedState, "the vault's credential state: \(reason)") }
+        func corrupted(_ reason: String) -> CredentialError {
+            CredentialError(.corruptedState, "the vault's credential state: \(reason)")
+        }
         guard let object = value.objectValue, object["version"]?.numberValue?.int64Value == Self.version else {
             throw corrupted("not a version \(Self.version) credential-state section")
         }
-        guard let audit = object["audit"]?.objectValue, let secret = audit["secret"]?.stringValue.flatMap({ try? Hex.decode($0) }), secret.count == 32,
-            let count = audit["count"]?.numberValue?.int64Value, let bytes = audit["bytes"]?.numberValue?.int64Value, count >= 0, bytes >= 0,
+        guard let audit = object["audit"]?.objectValue,
+            let secret = audit["secret"]?.stringValue.flatMap({ try? Hex.decode($0) }), secret.count == 32,
+            let count = audit["count"]?.numberValue?.int64Value, let bytes = audit["bytes"]?.numberValue?.int64Value,
+            count >= 0, bytes >= 0,
             let chain = audit["head"]?.stringValue.flatMap({ try? Hex.decode($0) }), chain.count == 32
         else { throw corrupted("the audit head is malformed") }
         guard let list = object["records"]?.arrayValue else { throw corrupted("records missing") }
         var records: [SubjectKey: CredentialRecord] = [:]
         records.reserveCapacity(list.count)
         for item in list {
-            guard let record = item.objectValue, let clientID = record["client_id"]?.stringValue, let subject = record["subject"]?.stringValue else {
+            guard let record = item.objectValue, let clientID = record["client_id"]?.stringValue,
+                let subject = record["subject"]?.stringValue
+            else {
                 throw corrupted("a record lacks client_id or subject")
             }
             var decoded = CredentialRecord()
@@ -157,17 +171,23 @@ struct StoredState {
             decoded.revocation = try Self.mark(record["revocation"], corrupted)
             decoded.transfer = try Self.mark(record["transfer"], corrupted)
             decoded.email = try Self.mark(record["email"], corrupted)
-            guard records.updateValue(decoded, forKey: SubjectKey(clientID: clientID, subject: subject)) == nil else { throw corrupted("a subject appears twice") }
+            guard records.updateValue(decoded, forKey: SubjectKey(clientID: clientID, subject: subject)) == nil else {
+                throw corrupted("a subject appears twice")
+            }
         }
         self.secret = secret
         self.head = AuditHead(count: Int(count), bytes: Int(bytes), chain: chain)
         self.records = records
     }
 
-    private static func mark(_ value: JSONValue?, _ corrupted: (String) -> CredentialError) throws -> CredentialRecord.Mark? {
+    private static func mark(
+        _ value: JSONValue?, _ corrupted: (String) -> CredentialError
+    ) throws -> CredentialRecord.Mark? {
         guard let value, value != .null else { return nil }
-        guard let object = value.objectValue, let time = object["time_ms"]?.numberValue?.int64Value, let id = object["id"]?.stringValue,
-            let kind = object["kind"]?.stringValue.flatMap(CredentialEvent.Kind.init(rawValue:)), let linked = object["linked_subject"],
+        guard let object = value.objectValue, let time = object["time_ms"]?.numberValue?.int64Value,
+            let id = object["id"]?.stringValue,
+            let kind = object["kind"]?.stringValue.flatMap(CredentialEvent.Kind.init(rawValue:)),
+            let linked = object["linked_subject"],
             linked == .null || linked.stringValue != nil
         else { throw corrupted("a record's event is malformed") }
         return CredentialRecord.Mark(timeMilliseconds: time, id: id, kind: kind, linkedSubject: linked.stringValue)
@@ -184,14 +204,19 @@ struct StoredState {
         let list: [JSONValue] = records.keys.sorted().map { key in
             let record = records[key]!
             return .object([
-                "client_id": .string(String(decoding: key.clientID, as: UTF8.self)), "subject": .string(String(decoding: key.subject, as: UTF8.self)),
-                "authorization": mark(record.authorization), "revocation": mark(record.revocation), "transfer": mark(record.transfer),
+                "client_id": .string(String(decoding: key.clientID, as: UTF8.self)),
+                "subject": .string(String(decoding: key.subject, as: UTF8.self)),
+                "authorization": mark(record.authorization), "revocation": mark(record.revocation),
+                "transfer": mark(record.transfer),
                 "email": mark(record.email),
             ])
         }
         return .object([
             "version": .int(Self.version),
-            "audit": .object(["secret": .string(Hex.encode(secret)), "count": .int(head.count), "bytes": .int(head.bytes), "head": .string(Hex.encode(head.chain))]),
+            "audit": .object([
+                "secret": .string(Hex.encode(secret)), "count": .int(head.count), "bytes": .int(head.bytes),
+                "head": .string(Hex.encode(head.chain)),
+            ]),
             "records": .array(list),
         ])
     }
@@ -215,12 +240,20 @@ extension VaultCredentialStore {
             let keys = AuditKeys(secret: state.secret)
             let bytes = try AuditLog.read(auditPath)
             let (_, entries) = try AuditLog.verify(bytes, keys: keys, head: state.head)
-            let lines = bytes[..<state.head.bytes].split(separator: 0x0A, omittingEmptySubsequences: false).dropLast().map(Array.init)
-            guard lines.count == entries.count else { throw CredentialError(.auditTampered, "the audit log's committed lines do not match its entries") }
-            let records = state.records.keys.sorted().map { key in
-                (String(decoding: key.clientID, as: UTF8.self), String(decoding: key.subject, as: UTF8.self), state.records[key]!)
+            let lines = bytes[..<state.head.bytes].split(separator: 0x0A, omittingEmptySubsequences: false).dropLast()
+                .map(Array.init)
+            guard lines.count == entries.count else {
+                throw CredentialError(.auditTampered, "the audit log's committed lines do not match its entries")
             }
-            return VaultStateExport(secret: state.secret, records: records, auditLines: lines, auditEntries: entries, auditChain: state.head.chain)
+            let records = state.records.keys.sorted().map { key in
+                (
+                    String(decoding: key.clientID, as: UTF8.self), String(decoding: key.subject, as: UTF8.self),
+                    state.records[key]!
+                )
+            }
+            return VaultStateExport(
+                secret: state.secret, records: records, auditLines: lines, auditEntries: entries,
+                auditChain: state.head.chain)
         }
     }
 }

@@ -16,10 +16,12 @@ public enum AES256GCM {
     public static let tagBytes = 16
 
     /// Encrypts `plaintext`, returning ciphertext followed by the 16-byte tag.
-    public static func seal(_ plaintext: some DataProtocol, key: SymmetricKey, nonce: some DataProtocol, aad: some DataProtocol) throws -> [UInt8] {
+    public static func seal(
+        _ plaintext: some DataProtocol, key: SymmetricKey, nonce: some DataProtocol, aad: some DataProtocol
+    ) throws -> [UInt8] {
         guard key.bitCount == 256 else { throw ShadowCryptoError(.invalidParameter, "AES-256-GCM needs a 32-byte key") }
         let box = try AES.GCM.seal(plaintext, using: key, nonce: try makeNonce(nonce), authenticating: aad)
-        var out = [UInt8]()
+        var out: [UInt8] = []
         out.reserveCapacity(box.ciphertext.count + tagBytes)
         out += box.ciphertext
         out += box.tag
@@ -27,12 +29,15 @@ public enum AES256GCM {
     }
 
     /// Decrypts ciphertext followed by its tag; any failure is ``ShadowCryptoError/Code/authenticationFailed``.
-    public static func open(_ sealed: some DataProtocol, key: SymmetricKey, nonce: some DataProtocol, aad: some DataProtocol) throws -> [UInt8] {
+    public static func open(
+        _ sealed: some DataProtocol, key: SymmetricKey, nonce: some DataProtocol, aad: some DataProtocol
+    ) throws -> [UInt8] {
         guard key.bitCount == 256 else { throw ShadowCryptoError(.invalidParameter, "AES-256-GCM needs a 32-byte key") }
         guard sealed.count >= tagBytes else { throw ShadowCryptoError.authenticationFailure }
         do {
             let split = sealed.index(sealed.endIndex, offsetBy: -tagBytes)
-            let box = try AES.GCM.SealedBox(nonce: try makeNonce(nonce), ciphertext: sealed[..<split], tag: sealed[split...])
+            let box = try AES.GCM.SealedBox(
+                nonce: try makeNonce(nonce), ciphertext: sealed[..<split], tag: sealed[split...])
             return Array(try AES.GCM.open(box, using: key, authenticating: aad))
         } catch {
             throw ShadowCryptoError.authenticationFailure

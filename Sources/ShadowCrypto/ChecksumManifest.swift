@@ -60,7 +60,9 @@ public enum ChecksumManifest {
     /// A manifest line for `digest` and `name` (no newline), escaped as GNU sha256sum escapes it.
     public static func format(digest: [UInt8], name: [UInt8]) -> [UInt8] {
         let hex = Array(Integrity.hex(digest).utf8)
-        guard name.contains(where: { $0 == UInt8(ascii: "\\") || $0 == 0x0A || $0 == 0x0D }) else { return hex + Array("  ".utf8) + name }
+        guard name.contains(where: { $0 == UInt8(ascii: "\\") || $0 == 0x0A || $0 == 0x0D }) else {
+            return hex + Array("  ".utf8) + name
+        }
         var escaped: [UInt8] = []
         for byte in name {
             switch byte {

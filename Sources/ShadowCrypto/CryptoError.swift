@@ -26,7 +26,10 @@ public struct ShadowCryptoErrorCode: ShadowKeysErrorCode {
 
 extension ShadowCryptoError {
     /// The one message every authentication failure carries.
-    static let authenticationMessage = "authentication failed: wrong key or passphrase, wrong context, or the data was altered, truncated or extended"
+    static let authenticationMessage =
+        "authentication failed: wrong key or passphrase, wrong context, or the data was altered, truncated or extended"
 
-    static var authenticationFailure: ShadowCryptoError { ShadowCryptoError(.authenticationFailed, authenticationMessage) }
+    static var authenticationFailure: ShadowCryptoError {
+        ShadowCryptoError(.authenticationFailed, authenticationMessage)
+    }
 }

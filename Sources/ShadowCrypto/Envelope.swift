@@ -23,7 +23,8 @@ package struct EnvelopeRandomness: Sendable {
 
     /// Fresh values from the system generator (through swift-crypto).
     package static func fresh() -> EnvelopeRandomness {
-        EnvelopeRandomness(dataKey: randomBytes(32), objectID: randomBytes(16), wrapNonce: randomBytes(12), salt: randomBytes(16))
+        EnvelopeRandomness(
+            dataKey: randomBytes(32), objectID: randomBytes(16), wrapNonce: randomBytes(12), salt: randomBytes(16))
     }
 }
 
@@ -60,25 +61,36 @@ public enum Envelope {
     public static let maxIterations = EnvelopeHeader.maxEnvelopeIterations
 
     /// Seals a record (up to 1 MiB) in one piece.
-    public static func seal(_ plaintext: some Collection<UInt8>, kek: KeyEncryptionKey, context: EnvelopeContext = .none) throws -> [UInt8] {
+    public static func seal(
+        _ plaintext: some Collection<UInt8>, kek: KeyEncryptionKey, context: EnvelopeContext = .none
+    ) throws -> [UInt8] {
         try seal(plaintext, kek: kek, context: context, randomness: .fresh())
     }
 
-    package static func seal(_ plaintext: some Collection<UInt8>, kek: KeyEncryptionKey, context: EnvelopeContext, randomness: EnvelopeRandomness) throws -> [UInt8] {
+    package static func seal(
+        _ plaintext: some Collection<UInt8>, kek: KeyEncryptionKey, context: EnvelopeContext,
+        randomness: EnvelopeRandomness
+    ) throws -> [UInt8] {
         guard plaintext.count <= maxRecordBytes else {
-            throw ShadowCryptoError(.invalidParameter, "a record holds at most \(maxRecordBytes) bytes; use the stream form for \(plaintext.count)")
+            throw ShadowCryptoError(
+                .invalidParameter,
+                "a record holds at most \(maxRecordBytes) bytes; use the stream form for \(plaintext.count)")
         }
         let sealer = try EnvelopeSealer(form: .record, chunkSize: 0, kek: kek, context: context, randomness: randomness)
         return sealer.header.serialized + (try sealer.seal(Array(plaintext), counter: 0, last: true))
     }
 
     /// Opens a record. Any key, context or integrity problem is ``ShadowCryptoError/Code/authenticationFailed``.
-    public static func open(_ envelope: some Collection<UInt8>, kek: KeyEncryptionKey, context: EnvelopeContext = .none) throws -> [UInt8] {
+    public static func open(
+        _ envelope: some Collection<UInt8>, kek: KeyEncryptionKey, context: EnvelopeContext = .none
+    ) throws -> [UInt8] {
         let bytes = Array(envelope)
         guard let (header, length) = try EnvelopeHeader.parse(bytes) else {
             throw ShadowCryptoError(.malformedInput, "the envelope is shorter than its header")
         }
-        guard header.form == .record else { throw ShadowCryptoError(.invalidParameter, "this is a stream envelope; open it with the stream decryptor") }
+        guard header.form == .record else {
+            throw ShadowCryptoError(.invalidParameter, "this is a stream envelope; open it with the stream decryptor")
+        }
         guard bytes.count - length <= maxRecordBytes + AES256GCM.tagBytes else {
             throw ShadowCryptoError(.malformedInput, "a record holds at most \(maxRecordBytes) bytes")
         }
@@ -93,26 +105,34 @@ public enum Envelope {
         }
         return EnvelopeDescription(
             form: header.form == .record ? .record : .stream, keyKind: header.kekKind == .raw ? .raw : .passphrase,
-            keyID: String(decoding: header.kekID, as: UTF8.self), iterations: header.kekKind == .passphrase ? Int(header.iterations) : nil,
+            keyID: String(decoding: header.kekID, as: UTF8.self),
+            iterations: header.kekKind == .passphrase ? Int(header.iterations) : nil,
             chunkSize: header.form == .stream ? Int(header.chunkSize) : nil, headerBytes: length)
     }
 
     /// Re-wraps the data key under a new key-encryption key. Returns the new header and the
     /// length of the old one: the bytes after the old header are kept as they are.
-    public static func rewrapHeader(_ prefix: some Collection<UInt8>, from old: KeyEncryptionKey, to new: KeyEncryptionKey, context: EnvelopeContext = .none) throws -> (header: [UInt8], replacedBytes: Int) {
+    public static func rewrapHeader(
+        _ prefix: some Collection<UInt8>, from old: KeyEncryptionKey, to new: KeyEncryptionKey,
+        context: EnvelopeContext = .none
+    ) throws -> (header: [UInt8], replacedBytes: Int) {
         guard let (header, length) = try EnvelopeHeader.parse(prefix) else {
             throw ShadowCryptoError(.malformedInput, "the input is shorter than an envelope header")
         }
         let opener = try EnvelopeOpener(header: header, kek: old, context: context)
         var rewrapped = header
         let fresh = EnvelopeRandomness.fresh()
-        try EnvelopeSealer.wrap(&rewrapped, dataKey: opener.dataKey, kek: new, context: context.encoded, wrapNonce: fresh.wrapNonce, salt: fresh.salt)
+        try EnvelopeSealer.wrap(
+            &rewrapped, dataKey: opener.dataKey, kek: new, context: context.encoded, wrapNonce: fresh.wrapNonce,
+            salt: fresh.salt)
         rewrapped.tag = opener.keys.headerTag(rewrapped, context: context.encoded)
         return (rewrapped.serialized, length)
     }
 
     /// Re-wraps a whole envelope held in memory (record or stream).
-    public static func rewrap(_ envelope: [UInt8], from old: KeyEncryptionKey, to new: KeyEncryptionKey, context: EnvelopeContext = .none) throws -> [UInt8] {
+    public static func rewrap(
+        _ envelope: [UInt8], from old: KeyEncryptionKey, to new: KeyEncryptionKey, context: EnvelopeContext = .none
+    ) throws -> [UInt8] {
         let (header, replaced) = try rewrapHeader(envelope, from: old, to: new, context: context)
         return header + envelope[replaced...]
     }
@@ -124,13 +144,19 @@ struct EnvelopeSealer {
     let keys: EnvelopeKeys
     let chunkAAD: [UInt8]
 
-    init(form: EnvelopeHeader.Form, chunkSize: Int, kek: KeyEncryptionKey, context: EnvelopeContext, randomness: EnvelopeRandomness) throws {
+    init(
+        form: EnvelopeHeader.Form, chunkSize: Int, kek: KeyEncryptionKey, context: EnvelopeContext,
+        randomness: EnvelopeRandomness
+    ) throws {
         let encodedContext = context.encoded
         var header = EnvelopeHeader(
-            form: form, chunkSize: UInt32(chunkSize), objectID: randomness.objectID, kekKind: .raw, kekID: Array(kek.id.utf8),
+            form: form, chunkSize: UInt32(chunkSize), objectID: randomness.objectID, kekKind: .raw,
+            kekID: Array(kek.id.utf8),
             wrapNonce: [], wrappedKey: [], tag: [])
         let dataKey = SymmetricKey(data: randomness.dataKey)
-        try Self.wrap(&header, dataKey: dataKey, kek: kek, context: encodedContext, wrapNonce: randomness.wrapNonce, salt: randomness.salt)
+        try Self.wrap(
+            &header, dataKey: dataKey, kek: kek, context: encodedContext, wrapNonce: randomness.wrapNonce,
+            salt: randomness.salt)
         keys = EnvelopeKeys(dataKey: dataKey, objectID: header.objectID)
         header.tag = keys.headerTag(header, context: encodedContext)
         chunkAAD = EnvelopeKeys.chunkAAD(header, context: encodedContext)
@@ -138,7 +164,10 @@ struct EnvelopeSealer {
     }
 
     /// Fills the KEK section and wraps the data key.
-    static func wrap(_ header: inout EnvelopeHeader, dataKey: SymmetricKey, kek: KeyEncryptionKey, context: [UInt8], wrapNonce: [UInt8], salt: [UInt8]) throws {
+    static func wrap(
+        _ header: inout EnvelopeHeader, dataKey: SymmetricKey, kek: KeyEncryptionKey, context: [UInt8],
+        wrapNonce: [UInt8], salt: [UInt8]
+    ) throws {
         header.kekID = Array(kek.id.utf8)
         let wrappingKey: SymmetricKey
         switch kek.material {
@@ -160,7 +189,8 @@ struct EnvelopeSealer {
     }
 
     func seal(_ plaintext: some DataProtocol, counter: UInt32, last: Bool) throws -> [UInt8] {
-        try AES256GCM.seal(plaintext, key: keys.payloadKey, nonce: keys.nonce(counter: counter, last: last), aad: chunkAAD)
+        try AES256GCM.seal(
+            plaintext, key: keys.payloadKey, nonce: keys.nonce(counter: counter, last: last), aad: chunkAAD)
     }
 
     /// Seals a chunk, handing ciphertext and tag to `emit` as swift-crypto returns them (no copies).
@@ -186,17 +216,24 @@ struct EnvelopeOpener {
         case (.raw(let key), .raw):
             wrappingKey = key
         case (.passphrase(let passphrase, _), .passphrase):
-            wrappingKey = try PBKDF2.deriveKey(passphrase: passphrase, salt: header.salt, iterations: Int(header.iterations)).symmetricKey
+            wrappingKey = try PBKDF2.deriveKey(
+                passphrase: passphrase, salt: header.salt, iterations: Int(header.iterations)
+            ).symmetricKey
         case (.raw, .passphrase):
-            throw ShadowCryptoError(.invalidParameter, "this envelope was sealed with a passphrase; give the passphrase, not a key file")
+            throw ShadowCryptoError(
+                .invalidParameter, "this envelope was sealed with a passphrase; give the passphrase, not a key file")
         case (.passphrase, .raw):
-            throw ShadowCryptoError(.invalidParameter, "this envelope was sealed with a raw key; give the key file, not a passphrase")
+            throw ShadowCryptoError(
+                .invalidParameter, "this envelope was sealed with a raw key; give the key file, not a passphrase")
         }
-        let unwrapped = try AES256GCM.open(header.wrappedKey, key: wrappingKey, nonce: header.wrapNonce, aad: header.beforeWrap + encodedContext)
+        let unwrapped = try AES256GCM.open(
+            header.wrappedKey, key: wrappingKey, nonce: header.wrapNonce, aad: header.beforeWrap + encodedContext)
         let dataKey = SymmetricKey(data: unwrapped)
         let keys = EnvelopeKeys(dataKey: dataKey, objectID: header.objectID)
         // Key commitment and header authentication, before any chunk is opened.
-        guard ConstantTime.equals(keys.headerTag(header, context: encodedContext), header.tag) else { throw ShadowCryptoError.authenticationFailure }
+        guard ConstantTime.equals(keys.headerTag(header, context: encodedContext), header.tag) else {
+            throw ShadowCryptoError.authenticationFailure
+        }
         self.header = header
         self.dataKey = dataKey
         self.keys = keys
@@ -213,7 +250,9 @@ struct EnvelopeOpener {
         do {
             let nonce = try AES.GCM.Nonce(data: keys.nonce(counter: counter, last: last))
             let split = sealed.count - AES256GCM.tagBytes
-            let box = try AES.GCM.SealedBox(nonce: nonce, ciphertext: UnsafeRawBufferPointer(rebasing: sealed[..<split]), tag: UnsafeRawBufferPointer(rebasing: sealed[split...]))
+            let box = try AES.GCM.SealedBox(
+                nonce: nonce, ciphertext: UnsafeRawBufferPointer(rebasing: sealed[..<split]),
+                tag: UnsafeRawBufferPointer(rebasing: sealed[split...]))
             let plaintext = try AES.GCM.open(box, using: keys.payloadKey, authenticating: chunkAAD)
             try emit(plaintext)
         } catch let error as ShadowCryptoError {

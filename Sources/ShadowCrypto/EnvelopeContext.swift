@@ -20,16 +20,21 @@ public struct EnvelopeContext: Sendable, Hashable, ExpressibleByDictionaryLitera
 
     /// A context from ordered pairs. Keys must be unique and within the limits.
     public init(_ pairs: [(String, String)]) throws {
-        guard pairs.count <= Self.maxPairs else { throw ShadowCryptoError(.invalidParameter, "context has \(pairs.count) pairs; at most \(Self.maxPairs)") }
+        guard pairs.count <= Self.maxPairs else {
+            throw ShadowCryptoError(.invalidParameter, "context has \(pairs.count) pairs; at most \(Self.maxPairs)")
+        }
         var seen = Set<[UInt8]>()
         for (key, value) in pairs {
             guard (1...Self.maxKeyBytes).contains(key.utf8.count) else {
                 throw ShadowCryptoError(.invalidParameter, "context keys must be 1 to \(Self.maxKeyBytes) bytes")
             }
             guard value.utf8.count <= Self.maxValueBytes else {
-                throw ShadowCryptoError(.invalidParameter, "context value for \(key) exceeds \(Self.maxValueBytes) bytes")
+                throw ShadowCryptoError(
+                    .invalidParameter, "context value for \(key) exceeds \(Self.maxValueBytes) bytes")
             }
-            guard seen.insert(Array(key.utf8)).inserted else { throw ShadowCryptoError(.invalidParameter, "context key \(key) appears twice") }
+            guard seen.insert(Array(key.utf8)).inserted else {
+                throw ShadowCryptoError(.invalidParameter, "context key \(key) appears twice")
+            }
         }
         self.pairs = pairs.map { Pair(key: $0.0, value: $0.1) }
     }
@@ -45,7 +50,7 @@ public struct EnvelopeContext: Sendable, Hashable, ExpressibleByDictionaryLitera
     /// The encoding bound into the AADs: u16 count, then per pair u16 key length, key,
     /// u32 value length, value (big-endian, UTF-8).
     var encoded: [UInt8] {
-        var out = [UInt8]()
+        var out: [UInt8] = []
         out.appendBigEndian(UInt16(pairs.count))
         for pair in pairs {
             out.appendBigEndian(UInt16(pair.key.utf8.count))

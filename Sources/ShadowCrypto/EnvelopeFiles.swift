@@ -15,7 +15,8 @@ public enum EnvelopeFiles {
     /// Encrypts everything readable from `input` and writes the envelope to `output`.
     /// - Parameter progress: called with the plaintext bytes consumed so far.
     public static func encrypt(
-        input: Int32, output: Int32, kek: KeyEncryptionKey, context: EnvelopeContext = .none, chunkSize: Int = Envelope.defaultChunkSize,
+        input: Int32, output: Int32, kek: KeyEncryptionKey, context: EnvelopeContext = .none,
+        chunkSize: Int = Envelope.defaultChunkSize,
         progress: ((Int) -> Void)? = nil
     ) throws {
         var encryptor = try EnvelopeStreamEncryptor(kek: kek, context: context, chunkSize: chunkSize)
@@ -24,7 +25,8 @@ public enum EnvelopeFiles {
 
     /// Encrypts `input` into a new file at `path` (mode 0600), atomically.
     public static func encrypt(
-        input: Int32, toFile path: String, kek: KeyEncryptionKey, context: EnvelopeContext = .none, chunkSize: Int = Envelope.defaultChunkSize,
+        input: Int32, toFile path: String, kek: KeyEncryptionKey, context: EnvelopeContext = .none,
+        chunkSize: Int = Envelope.defaultChunkSize,
         progress: ((Int) -> Void)? = nil
     ) throws {
         let writer = try staging(path)
@@ -39,7 +41,8 @@ public enum EnvelopeFiles {
     /// Reads `input` in large batches, seals them, and writes the envelope to `output` on a
     /// background thread, so that sealing and the kernel's copying overlap.
     package static func encrypt(
-        input: Int32, encryptor: inout EnvelopeStreamEncryptor, chunkSize: Int, output: Int32, progress: ((Int) -> Void)?
+        input: Int32, encryptor: inout EnvelopeStreamEncryptor, chunkSize: Int, output: Int32,
+        progress: ((Int) -> Void)?
     ) throws {
         try pump(input: input, batch: max(batchBytes, chunkSize), output: output, progress: progress) { bytes, emit in
             try encryptor.update(bytes, emit: emit)
@@ -52,7 +55,8 @@ public enum EnvelopeFiles {
     /// whole stream authenticates, and the staging file never has a name of its own before then
     /// (see `AtomicFileWriter`).
     public static func decrypt(
-        input: Int32, toFile path: String, kek: KeyEncryptionKey, context: EnvelopeContext = .none, progress: ((Int) -> Void)? = nil
+        input: Int32, toFile path: String, kek: KeyEncryptionKey, context: EnvelopeContext = .none,
+        progress: ((Int) -> Void)? = nil
     ) throws {
         let writer = try staging(path)
         var decryptor = EnvelopeStreamDecryptor(kek: kek, context: context)
@@ -63,19 +67,25 @@ public enum EnvelopeFiles {
     /// Decrypts `input` and, only after the whole stream has authenticated, copies the
     /// plaintext to `output` (staged in a file in `stagingDirectory` that has no name on Linux).
     public static func decrypt(
-        input: Int32, output: Int32, stagingDirectory: String, kek: KeyEncryptionKey, context: EnvelopeContext = .none, progress: ((Int) -> Void)? = nil
+        input: Int32, output: Int32, stagingDirectory: String, kek: KeyEncryptionKey, context: EnvelopeContext = .none,
+        progress: ((Int) -> Void)? = nil
     ) throws {
         let writer = try staging(stagingDirectory + "/.shadow-keys-decrypt")
         defer { writer.abort() }
         var decryptor = EnvelopeStreamDecryptor(kek: kek, context: context)
         try decrypt(input: input, decryptor: &decryptor, output: writer.fd, progress: progress)
-        do { try writer.copyContents(to: output) } catch let error as FileError { throw ShadowCryptoError(.io, error.description) }
+        do { try writer.copyContents(to: output) } catch let error as FileError {
+            throw ShadowCryptoError(.io, error.description)
+        }
     }
 
     /// Feeds `input` (after `initial`, bytes already read from it) to `decryptor` in large reads;
     /// released plaintext goes to `output` on a background thread. `output` must be a staging
     /// file: plaintext lands there chunk by chunk and is authentic as a whole only when this returns.
-    package static func decrypt(input: Int32, decryptor: inout EnvelopeStreamDecryptor, initial: [UInt8] = [], output: Int32, progress: ((Int) -> Void)?) throws {
+    package static func decrypt(
+        input: Int32, decryptor: inout EnvelopeStreamDecryptor, initial: [UInt8] = [], output: Int32,
+        progress: ((Int) -> Void)?
+    ) throws {
         var pending = initial
         try pump(input: input, batch: batchBytes, output: output, progress: progress) { bytes, emit in
             if !pending.isEmpty {
@@ -87,7 +97,9 @@ public enum EnvelopeFiles {
         } finish: {
             if !pending.isEmpty {
                 var pieces: [UInt8] = []
-                try pending.withUnsafeBytes { try decryptor.update($0) { piece in piece.withUnsafeBytes { pieces.append(contentsOf: $0) } } }
+                try pending.withUnsafeBytes {
+                    try decryptor.update($0) { piece in piece.withUnsafeBytes { pieces.append(contentsOf: $0) } }
+                }
                 pending = []
                 return pieces + (try decryptor.finish())
             }
@@ -134,7 +146,9 @@ public enum EnvelopeFiles {
     }
 
     private static func staging(_ path: String) throws -> AtomicFileWriter {
-        do { return try AtomicFileWriter(path: path) } catch let error as FileError { throw ShadowCryptoError(.io, error.description) }
+        do { return try AtomicFileWriter(path: path) } catch let error as FileError {
+            throw ShadowCryptoError(.io, error.description)
+        }
     }
 
     private static func commit(_ writer: AtomicFileWriter) throws {

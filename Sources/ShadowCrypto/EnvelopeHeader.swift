@@ -80,35 +80,55 @@ package struct EnvelopeHeader: Equatable {
         var reader = ByteReader(Array(bytes.prefix(maxBytes)))
         func need(_ count: Int) throws -> [UInt8]? { reader.take(count) }
         guard let magic = reader.take(4) else { return nil }
-        guard magic == Self.magic else { throw ShadowCryptoError(.malformedInput, "not a ShadowKeys envelope (bad magic)") }
+        guard magic == Self.magic else {
+            throw ShadowCryptoError(.malformedInput, "not a ShadowKeys envelope (bad magic)")
+        }
         guard let version = reader.byte() else { return nil }
-        guard version == Self.version else { throw ShadowCryptoError(.malformedInput, "unsupported envelope version \(version) (this reader handles version 1)") }
+        guard version == Self.version else {
+            throw ShadowCryptoError(
+                .malformedInput, "unsupported envelope version \(version) (this reader handles version 1)")
+        }
         guard let formByte = reader.byte() else { return nil }
-        guard let form = Form(rawValue: formByte) else { throw ShadowCryptoError(.malformedInput, "unknown envelope form \(formByte)") }
+        guard let form = Form(rawValue: formByte) else {
+            throw ShadowCryptoError(.malformedInput, "unknown envelope form \(formByte)")
+        }
         guard let chunkSize = reader.uint32() else { return nil }
         switch form {
         case .record where chunkSize != 0:
             throw ShadowCryptoError(.malformedInput, "a record envelope has chunk size 0, not \(chunkSize)")
         case .stream where !chunkSizes.contains(Int(chunkSize)) || chunkSize.nonzeroBitCount != 1:
-            throw ShadowCryptoError(.malformedInput, "chunk size \(chunkSize) is not a power of two between 64 bytes and 16 MiB")
+            throw ShadowCryptoError(
+                .malformedInput, "chunk size \(chunkSize) is not a power of two between 64 bytes and 16 MiB")
         default: break
         }
         guard let objectID = reader.take(objectIDBytes), let kindByte = reader.byte() else { return nil }
-        guard let kind = KEKKind(rawValue: kindByte) else { throw ShadowCryptoError(.malformedInput, "unknown key-encryption kind \(kindByte)") }
+        guard let kind = KEKKind(rawValue: kindByte) else {
+            throw ShadowCryptoError(.malformedInput, "unknown key-encryption kind \(kindByte)")
+        }
         guard let idLength = reader.byte(), let kekID = reader.take(Int(idLength)) else { return nil }
-        guard String(validating: kekID, as: UTF8.self) != nil else { throw ShadowCryptoError(.malformedInput, "the key id is not UTF-8") }
-        var header = EnvelopeHeader(form: form, chunkSize: chunkSize, objectID: objectID, kekKind: kind, kekID: kekID, wrapNonce: [], wrappedKey: [], tag: [])
+        guard String(validating: kekID, as: UTF8.self) != nil else {
+            throw ShadowCryptoError(.malformedInput, "the key id is not UTF-8")
+        }
+        var header = EnvelopeHeader(
+            form: form, chunkSize: chunkSize, objectID: objectID, kekKind: kind, kekID: kekID, wrapNonce: [],
+            wrappedKey: [], tag: [])
         if kind == .passphrase {
             guard let iterations = reader.uint32(), let saltLength = reader.byte() else { return nil }
             guard Int(iterations) >= PBKDF2.minimumIterations, Int(iterations) <= maxEnvelopeIterations else {
-                throw ShadowCryptoError(.malformedInput, "PBKDF2 iterations \(iterations) outside \(PBKDF2.minimumIterations)...\(maxEnvelopeIterations)")
+                throw ShadowCryptoError(
+                    .malformedInput,
+                    "PBKDF2 iterations \(iterations) outside \(PBKDF2.minimumIterations)...\(maxEnvelopeIterations)")
             }
-            guard (16...64).contains(Int(saltLength)) else { throw ShadowCryptoError(.malformedInput, "salt length \(saltLength) outside 16...64") }
+            guard (16...64).contains(Int(saltLength)) else {
+                throw ShadowCryptoError(.malformedInput, "salt length \(saltLength) outside 16...64")
+            }
             guard let salt = reader.take(Int(saltLength)) else { return nil }
             header.iterations = iterations
             header.salt = salt
         }
-        guard let wrapNonce = reader.take(12), let wrapped = reader.take(wrappedKeyBytes), let tag = reader.take(tagBytes) else { return nil }
+        guard let wrapNonce = reader.take(12), let wrapped = reader.take(wrappedKeyBytes),
+            let tag = reader.take(tagBytes)
+        else { return nil }
         header.wrapNonce = wrapNonce
         header.wrappedKey = wrapped
         header.tag = tag
@@ -130,7 +150,8 @@ struct EnvelopeKeys {
         let prk = HKDF<SHA256>.extract(inputKeyMaterial: dataKey, salt: objectID)
         payloadKey = HKDF<SHA256>.expand(pseudoRandomKey: prk, info: Self.payloadInfo, outputByteCount: 32)
         tagKey = HKDF<SHA256>.expand(pseudoRandomKey: prk, info: Self.tagInfo, outputByteCount: 32)
-        noncePrefix = HKDF<SHA256>.expand(pseudoRandomKey: prk, info: Self.nonceInfo, outputByteCount: 7).withUnsafeBytes { Array($0) }
+        noncePrefix = HKDF<SHA256>.expand(pseudoRandomKey: prk, info: Self.nonceInfo, outputByteCount: 7)
+            .withUnsafeBytes { Array($0) }
     }
 
     /// The nonce of chunk `counter`: prefix ‖ counter (big-endian u32) ‖ 1 for the last chunk, else 0.

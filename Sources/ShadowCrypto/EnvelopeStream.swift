@@ -18,15 +18,20 @@ public struct EnvelopeStreamEncryptor {
     private var finished = false
 
     /// An encryptor; `chunkSize` must be a power of two from 64 bytes to 16 MiB (default 64 KiB).
-    public init(kek: KeyEncryptionKey, context: EnvelopeContext = .none, chunkSize: Int = Envelope.defaultChunkSize) throws {
+    public init(
+        kek: KeyEncryptionKey, context: EnvelopeContext = .none, chunkSize: Int = Envelope.defaultChunkSize
+    ) throws {
         try self.init(kek: kek, context: context, chunkSize: chunkSize, randomness: .fresh())
     }
 
-    package init(kek: KeyEncryptionKey, context: EnvelopeContext, chunkSize: Int, randomness: EnvelopeRandomness) throws {
+    package init(kek: KeyEncryptionKey, context: EnvelopeContext, chunkSize: Int, randomness: EnvelopeRandomness) throws
+    {
         guard EnvelopeHeader.chunkSizes.contains(chunkSize), chunkSize.nonzeroBitCount == 1 else {
-            throw ShadowCryptoError(.invalidParameter, "chunk size \(chunkSize) is not a power of two between 64 bytes and 16 MiB")
+            throw ShadowCryptoError(
+                .invalidParameter, "chunk size \(chunkSize) is not a power of two between 64 bytes and 16 MiB")
         }
-        sealer = try EnvelopeSealer(form: .stream, chunkSize: chunkSize, kek: kek, context: context, randomness: randomness)
+        sealer = try EnvelopeSealer(
+            form: .stream, chunkSize: chunkSize, kek: kek, context: context, randomness: randomness)
         self.chunkSize = chunkSize
         pending.reserveCapacity(chunkSize)
     }
@@ -60,7 +65,9 @@ public struct EnvelopeStreamEncryptor {
             // With nothing pending, whole chunks that are surely not last are sealed in place.
             if pending.isEmpty {
                 while data.count - offset > chunkSize {
-                    try sealer.seal(UnsafeRawBufferPointer(rebasing: data[offset..<offset + chunkSize]), counter: try nextCounter(), last: false, emit: emit)
+                    try sealer.seal(
+                        UnsafeRawBufferPointer(rebasing: data[offset..<offset + chunkSize]), counter: try nextCounter(),
+                        last: false, emit: emit)
                     offset += chunkSize
                 }
             }
@@ -75,7 +82,11 @@ public struct EnvelopeStreamEncryptor {
         precondition(!finished, "finish twice")
         finished = true
         var out = takeHeader()
-        try pending.withUnsafeBytes { try sealer.seal($0, counter: try nextCounter(), last: true) { piece in piece.withUnsafeBytes { out.append(contentsOf: $0) } } }
+        try pending.withUnsafeBytes {
+            try sealer.seal($0, counter: try nextCounter(), last: true) { piece in
+                piece.withUnsafeBytes { out.append(contentsOf: $0) }
+            }
+        }
         return out
     }
 
@@ -136,10 +147,14 @@ public struct EnvelopeStreamDecryptor {
             let take = min(data.count, EnvelopeHeader.maxBytes - before)
             buffer.append(contentsOf: UnsafeRawBufferPointer(rebasing: data[0..<take]))
             guard let (header, length) = try EnvelopeHeader.parse(buffer) else {
-                if buffer.count >= EnvelopeHeader.maxBytes { throw ShadowCryptoError(.malformedInput, "the envelope header is malformed") }
+                if buffer.count >= EnvelopeHeader.maxBytes {
+                    throw ShadowCryptoError(.malformedInput, "the envelope header is malformed")
+                }
                 return
             }
-            guard header.form == .stream else { throw ShadowCryptoError(.invalidParameter, "this is a record envelope; open it with Envelope.open") }
+            guard header.form == .stream else {
+                throw ShadowCryptoError(.invalidParameter, "this is a record envelope; open it with Envelope.open")
+            }
             opener = try EnvelopeOpener(header: header, kek: kek, context: context)
             buffer.removeAll()
             offset = length - before
@@ -156,12 +171,17 @@ public struct EnvelopeStreamDecryptor {
             // A full chunk followed by at least one more byte cannot be the last.
             guard buffer.count > sealedChunk else { return }
             let counter = try nextCounter()
-            try buffer.withUnsafeBytes { try opener.open(UnsafeRawBufferPointer(rebasing: $0[..<sealedChunk]), counter: counter, last: false, emit: emit) }
+            try buffer.withUnsafeBytes {
+                try opener.open(
+                    UnsafeRawBufferPointer(rebasing: $0[..<sealedChunk]), counter: counter, last: false, emit: emit)
+            }
             buffer.removeFirst(sealedChunk)
         }
         while data.count - offset + buffer.count > sealedChunk {
             if buffer.isEmpty {
-                try opener.open(UnsafeRawBufferPointer(rebasing: data[offset..<offset + sealedChunk]), counter: try nextCounter(), last: false, emit: emit)
+                try opener.open(
+                    UnsafeRawBufferPointer(rebasing: data[offset..<offset + sealedChunk]), counter: try nextCounter(),
+                    last: false, emit: emit)
                 offset += sealedChunk
             } else {
                 // One byte carried over from above: finish that chunk from `data`.
@@ -192,7 +212,11 @@ public struct EnvelopeStreamDecryptor {
         defer { buffer.removeAll() }
         var out: [UInt8] = []
         let counter = try nextCounter()
-        try buffer.withUnsafeBytes { try opener.open($0, counter: counter, last: true) { piece in piece.withUnsafeBytes { out.append(contentsOf: $0) } } }
+        try buffer.withUnsafeBytes {
+            try opener.open($0, counter: counter, last: true) { piece in
+                piece.withUnsafeBytes { out.append(contentsOf: $0) }
+            }
+        }
         return out
     }
 

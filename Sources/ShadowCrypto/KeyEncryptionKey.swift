@@ -15,18 +15,29 @@ public struct KeyEncryptionKey: Sendable, CustomStringConvertible {
 
     /// A raw 256-bit key.
     public static func raw(_ key: SecretBytes, id: String = "") throws -> KeyEncryptionKey {
-        guard key.count == 32 else { throw ShadowCryptoError(.invalidParameter, "a key-encryption key is 32 bytes (256 bits), not \(key.count)") }
+        guard key.count == 32 else {
+            throw ShadowCryptoError(.invalidParameter, "a key-encryption key is 32 bytes (256 bits), not \(key.count)")
+        }
         return try KeyEncryptionKey(material: .raw(key.symmetricKey), id: id)
     }
 
     /// A passphrase. `iterations` applies when sealing; opening uses the header's.
-    public static func passphrase(_ passphrase: SecretBytes, id: String = "", iterations: Int = PBKDF2.defaultIterations) throws -> KeyEncryptionKey {
+    public static func passphrase(
+        _ passphrase: SecretBytes, id: String = "", iterations: Int = PBKDF2.defaultIterations
+    ) throws -> KeyEncryptionKey {
         guard iterations >= PBKDF2.minimumIterations else {
-            throw ShadowCryptoError(.weakParameters, "PBKDF2 iterations \(iterations) is below the minimum of \(PBKDF2.minimumIterations)")
+            throw ShadowCryptoError(
+                .weakParameters, "PBKDF2 iterations \(iterations) is below the minimum of \(PBKDF2.minimumIterations)")
         }
         // Readers refuse headers with more (Docs/envelope-format.md), so no writer makes one.
         guard iterations <= EnvelopeHeader.maxEnvelopeIterations else {
-            throw ShadowCryptoError(.invalidParameter, "PBKDF2 iterations \(iterations) is above the envelope maximum of \(EnvelopeHeader.maxEnvelopeIterations)")
+            throw ShadowCryptoError(
+                .invalidParameter,
+                """
+                PBKDF2 iterations \(iterations) is above the envelope maximum of \
+                \(EnvelopeHeader.maxEnvelopeIterations)
+                """
+            )
         }
         guard passphrase.count > 0 else { throw ShadowCryptoError(.invalidParameter, "the passphrase is empty") }
         return try KeyEncryptionKey(material: .passphrase(passphrase, iterations: iterations), id: id)
@@ -41,7 +52,8 @@ public struct KeyEncryptionKey: Sendable, CustomStringConvertible {
     public var description: String {
         switch material {
         case .raw: return "KeyEncryptionKey(raw, id: \(id.debugDescription))"
-        case .passphrase(_, let iterations): return "KeyEncryptionKey(passphrase, \(iterations) iterations, id: \(id.debugDescription))"
+        case .passphrase(_, let iterations):
+            return "KeyEncryptionKey(passphrase, \(iterations) iterations, id: \(id.debugDescription))"
         }
     }
 }

@@ -21,27 +21,36 @@ public enum PBKDF2 {
     public static let defaultLength = 32
 
     /// Derives a key. Refuses fewer than 100,000 iterations and salts under 16 bytes.
-    public static func deriveKey(passphrase: SecretBytes, salt: [UInt8], iterations: Int = defaultIterations, length: Int = defaultLength) throws -> SecretBytes {
+    public static func deriveKey(
+        passphrase: SecretBytes, salt: [UInt8], iterations: Int = defaultIterations, length: Int = defaultLength
+    ) throws -> SecretBytes {
         guard iterations >= minimumIterations else {
-            throw ShadowCryptoError(.weakParameters, "PBKDF2 iterations \(iterations) is below the minimum of \(minimumIterations)")
+            throw ShadowCryptoError(
+                .weakParameters, "PBKDF2 iterations \(iterations) is below the minimum of \(minimumIterations)")
         }
         guard salt.count >= minimumSaltBytes else {
-            throw ShadowCryptoError(.weakParameters, "PBKDF2 salt is \(salt.count) bytes; at least \(minimumSaltBytes) are required")
+            throw ShadowCryptoError(
+                .weakParameters, "PBKDF2 salt is \(salt.count) bytes; at least \(minimumSaltBytes) are required")
         }
         return try deriveKeyUnsafe(passphrase: passphrase, salt: salt, unsafeIterations: iterations, length: length)
     }
 
     /// Derives a key with any iteration count and salt: for known-answer tests and reading
     /// existing data only.
-    public static func deriveKeyUnsafe(passphrase: SecretBytes, salt: [UInt8], unsafeIterations iterations: Int, length: Int) throws -> SecretBytes {
+    public static func deriveKeyUnsafe(
+        passphrase: SecretBytes, salt: [UInt8], unsafeIterations iterations: Int, length: Int
+    ) throws -> SecretBytes {
         guard (1...maximumIterations).contains(iterations) else {
-            throw ShadowCryptoError(.invalidParameter, "PBKDF2 iterations must be between 1 and \(maximumIterations), not \(iterations)")
+            throw ShadowCryptoError(
+                .invalidParameter, "PBKDF2 iterations must be between 1 and \(maximumIterations), not \(iterations)")
         }
         guard (1...1024).contains(length) else {
-            throw ShadowCryptoError(.invalidParameter, "PBKDF2 output length must be between 1 and 1024 bytes, not \(length)")
+            throw ShadowCryptoError(
+                .invalidParameter, "PBKDF2 output length must be between 1 and 1024 bytes, not \(length)")
         }
         let key = try passphrase.withUnsafeBytes { bytes in
-            try KDF.Insecure.PBKDF2.deriveKey(from: bytes, salt: salt, using: .sha256, outputByteCount: length, unsafeUncheckedRounds: iterations)
+            try KDF.Insecure.PBKDF2.deriveKey(
+                from: bytes, salt: salt, using: .sha256, outputByteCount: length, unsafeUncheckedRounds: iterations)
         }
         return key.withUnsafeBytes { SecretBytes($0) }
     }

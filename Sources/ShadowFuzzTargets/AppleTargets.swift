@@ -7,7 +7,8 @@ import ShadowJOSE
 
 enum AppleTargets {
     static let now = Date(timeIntervalSince1970: 1_700_001_000)
-    static let validator = AppleIdentityTokenValidator(clientIDs: ["com.example.app", "com.example.web"], nonce: "nonce-1", clock: .fixed(now))
+    static let validator = AppleIdentityTokenValidator(
+        clientIDs: ["com.example.app", "com.example.web"], nonce: "nonce-1", clock: .fixed(now))
 
     static func claims(_ bytes: [UInt8]) -> JWTClaims? {
         (try? StrictJSON.parse(bytes, limits: .jose))?.objectValue.map(JWTClaims.init)
@@ -19,7 +20,9 @@ enum AppleTargets {
         guard let claims = claims(Array(data)) else { return }
         guard validator.verifier.policy.evaluate(claims, now: now).isEmpty else { return }
         let verified = VerifiedJWT(header: header, claims: claims, algorithm: .rs256, key: key)
-        guard let token = try? AppleIdentityToken(verified) else { preconditionFailure("claims Apple's policy accepts make no token") }
+        guard let token = try? AppleIdentityToken(verified) else {
+            preconditionFailure("claims Apple's policy accepts make no token")
+        }
         precondition(validator.clientIDs.contains(token.audience), "the token's audience is not an accepted client ID")
         _ = token.json.serialized()
         guard let events = try? CredentialEvent.signIn(token, rawToken: "x", clientID: token.audience) else {
@@ -38,7 +41,8 @@ enum AppleTargets {
             _ = try? AppleNotificationVerifier.payload(fromBody: input.rest)
             return
         }
-        guard let claims = claims(input.rest), notificationVerifier.verifier.policy.evaluate(claims, now: now).isEmpty else { return }
+        guard let claims = claims(input.rest), notificationVerifier.verifier.policy.evaluate(claims, now: now).isEmpty
+        else { return }
         let verified = VerifiedJWT(header: header, claims: claims, algorithm: .rs256, key: key)
         guard let notification = try? notificationVerifier.notification(from: verified) else { return }
         precondition(notification.audience == "com.example.app")
@@ -60,7 +64,9 @@ enum AppleTargets {
     /// A `.p8` key file: refused with a reason, or a P-256 key that signs a client secret.
     static let p8: FuzzTargets.Harness = { data in
         guard let key = try? AppleSigningKey(pem: String(decoding: data, as: UTF8.self)) else { return }
-        guard let builder = try? ClientSecretBuilder(key: key, teamID: "TEAM123456", keyID: "KEY1234567", clientID: "com.example.app"),
+        guard
+            let builder = try? ClientSecretBuilder(
+                key: key, teamID: "TEAM123456", keyID: "KEY1234567", clientID: "com.example.app"),
             let secret = try? builder.make(issuedAt: now)
         else { preconditionFailure("a key the reader accepts cannot sign a client secret") }
         precondition((try? CompactJWS(secret.token))?.signature.count == 64)

@@ -4,9 +4,13 @@ enum CoreTargets {
     /// The strict reader; what it accepts serializes (plainly and for a terminal) and parses
     /// back to the same value.
     static let json: FuzzTargets.Harness = { data in
-        guard let value = try? StrictJSON.parse(buffer: data.bindMemory(to: UInt8.self), limits: .document) else { return }
+        guard let value = try? StrictJSON.parse(buffer: data.bindMemory(to: UInt8.self), limits: .document) else {
+            return
+        }
         for text in [value.serialized(), value.serialized(pretty: true), value.serializedForTerminal()] {
-            guard let again = try? StrictJSON.parse(text, limits: .document) else { preconditionFailure("serialized JSON does not parse: \(text.prefix(200))") }
+            guard let again = try? StrictJSON.parse(text, limits: .document) else {
+                preconditionFailure("serialized JSON does not parse: \(text.prefix(200))")
+            }
             precondition(again == value, "JSON changed in a round trip: \(text.prefix(200))")
         }
     }
@@ -52,7 +56,9 @@ enum CoreTargets {
         guard let time = try? Timestamp.parse(text) else { return }
         precondition(Timestamp.range.contains(time.milliseconds))
         let whole = Timestamp(wholeSeconds: time.wholeSeconds)
-        precondition(whole != nil && (try? Timestamp.parse(time.rfc3339)) == whole, "RFC 3339 round trip failed for \(text.prefix(80))")
+        precondition(
+            whole != nil && (try? Timestamp.parse(time.rfc3339)) == whole,
+            "RFC 3339 round trip failed for \(text.prefix(80))")
         _ = time.fields
         _ = time.date
     }

@@ -6,17 +6,22 @@ enum CryptoTargets {
     /// An envelope header: what parses serializes to exactly the bytes it was read from.
     static let envelopeHeader: FuzzTargets.Harness = { data in
         guard let (header, length) = (try? EnvelopeHeader.parse(Array(data))) ?? nil else { return }
-        precondition(header.serialized.elementsEqual(data.prefix(length)), "an envelope header does not serialize to its bytes")
+        precondition(
+            header.serialized.elementsEqual(data.prefix(length)), "an envelope header does not serialize to its bytes")
         _ = try? Envelope.describe(Array(data))
     }
 
     /// The vectors' raw key (TestVectors/shadow/envelope), so seeds from them open.
     static let kek: KeyEncryptionKey = {
-        guard let key = try? KeyEncryptionKey.raw(SecretBytes((0..<32).map { UInt8($0) })) else { preconditionFailure("fixed key") }
+        guard let key = try? KeyEncryptionKey.raw(SecretBytes((0..<32).map { UInt8($0) })) else {
+            preconditionFailure("fixed key")
+        }
         return key
     }()
 
-    static let contexts: [EnvelopeContext] = [.none, ["profileId": "p-7f3a", "entityId": "e-0042"], ["profileId": "p-7f3a"]]
+    static let contexts: [EnvelopeContext] = [
+        .none, ["profileId": "p-7f3a", "entityId": "e-0042"], ["profileId": "p-7f3a"],
+    ]
 
     /// Byte 0 picks the context (bits 0-1) and the piece size (bits 2-7); the rest is an
     /// envelope, opened as a record and as a stream fed in pieces of that size. Passphrase
@@ -43,8 +48,12 @@ enum CryptoTargets {
             return
         }
         // A stream that authenticates re-encrypts (same key and context) and opens to the same bytes.
-        guard var encryptor = try? EnvelopeStreamEncryptor(kek: kek, context: context, chunkSize: 64) else { preconditionFailure("encryptor") }
-        guard let sealed = try? encryptor.update(plaintext) + encryptor.finish() else { preconditionFailure("re-encryption failed") }
+        guard var encryptor = try? EnvelopeStreamEncryptor(kek: kek, context: context, chunkSize: 64) else {
+            preconditionFailure("encryptor")
+        }
+        guard let sealed = try? encryptor.update(plaintext) + encryptor.finish() else {
+            preconditionFailure("re-encryption failed")
+        }
         var again = EnvelopeStreamDecryptor(kek: kek, context: context)
         precondition((try? again.update(sealed) + again.finish()) == plaintext, "a stream did not round-trip")
     }

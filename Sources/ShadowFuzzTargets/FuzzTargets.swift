@@ -19,17 +19,32 @@ public enum FuzzTargets {
         ("bearer", "Authorization: Bearer headers, and the token put back behind the scheme", JOSETargets.bearer),
         ("jwk", "one JWK, and its canonical form read back", JOSETargets.jwk),
         ("jwks", "a JWK Set document, and its usable keys written and read back", JOSETargets.jwks),
-        ("http-caching", "Cache-Control, Expires, Date and Retry-After, and HTTP-date round trips", JWKSTargets.httpCaching),
+        (
+            "http-caching", "Cache-Control, Expires, Date and Retry-After, and HTTP-date round trips",
+            JWKSTargets.httpCaching
+        ),
         ("jwks-cache", "the key-set cache file, and its canonical re-encoding", JWKSTargets.cacheFile),
-        ("apple-identity", "Apple identity-token claims through Apple's policy and the typed token", AppleTargets.identityToken),
-        ("apple-notification", "notification bodies, and notification claims through the policy and event reader", AppleTargets.notification),
+        (
+            "apple-identity", "Apple identity-token claims through Apple's policy and the typed token",
+            AppleTargets.identityToken
+        ),
+        (
+            "apple-notification", "notification bodies, and notification claims through the policy and event reader",
+            AppleTargets.notification
+        ),
         ("p8", "Sign in with Apple .p8 keys (PEM), and a client secret from one", AppleTargets.p8),
         ("envelope-header", "the envelope header, and its serialization", CryptoTargets.envelopeHeader),
-        ("envelope", "record and stream envelopes opened with a fixed key, fed in uneven pieces", CryptoTargets.envelope),
+        (
+            "envelope", "record and stream envelopes opened with a fixed key, fed in uneven pieces",
+            CryptoTargets.envelope
+        ),
         ("manifest", "sha256sum manifests, and each line formatted and parsed back", CryptoTargets.manifest),
         ("vault", "vault files opened with a fixed key, and vault bodies decoded and re-encoded", VaultTargets.vault),
         ("audit-log", "audit-log lines and chains under a fixed key, and line round trips", CredentialTargets.auditLog),
-        ("state-db", "database-store rows, sealed secrets, audit heads and apply-events lines, with round trips", StateDBTargets.stateDB),
+        (
+            "state-db", "database-store rows, sealed secrets, audit heads and apply-events lines, with round trips",
+            StateDBTargets.stateDB
+        ),
         ("postgres-url", "PostgreSQL URLs read as libpq reads them", StoreURLTargets.postgresURL),
         ("proxy", "HTTPS_PROXY and NO_PROXY as curl reads them, and hosts matched against them", ProxyTargets.proxy),
     ]
@@ -38,8 +53,13 @@ public enum FuzzTargets {
     /// take a one-time fixture built during the first input for a leak.
     public static func prepare() {
         _ = (JOSETargets.keys, JOSETargets.verifier, JWKSTargets.now, JWKSTargets.url)
-        _ = (AppleTargets.validator, AppleTargets.notificationVerifier, AppleTargets.header, AppleTargets.key, AppleTargets.now)
-        _ = (CryptoTargets.kek, CryptoTargets.contexts, VaultTargets.unlock, CredentialTargets.keys, StateDBTargets.keys)
+        _ = (
+            AppleTargets.validator, AppleTargets.notificationVerifier, AppleTargets.header, AppleTargets.key,
+            AppleTargets.now
+        )
+        _ = (
+            CryptoTargets.kek, CryptoTargets.contexts, VaultTargets.unlock, CredentialTargets.keys, StateDBTargets.keys
+        )
     }
 
     /// The harness named `name`, if there is one.

@@ -6,8 +6,12 @@ enum JOSETargets {
     /// RFC 7515 A.2 (RSA) and A.3 (P-256) public keys, the keys of the seed tokens.
     static let keys: JWKSet = {
         let text = #"""
-            {"keys":[{"kty":"RSA","kid":"rfc7515-a2","n":"ofgWCuLjybRlzo0tZWJjNiuSfb4p4fAkd_wWJcyQoTbji9k0l8W26mPddxHmfHQp-Vaw-4qPCJrcS2mJPMEzP1Pt0Bm4d4QlL-yRT-SFd2lZS-pCgNMsD1W_YpRPEwOWvG6b32690r2jZ47soMZo9wGzjb_7OMg0LOL-bSf63kpaSHSXndS5z5rexMdbBYUsLA9e-KXBdQOS-UTo7WTBEMa2R2CapHg665xsmtdVMTBQY4uDZlxvb3qCo5ZwKh9kG4LT6_I5IhlJH7aGhyxXFvUK-DWNmoudF8NAco9_h9iaGNj8q2ethFkMLs91kzk2PAcDTW9gb54h4FRWyuXpoQ","e":"AQAB"},
-            {"kty":"EC","crv":"P-256","kid":"rfc7515-a3","x":"f83OJ3D2xF1Bg8vub9tLe1gHMzV76e8Tus9uPHvRVEU","y":"x_FEzRu9m36HLN_tue659LNpXW6pCyStikYjKIWI5a0"}]}
+            {"keys":[{"kty":"RSA","kid":"rfc7515-a2","n":"ofgWCuLjybRlzo0tZWJjNiuSfb4p4fAkd_wWJcyQoTbji9k0l8W26mPddxH\#
+            mfHQp-Vaw-4qPCJrcS2mJPMEzP1Pt0Bm4d4QlL-yRT-SFd2lZS-pCgNMsD1W_YpRPEwOWvG6b32690r2jZ47soMZo9wGzjb_7OMg0LOL-\#
+            bSf63kpaSHSXndS5z5rexMdbBYUsLA9e-KXBdQOS-UTo7WTBEMa2R2CapHg665xsmtdVMTBQY4uDZlxvb3qCo5ZwKh9kG4LT6_I5IhlJH\#
+            7aGhyxXFvUK-DWNmoudF8NAco9_h9iaGNj8q2ethFkMLs91kzk2PAcDTW9gb54h4FRWyuXpoQ","e":"AQAB"},
+            {"kty":"EC","crv":"P-256","kid":"rfc7515-a3","x":"f83OJ3D2xF1Bg8vub9tLe1gHMzV76e8Tus9uPHvRVEU","y":"x_FEz\#
+            Ru9m36HLN_tue659LNpXW6pCyStikYjKIWI5a0"}]}
             """#
         guard let set = try? JWKSet(jsonText: text) else { preconditionFailure("the fuzz key set does not parse") }
         return set
@@ -52,15 +56,21 @@ enum JOSETargets {
     /// One JWK: what is accepted has a canonical form that reads back to the same key.
     static let jwk: FuzzTargets.Harness = { data in
         guard let key = try? JWK(jsonText: String(decoding: data, as: UTF8.self)) else { return }
-        guard let again = try? JWK(json: key.json) else { preconditionFailure("a JWK's canonical form does not read back") }
+        guard let again = try? JWK(json: key.json) else {
+            preconditionFailure("a JWK's canonical form does not read back")
+        }
         precondition(again.thumbprint == key.thumbprint && again.json == key.json && again.keyType == key.keyType)
-        for algorithm in JWSAlgorithm.allCases { precondition(key.canVerify(algorithm) == (key.refusal(for: algorithm) == nil)) }
+        for algorithm in JWSAlgorithm.allCases {
+            precondition(key.canVerify(algorithm) == (key.refusal(for: algorithm) == nil))
+        }
     }
 
     /// A JWK Set: its usable keys, written as a set, read back the same, with nothing skipped.
     static let jwks: FuzzTargets.Harness = { data in
         guard let set = try? JWKSet(json: UnsafeRawBufferPointer(data).bindMemory(to: UInt8.self)) else { return }
-        guard let again = try? JWKSet(jsonText: set.json.serialized()) else { preconditionFailure("a key set's usable keys do not read back") }
+        guard let again = try? JWKSet(jsonText: set.json.serialized()) else {
+            preconditionFailure("a key set's usable keys do not read back")
+        }
         precondition(again.keys.map(\.thumbprint) == set.keys.map(\.thumbprint) && again.skipped.isEmpty)
         for key in set.keys {
             if let kid = key.keyID { precondition(set.contains(keyID: kid)) }

@@ -14,11 +14,15 @@ enum JWKSTargets {
             headers.add(String(line[..<colon]), String(line[line.index(after: colon)...]))
             let value = String(line[line.index(after: colon)...]).trimmingPrefix(" ")
             if let date = HTTPCaching.parseHTTPDate(String(value)) {
-                precondition(HTTPCaching.parseHTTPDate(HTTPCaching.formatHTTPDate(date)) == date, "HTTP-date round trip failed: \(value.prefix(80))")
+                precondition(
+                    HTTPCaching.parseHTTPDate(HTTPCaching.formatHTTPDate(date)) == date,
+                    "HTTP-date round trip failed: \(value.prefix(80))")
             }
             _ = HTTPCaching.directives(String(value))
         }
-        if let lifetime = HTTPCaching.freshnessLifetime(headers, now: now) { precondition(lifetime >= 0 && lifetime.isFinite) }
+        if let lifetime = HTTPCaching.freshnessLifetime(headers, now: now) {
+            precondition(lifetime >= 0 && lifetime.isFinite)
+        }
         if let retry = HTTPCaching.retryAfter(headers, now: now) { precondition(retry >= 0 && retry.isFinite) }
     }
 
@@ -28,7 +32,9 @@ enum JWKSTargets {
     static let cacheFile: FuzzTargets.Harness = { data in
         guard let snapshot = try? FileKeySetStore.decode(Array(data), url: url) else { return }
         let text = FileKeySetStore.encode(snapshot, url: url)
-        guard let again = try? FileKeySetStore.decode(Array(text.utf8), url: url) else { preconditionFailure("a cache file's re-encoding does not read back") }
+        guard let again = try? FileKeySetStore.decode(Array(text.utf8), url: url) else {
+            preconditionFailure("a cache file's re-encoding does not read back")
+        }
         precondition(again == snapshot, "a cache file changed in a round trip")
     }
 }

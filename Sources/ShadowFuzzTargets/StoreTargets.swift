@@ -29,7 +29,9 @@ enum VaultTargets {
 enum CredentialTargets {
     /// The audit vectors' secret (TestVectors/shadow/audit).
     static let keys: AuditKeys = {
-        guard let secret = try? Hex.decode("579c319830c101fc6c3cd62f687e2718e97d4938402427f81d23e2e60dce450c") else { preconditionFailure("fixed secret") }
+        guard let secret = try? Hex.decode("579c319830c101fc6c3cd62f687e2718e97d4938402427f81d23e2e60dce450c") else {
+            preconditionFailure("fixed secret")
+        }
         return AuditKeys(secret: secret)
     }()
 
@@ -44,14 +46,18 @@ enum CredentialTargets {
         for line in input.rest.split(separator: 0x0A, omittingEmptySubsequences: false).dropLast() {
             if let (entry, previous) = AuditEntry.parse(line) {
                 let prev = try? Hex.decode(previous)
-                precondition(prev.map { entry.line(previous: $0).elementsEqual(line) } ?? false, "an audit line does not re-encode to itself")
+                precondition(
+                    prev.map { entry.line(previous: $0).elementsEqual(line) } ?? false,
+                    "an audit line does not re-encode to itself")
             }
             offset += line.count + 1
             chain = keys.link(line)
             committed = offset
             count += 1
         }
-        let head = input.mode & 1 == 0 ? AuditHead(count: 0, bytes: 0, chain: keys.start) : AuditHead(count: count, bytes: committed, chain: chain)
+        let head =
+            input.mode & 1 == 0
+            ? AuditHead(count: 0, bytes: 0, chain: keys.start) : AuditHead(count: count, bytes: committed, chain: chain)
         if let (report, entries) = try? AuditLog.verify(input.rest, keys: keys, head: head) {
             precondition(report.entries == entries.count && entries.count <= count)
             for (index, entry) in entries.enumerated() { precondition(entry.sequence == index + 1) }
@@ -72,8 +78,10 @@ enum StateDBTargets {
         switch input.mode % 5 {
         case 0:
             guard let decoded = try? SealedRows.decode(input.rest) else { return }
-            precondition(SealedRows.encode(clientID: decoded.clientID, subject: decoded.subject, record: decoded.record) == input.rest,
-                         "a record does not re-encode to itself")
+            precondition(
+                SealedRows.encode(clientID: decoded.clientID, subject: decoded.subject, record: decoded.record)
+                    == input.rest,
+                "a record does not re-encode to itself")
             _ = decoded.record.status
         case 1:
             guard let token = try? SealedRows.decodeToken(input.rest) else { return }
@@ -82,7 +90,9 @@ enum StateDBTargets {
             _ = try? SealedStoreSecret.open(input.rest, unlock: key)
         case 3:
             if let head = try? keys.decodeHead(input.rest) {
-                precondition(keys.encodeHead(count: head.count, chain: head.chain) == input.rest, "an audit head does not re-encode to itself")
+                precondition(
+                    keys.encodeHead(count: head.count, chain: head.chain) == input.rest,
+                    "an audit head does not re-encode to itself")
             }
         default:
             guard let events = try? CredentialEvent.parseLines(input.rest) else { return }
@@ -99,7 +109,9 @@ enum StoreURLTargets {
     /// description that does not depend on its password (the same location with another password
     /// describes itself identically), and names a port in range.
     static let postgresURL: FuzzTargets.Harness = { data in
-        guard let text = String(validating: data, as: UTF8.self), let location = try? PostgresLocation(url: text, environment: [:]) else { return }
+        guard let text = String(validating: data, as: UTF8.self),
+            let location = try? PostgresLocation(url: text, environment: [:])
+        else { return }
         var other = location
         other.password = location.password == nil ? "x" : nil
         precondition(other.description == location.description, "a description depends on the password")
@@ -114,11 +126,15 @@ enum ProxyTargets {
     static let proxy: FuzzTargets.Harness = { data in
         guard let text = String(validating: data, as: UTF8.self) else { return }
         let lines = text.split(separator: "\n", maxSplits: 2, omittingEmptySubsequences: false).map(String.init)
-        let settings = ProxySettings.fromEnvironment(["HTTPS_PROXY": lines[0], "NO_PROXY": lines.count > 1 ? lines[1] : ""])
+        let settings = ProxySettings.fromEnvironment([
+            "HTTPS_PROXY": lines[0], "NO_PROXY": lines.count > 1 ? lines[1] : "",
+        ])
         if case .success(let server)? = settings.https {
             var other = server
             other.password = server.password == nil ? "x" : nil
-            precondition(other.description == server.description && server.debugDescription == server.description, "a proxy's description depends on its password")
+            precondition(
+                other.description == server.description && server.debugDescription == server.description,
+                "a proxy's description depends on its password")
         }
         let host = lines.count > 2 ? lines[2] : "example.com"
         let chosen = try? settings.server(forHost: host)

@@ -37,7 +37,8 @@ public final class AsyncHTTPClientTransport: HTTPTransport {
         public var eventLoopGroup: (any EventLoopGroup)?
 
         public init(
-            allowLoopbackHTTP: Bool = false, additionalTrustRootsFile: String? = nil, proxy: ProxySettings = .fromEnvironment(),
+            allowLoopbackHTTP: Bool = false, additionalTrustRootsFile: String? = nil,
+            proxy: ProxySettings = .fromEnvironment(),
             eventLoopGroup: (any EventLoopGroup)? = nil
         ) {
             self.allowLoopbackHTTP = allowLoopbackHTTP
@@ -64,7 +65,9 @@ public final class AsyncHTTPClientTransport: HTTPTransport {
         if let path = options.additionalTrustRootsFile {
             do {
                 let certificates = try NIOSSLCertificate.fromPEMFile(path)
-                guard !certificates.isEmpty else { throw HTTPTransportError(.other, "\(path) holds no PEM certificate") }
+                guard !certificates.isEmpty else {
+                    throw HTTPTransportError(.other, "\(path) holds no PEM certificate")
+                }
                 tls.additionalTrustRoots = [.certificates(certificates)]
             } catch let error as HTTPTransportError {
                 throw error
@@ -103,8 +106,12 @@ public final class AsyncHTTPClientTransport: HTTPTransport {
         guard request.timeout > .zero, request.timeout <= .seconds(86_400) else {
             throw HTTPTransportError(.other, "the timeout must be more than 0 and at most 86400 seconds")
         }
-        guard request.maxResponseBytes >= 0 else { throw HTTPTransportError(.other, "the body cap must not be negative") }
-        guard let method = Self.method(request.method) else { throw HTTPTransportError(.other, "\(request.method) is not an HTTP method") }
+        guard request.maxResponseBytes >= 0 else {
+            throw HTTPTransportError(.other, "the body cap must not be negative")
+        }
+        guard let method = Self.method(request.method) else {
+            throw HTTPTransportError(.other, "\(request.method) is not an HTTP method")
+        }
         let client = try client(for: request.url)
 
         var outgoing = HTTPClientRequest(url: request.url)
@@ -122,7 +129,11 @@ public final class AsyncHTTPClientTransport: HTTPTransport {
         }
         defer { timer.cancel() }
         do {
-            return try await withTaskCancellationHandler { try await work.value } onCancel: { work.cancel() }
+            return try await withTaskCancellationHandler {
+                try await work.value
+            } onCancel: {
+                work.cancel()
+            }
         } catch {
             let timedOut = expired.load(ordering: .acquiring)
             throw Self.transportError(error, url: request.url, timeout: timedOut ? request.timeout.inSeconds : nil)
@@ -143,23 +154,32 @@ public final class AsyncHTTPClientTransport: HTTPTransport {
             pool.retryConnectionEstablishment = false
             let configuration = HTTPClient.Configuration(
                 tlsConfiguration: tls, redirectConfiguration: .disallow, timeout: .init(connect: .seconds(30)),
-                connectionPool: pool, proxy: proxy.map(Self.proxy), ignoreUncleanSSLShutdown: false, decompression: .disabled)
-            let client = HTTPClient(eventLoopGroup: options.eventLoopGroup ?? HTTPClient.defaultEventLoopGroup, configuration: configuration)
+                connectionPool: pool, proxy: proxy.map(Self.proxy), ignoreUncleanSSLShutdown: false,
+                decompression: .disabled)
+            let client = HTTPClient(
+                eventLoopGroup: options.eventLoopGroup ?? HTTPClient.defaultEventLoopGroup, configuration: configuration
+            )
             clients[proxy != nil] = client
             return client
         }
     }
 
     private static func proxy(_ server: ProxySettings.Server) -> HTTPClient.Configuration.Proxy {
-        let authorization = server.username.map { HTTPClient.Authorization.basic(username: $0, password: server.password ?? "") }
+        let authorization = server.username.map {
+            HTTPClient.Authorization.basic(username: $0, password: server.password ?? "")
+        }
         return .server(host: server.host, port: server.port, authorization: authorization)
     }
 
     /// One exchange: the head within the deadline, then the body up to `limit` bytes.
-    private static func exchange(_ request: HTTPClientRequest, on client: HTTPClient, deadline: NIODeadline, limit: Int) async throws -> HTTPResponse {
+    private static func exchange(
+        _ request: HTTPClientRequest, on client: HTTPClient, deadline: NIODeadline, limit: Int
+    ) async throws -> HTTPResponse {
         let response = try await client.execute(request, deadline: deadline)
         guard response.history.count <= 1 else {
-            throw HTTPTransportError(.other, "the HTTPClient followed a redirect; give ShadowKeys a client with redirectConfiguration .disallow")
+            throw HTTPTransportError(
+                .other,
+                "the HTTPClient followed a redirect; give ShadowKeys a client with redirectConfiguration .disallow")
         }
         if let declared = response.headers.first(name: "content-length"), let length = Int(declared), length > limit {
             throw HTTPTransportError(.bodyTooLarge, "response body of \(length) bytes exceeds \(limit) bytes")
@@ -180,7 +200,9 @@ public final class AsyncHTTPClientTransport: HTTPTransport {
     private static func transportError(_ error: any Error, url: String, timeout: Double?) -> HTTPTransportError {
         let late = HTTPTransportError(.timeout, "no complete response from \(url) within \(timeout ?? 0) s")
         if let error = error as? HTTPTransportError { return error }
-        if error is CancellationError { return timeout != nil ? late : HTTPTransportError(.other, "the request to \(url) was cancelled") }
+        if error is CancellationError {
+            return timeout != nil ? late : HTTPTransportError(.other, "the request to \(url) was cancelled")
+        }
         if let error = error as? HTTPClientError {
             switch error {
             case .deadlineExceeded, .connectTimeout, .readTimeout, .writeTimeout:

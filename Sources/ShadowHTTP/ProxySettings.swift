@@ -89,7 +89,9 @@ public struct ProxySettings: Sendable, Hashable {
         if name.hasSuffix(".") { name.removeLast() }
         for entry in noProxy {
             if entry == "*" || entry == name || name.hasSuffix("." + entry) { return true }
-            if let range = IPv4Range(entry), let address = IPv4Range.address(name), range.contains(address) { return true }
+            if let range = IPv4Range(entry), let address = IPv4Range.address(name), range.contains(address) {
+                return true
+            }
         }
         return false
     }
@@ -102,7 +104,9 @@ public struct ProxySettings: Sendable, Hashable {
         var rest = Substring(text.trimmingWhitespace())
         if let schemeEnd = rest.firstRange(of: "://") {
             let scheme = rest[..<schemeEnd.lowerBound].lowercased()
-            guard scheme == "http" else { return failure("names a \(scheme):// proxy; only http:// proxies are supported") }
+            guard scheme == "http" else {
+                return failure("names a \(scheme):// proxy; only http:// proxies are supported")
+            }
             rest = rest[schemeEnd.upperBound...]
         }
         if let slash = rest.firstIndex(of: "/") { rest = rest[..<slash] }
@@ -121,17 +125,25 @@ public struct ProxySettings: Sendable, Hashable {
             guard let close = rest.firstIndex(of: "]") else { return failure("has an unclosed [ in its host") }
             host = rest[rest.index(after: rest.startIndex)..<close]
             let after = rest[rest.index(after: close)...]
-            if after.hasPrefix(":") { portText = after.dropFirst() } else if !after.isEmpty { return failure("has text after its [host]") }
+            if after.hasPrefix(":") {
+                portText = after.dropFirst()
+            } else if !after.isEmpty {
+                return failure("has text after its [host]")
+            }
         } else if let colon = rest.lastIndex(of: ":") {
             host = rest[..<colon]
             portText = rest[rest.index(after: colon)...]
         } else {
             host = rest
         }
-        guard !host.isEmpty, host.allSatisfy({ $0.isASCII && !$0.isWhitespace }) else { return failure("names no proxy host") }
+        guard !host.isEmpty, host.allSatisfy({ $0.isASCII && !$0.isWhitespace }) else {
+            return failure("names no proxy host")
+        }
         var port = 1080
         if let portText {
-            guard portText.count <= 5, let number = Int(portText), (1...65535).contains(number) else { return failure("has a port outside 1-65535") }
+            guard portText.count <= 5, let number = Int(portText), (1...65535).contains(number) else {
+                return failure("has a port outside 1-65535")
+            }
             port = number
         }
         return .success(Server(host: String(host), port: port, username: username, password: password))
@@ -146,7 +158,8 @@ public struct ProxySettings: Sendable, Hashable {
             if byte == UInt8(ascii: "%") {
                 let high = utf8.index(after: index)
                 guard high < utf8.endIndex, utf8.index(after: high) < utf8.endIndex,
-                      let value = UInt8(String(decoding: [utf8[high], utf8[utf8.index(after: high)]], as: UTF8.self), radix: 16)
+                    let value = UInt8(
+                        String(decoding: [utf8[high], utf8[utf8.index(after: high)]], as: UTF8.self), radix: 16)
                 else { return nil }
                 bytes.append(value)
                 index = utf8.index(high, offsetBy: 2)
@@ -166,7 +179,9 @@ struct IPv4Range: Hashable {
 
     init?(_ text: String) {
         let parts = text.split(separator: "/", maxSplits: 1, omittingEmptySubsequences: false)
-        guard parts.count == 2, let base = Self.address(parts[0]), parts[1].count <= 2, let bits = Int(parts[1]), (0...32).contains(bits) else { return nil }
+        guard parts.count == 2, let base = Self.address(parts[0]), parts[1].count <= 2, let bits = Int(parts[1]),
+            (0...32).contains(bits)
+        else { return nil }
         mask = bits == 0 ? 0 : UInt32.max << UInt32(32 - bits)
         self.base = base & mask
     }
@@ -179,7 +194,9 @@ struct IPv4Range: Hashable {
         guard octets.count == 4 else { return nil }
         var value: UInt32 = 0
         for octet in octets {
-            guard (1...3).contains(octet.count), octet.allSatisfy(\.isASCII), let number = UInt8(octet) else { return nil }
+            guard (1...3).contains(octet.count), octet.allSatisfy(\.isASCII), let number = UInt8(octet) else {
+                return nil
+            }
             value = value << 8 | UInt32(number)
         }
         return value

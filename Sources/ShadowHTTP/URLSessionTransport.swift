@@ -34,8 +34,11 @@ public final class URLSessionTransport: HTTPTransport {
 
     public func send(_ request: HTTPRequest) async throws -> HTTPResponse {
         try URLPolicy.check(request.url, allowLoopbackHTTP: allowLoopbackHTTP)
-        guard let url = URL(string: request.url) else { throw HTTPTransportError(.forbiddenURL, "\(request.url) is not a URL") }
-        var urlRequest = URLRequest(url: url, cachePolicy: .reloadIgnoringLocalCacheData, timeoutInterval: request.timeout.inSeconds)
+        guard let url = URL(string: request.url) else {
+            throw HTTPTransportError(.forbiddenURL, "\(request.url) is not a URL")
+        }
+        var urlRequest = URLRequest(
+            url: url, cachePolicy: .reloadIgnoringLocalCacheData, timeoutInterval: request.timeout.inSeconds)
         urlRequest.httpMethod = request.method
         for field in request.headers { urlRequest.addValue(field.value, forHTTPHeaderField: field.name) }
         if let body = request.body { urlRequest.httpBody = Data(body) }
@@ -46,7 +49,9 @@ public final class URLSessionTransport: HTTPTransport {
         // The deadline runs on a Dispatch timer, not on Swift's cooperative pool, so that it fires
         // on time even when every pool thread is busy.
         let deadline = DispatchWorkItem {
-            exchange.fail(HTTPTransportError(.timeout, "no complete response from \(request.url) within \(request.timeout.inSeconds) s"))
+            exchange.fail(
+                HTTPTransportError(
+                    .timeout, "no complete response from \(request.url) within \(request.timeout.inSeconds) s"))
             task.cancel()
         }
         DispatchQueue.global().asyncAfter(deadline: .now() + max(request.timeout.inSeconds, 0), execute: deadline)
@@ -111,7 +116,8 @@ public final class URLSessionTransport: HTTPTransport {
         }
 
         func complete(_ error: (any Error)?) {
-            let (continuation, result) = state.withLock { state -> (CheckedContinuation<HTTPResponse, any Error>?, Result<HTTPResponse, HTTPTransportError>) in
+            let (continuation, result) = state.withLock {
+                state -> (CheckedContinuation<HTTPResponse, any Error>?, Result<HTTPResponse, HTTPTransportError>) in
                 defer {
                     state.continuation = nil
                     state.finished = true
@@ -129,7 +135,10 @@ public final class URLSessionTransport: HTTPTransport {
                 for (name, value) in response.allHeaderFields {
                     if let name = name as? String, let value = value as? String { headers.add(name, value) }
                 }
-                return (state.continuation, .success(HTTPResponse(status: response.statusCode, headers: headers, body: state.body)))
+                return (
+                    state.continuation,
+                    .success(HTTPResponse(status: response.statusCode, headers: headers, body: state.body))
+                )
             }
             continuation?.resume(with: result.mapError { $0 as any Error })
         }

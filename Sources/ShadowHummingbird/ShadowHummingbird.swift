@@ -46,21 +46,28 @@ public struct AppleIdentityMiddleware<Context: AppleIdentityRequestContext>: Rou
     public let keys: any JWKSource
     public let states: (any CredentialStateStore)?
 
-    public init(validator: AppleIdentityTokenValidator, keys: any JWKSource, states: (any CredentialStateStore)? = nil) {
+    public init(validator: AppleIdentityTokenValidator, keys: any JWKSource, states: (any CredentialStateStore)? = nil)
+    {
         self.validator = validator
         self.keys = keys
         self.states = states
     }
 
-    public func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+    public func handle(
+        _ request: Request, context: Context, next: (Request, Context) async throws -> Response
+    ) async throws -> Response {
         guard let header = request.headers[.authorization], let bearer = BearerToken.from(header: header) else {
-            return jsonError(.unauthorized, "missing_token", "send the identity token as Authorization: Bearer <token>", challenge: true)
+            return jsonError(
+                .unauthorized, "missing_token", "send the identity token as Authorization: Bearer <token>",
+                challenge: true)
         }
         let token: AppleIdentityToken
         do {
             token = try await validator.validate(bearer, keys: keys)
         } catch let error as JOSEError {
-            if error.code == .keysUnavailable { return jsonError(.serviceUnavailable, error.codeName, "the identity provider's keys are unavailable") }
+            if error.code == .keysUnavailable {
+                return jsonError(.serviceUnavailable, error.codeName, "the identity provider's keys are unavailable")
+            }
             return jsonError(.unauthorized, error.codeName, error.reason, challenge: true)
         } catch {
             return jsonError(.serviceUnavailable, "keys_unavailable", "the identity provider's keys are unavailable")
@@ -72,11 +79,15 @@ public struct AppleIdentityMiddleware<Context: AppleIdentityRequestContext>: Rou
                 return jsonError(.serviceUnavailable, "store_unavailable", "the credential store is unavailable")
             }
             if (try? record.enforce(token)) == nil {
-                return jsonError(.unauthorized, "credential_revoked", "the token was issued before its subject's credential was revoked or transferred", challenge: true)
+                return jsonError(
+                    .unauthorized, "credential_revoked",
+                    "the token was issued before its subject's credential was revoked or transferred", challenge: true)
             }
             status = record.status
             if status?.state == .revoked || status?.state == .transferred {
-                return jsonError(.unauthorized, "credential_revoked", "the user's credential is \(record.status.state)", challenge: true)
+                return jsonError(
+                    .unauthorized, "credential_revoked", "the user's credential is \(record.status.state)",
+                    challenge: true)
             }
         }
         var context = context
@@ -89,7 +100,9 @@ extension RouterMethods {
     /// `POST path`: Apple's server-to-server notifications, through `receiver` (the body is read
     /// up to 64 KiB; a larger one is 413).
     @discardableResult
-    public func addAppleNotifications(_ path: RouterPath = "/apple/notifications", receiver: AppleNotificationReceiver) -> Self {
+    public func addAppleNotifications(
+        _ path: RouterPath = "/apple/notifications", receiver: AppleNotificationReceiver
+    ) -> Self {
         post(path) { request, _ -> Response in
             var request = request
             let body: ByteBuffer
@@ -100,7 +113,9 @@ extension RouterMethods {
             } catch {
                 response = receiver.refuseOversized()
             }
-            return Response(status: .init(code: response.status), headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(bytes: response.body)))
+            return Response(
+                status: .init(code: response.status), headers: [.contentType: "application/json"],
+                body: .init(byteBuffer: ByteBuffer(bytes: response.body)))
         }
     }
 }

@@ -152,35 +152,62 @@ public struct ClaimPolicy: Sendable {
         switch numericDate(json, Claim.exp, &failures) {
         case .some(let exp):
             if now >= exp + leeway {
-                failures.append(failure("exp", .expired, expected: "after now \(format(now)) - leeway \(format(leeway)) s", actual: format(exp),
-                    "exp \(format(exp)) is \(format(now - exp)) s before now \(format(now)), leeway \(format(leeway)) s"))
+                failures.append(
+                    failure(
+                        "exp", .expired, expected: "after now \(format(now)) - leeway \(format(leeway)) s",
+                        actual: format(exp),
+                        """
+                        exp \(format(exp)) is \(format(now - exp)) s before now \(format(now)), leeway \
+                        \(format(leeway)) s
+                        """
+                    ))
             }
         case .none where requireExpiration && json[Claim.exp] == nil:
-            failures.append(failure("exp", .missing, expected: "a NumericDate", actual: nil, "exp is required but absent"))
+            failures.append(
+                failure("exp", .missing, expected: "a NumericDate", actual: nil, "exp is required but absent"))
         case .none: break
         }
         if let nbf = numericDate(json, Claim.nbf, &failures), now < nbf - leeway {
-            failures.append(failure("nbf", .notYetValid, expected: "at most now \(format(now)) + leeway \(format(leeway)) s", actual: format(nbf),
-                "nbf \(format(nbf)) is \(format(nbf - now)) s after now \(format(now)), leeway \(format(leeway)) s"))
+            failures.append(
+                failure(
+                    "nbf", .notYetValid, expected: "at most now \(format(now)) + leeway \(format(leeway)) s",
+                    actual: format(nbf),
+                    "nbf \(format(nbf)) is \(format(nbf - now)) s after now \(format(now)), leeway \(format(leeway)) s")
+            )
         }
         let iat = numericDate(json, Claim.iat, &failures)
         if let iat, iat > now + leeway {
-            failures.append(failure("iat", .issuedInFuture, expected: "at most now \(format(now)) + leeway \(format(leeway)) s", actual: format(iat),
-                "iat \(format(iat)) is \(format(iat - now)) s after now \(format(now)), leeway \(format(leeway)) s"))
+            failures.append(
+                failure(
+                    "iat", .issuedInFuture, expected: "at most now \(format(now)) + leeway \(format(leeway)) s",
+                    actual: format(iat),
+                    "iat \(format(iat)) is \(format(iat - now)) s after now \(format(now)), leeway \(format(leeway)) s")
+            )
         }
         if let maxAge {
             if let iat {
                 if now - iat > maxAge + leeway {
-                    failures.append(failure("iat", .tooOld, expected: "age at most \(format(maxAge)) s + leeway \(format(leeway)) s", actual: format(iat),
-                        "token issued at \(format(iat)) is \(format(now - iat)) s old; maximum age \(format(maxAge)) s, leeway \(format(leeway)) s"))
+                    failures.append(
+                        failure(
+                            "iat", .tooOld, expected: "age at most \(format(maxAge)) s + leeway \(format(leeway)) s",
+                            actual: format(iat),
+                            """
+                            token issued at \(format(iat)) is \(format(now - iat)) s old; maximum age \
+                            \(format(maxAge)) s, leeway \(format(leeway)) s
+                            """
+                        ))
                 }
             } else if json[Claim.iat] == nil {
-                failures.append(failure("iat", .missing, expected: "a NumericDate (a maximum age is set)", actual: nil, "iat is required by the maximum age but absent"))
+                failures.append(
+                    failure(
+                        "iat", .missing, expected: "a NumericDate (a maximum age is set)", actual: nil,
+                        "iat is required by the maximum age but absent"))
             }
         }
         for name in requiredClaims {
             if json[name] == nil || json[name] == .null {
-                failures.append(failure(name, .missing, expected: "present", actual: nil, "\(name) is required but absent"))
+                failures.append(
+                    failure(name, .missing, expected: "present", actual: nil, "\(name) is required but absent"))
             }
         }
         if let nonce { checkNonce(json, nonce, &failures) }
@@ -190,19 +217,30 @@ public struct ClaimPolicy: Sendable {
 
     // MARK: - Rules
 
-    private func checkString(_ json: JSONObject, _ key: MemberKey, expected: String, _ failures: inout [ClaimFailure], _ matches: (String) -> Bool) {
+    private func checkString(
+        _ json: JSONObject, _ key: MemberKey, expected: String, _ failures: inout [ClaimFailure],
+        _ matches: (String) -> Bool
+    ) {
         let name = key.name
         guard let value = json[key] else {
-            failures.append(failure(name, .missing, expected: expected.quotedForMessage, actual: nil, "\(name) is required to be \(expected.quotedForMessage) but absent"))
+            failures.append(
+                failure(
+                    name, .missing, expected: expected.quotedForMessage, actual: nil,
+                    "\(name) is required to be \(expected.quotedForMessage) but absent"))
             return
         }
         guard let string = value.stringValue else {
-            failures.append(failure(name, .wrongType, expected: "a string", actual: value.typeName, "\(name) must be a string, found \(value.typeName)"))
+            failures.append(
+                failure(
+                    name, .wrongType, expected: "a string", actual: value.typeName,
+                    "\(name) must be a string, found \(value.typeName)"))
             return
         }
         if !matches(string) {
-            failures.append(failure(name, .mismatch, expected: expected.quotedForMessage, actual: string.quotedForMessage,
-                "\(name) is \(string.quotedForMessage); expected \(expected.quotedForMessage)"))
+            failures.append(
+                failure(
+                    name, .mismatch, expected: expected.quotedForMessage, actual: string.quotedForMessage,
+                    "\(name) is \(string.quotedForMessage); expected \(expected.quotedForMessage)"))
         }
     }
 
@@ -212,7 +250,10 @@ public struct ClaimPolicy: Sendable {
         let values: [String]
         switch json[Claim.aud] {
         case .none:
-            failures.append(failure("aud", .missing, expected: "one of \(expected)", actual: nil, "aud is required (one of \(expected)) but absent"))
+            failures.append(
+                failure(
+                    "aud", .missing, expected: "one of \(expected)", actual: nil,
+                    "aud is required (one of \(expected)) but absent"))
             return
         case .string(let single)?:
             if isAccepted(single) { return }
@@ -223,16 +264,27 @@ public struct ClaimPolicy: Sendable {
             if acceptedCount == values.count && !values.isEmpty { return }
             if acceptedCount > 0 && !requireEveryAudienceAccepted { return }
         case let other?:
-            failures.append(failure("aud", .wrongType, expected: "a string or an array of strings", actual: other.typeName,
-                "aud must be a string or an array of strings, found \(other.typeName)"))
+            failures.append(
+                failure(
+                    "aud", .wrongType, expected: "a string or an array of strings", actual: other.typeName,
+                    "aud must be a string or an array of strings, found \(other.typeName)"))
             return
         }
         let actual = "[" + values.map(\.quotedForMessage).joined(separator: ", ") + "]"
         if let rejected = values.first(where: { !isAccepted($0) }), values.contains(where: isAccepted) {
-            failures.append(failure("aud", .mismatch, expected: "only \(expected)", actual: actual,
-                "aud value \(rejected.quotedForMessage) is not an accepted audience (every value must be one of \(expected))"))
+            failures.append(
+                failure(
+                    "aud", .mismatch, expected: "only \(expected)", actual: actual,
+                    """
+                    aud value \(rejected.quotedForMessage) is not an accepted audience (every value must be one of \
+                    \(expected))
+                    """
+                ))
         } else {
-            failures.append(failure("aud", .mismatch, expected: "one of \(expected)", actual: actual, "aud \(actual) contains none of the accepted audiences \(expected)"))
+            failures.append(
+                failure(
+                    "aud", .mismatch, expected: "one of \(expected)", actual: actual,
+                    "aud \(actual) contains none of the accepted audiences \(expected)"))
         }
     }
 
@@ -250,11 +302,17 @@ public struct ClaimPolicy: Sendable {
             return
         }
         guard let nonce = value.stringValue else {
-            failures.append(failure("nonce", .wrongType, expected: "a string", actual: value.typeName, "nonce must be a string, found \(value.typeName)"))
+            failures.append(
+                failure(
+                    "nonce", .wrongType, expected: "a string", actual: value.typeName,
+                    "nonce must be a string, found \(value.typeName)"))
             return
         }
         if !nonceCandidates.contains(where: { ConstantTime.equals($0.utf8, nonce.utf8) }) {
-            failures.append(failure("nonce", .mismatch, expected: expected, actual: "(not shown)", "nonce is not \(expected) (values not shown)"))
+            failures.append(
+                failure(
+                    "nonce", .mismatch, expected: expected, actual: "(not shown)",
+                    "nonce is not \(expected) (values not shown)"))
         }
     }
 
@@ -278,20 +336,26 @@ public struct ClaimPolicy: Sendable {
         let name = key.name
         guard let value = json[key] else { return nil }
         guard let number = value.numberValue else {
-            failures.append(failure(name, .wrongType, expected: "a NumericDate (number)", actual: value.typeName,
-                "\(name) must be a NumericDate (a number of seconds), found \(value.typeName)"))
+            failures.append(
+                failure(
+                    name, .wrongType, expected: "a NumericDate (number)", actual: value.typeName,
+                    "\(name) must be a NumericDate (a number of seconds), found \(value.typeName)"))
             return nil
         }
         guard Timestamp(seconds: number.doubleValue) != nil else {
             let shown = number.literal.utf8.count <= 32 ? number.literal : String(number.literal.prefix(32)) + "…"
-            failures.append(failure(name, .outOfRange, expected: "a NumericDate within \(Timestamp.rangeDescription)", actual: shown,
-                "\(name) \(shown) lies outside \(Timestamp.rangeDescription)"))
+            failures.append(
+                failure(
+                    name, .outOfRange, expected: "a NumericDate within \(Timestamp.rangeDescription)", actual: shown,
+                    "\(name) \(shown) lies outside \(Timestamp.rangeDescription)"))
             return nil
         }
         return number.doubleValue
     }
 
-    private func failure(_ claim: String, _ rule: ClaimFailure.Rule, expected: String, actual: String?, _ message: String) -> ClaimFailure {
+    private func failure(
+        _ claim: String, _ rule: ClaimFailure.Rule, expected: String, actual: String?, _ message: String
+    ) -> ClaimFailure {
         ClaimFailure(claim: claim, rule: rule, expected: expected, actual: actual, message: message)
     }
 

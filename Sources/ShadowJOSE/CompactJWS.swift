@@ -41,7 +41,9 @@ public struct CompactJWS: Sendable {
         self.token = token
     }
 
-    private static func split(_ bytes: UnsafeBufferPointer<UInt8>, maxBytes: Int) throws -> (JOSEHeader, [UInt8], Int, Int) {
+    private static func split(
+        _ bytes: UnsafeBufferPointer<UInt8>, maxBytes: Int
+    ) throws -> (JOSEHeader, [UInt8], Int, Int) {
         guard bytes.count <= maxBytes else {
             throw JOSEError(.malformedToken, "token is \(bytes.count) bytes; the limit is \(maxBytes)")
         }
@@ -51,7 +53,13 @@ public struct CompactJWS: Sendable {
         else {
             let segments = bytes.count { $0 == UInt8(ascii: ".") } + 1
             let hint = segments == 5 ? " (five segments is a JWE, an encrypted token, which is not supported)" : ""
-            throw JOSEError(.malformedToken, "token has \(segments) segment\(segments == 1 ? "" : "s"); a compact JWS has exactly 3 (header.payload.signature)\(hint)")
+            throw JOSEError(
+                .malformedToken,
+                """
+                token has \(segments) segment\(segments == 1 ? "" : "s"); a compact JWS has exactly 3 \
+                (header.payload.signature)\(hint)
+                """
+            )
         }
         // The header is needed only to be parsed, so it is decoded into scratch space.
         let headerText = UnsafeBufferPointer(rebasing: bytes[0..<first])
@@ -68,8 +76,12 @@ public struct CompactJWS: Sendable {
         // Payload and signature share one allocation.
         let payloadText = UnsafeBufferPointer(rebasing: bytes[(first + 1)..<second])
         let signatureText = UnsafeBufferPointer(rebasing: bytes[(second + 1)...])
-        guard let payloadCount = Base64URL.decodedCount(payloadText.count) else { throw malformed("payload", payloadText) }
-        guard let signatureCount = Base64URL.decodedCount(signatureText.count) else { throw malformed("signature", signatureText) }
+        guard let payloadCount = Base64URL.decodedCount(payloadText.count) else {
+            throw malformed("payload", payloadText)
+        }
+        guard let signatureCount = Base64URL.decodedCount(signatureText.count) else {
+            throw malformed("signature", signatureText)
+        }
         var failure: JOSEError?
         let decoded = [UInt8](unsafeUninitializedCapacity: payloadCount + signatureCount) { buffer, initialized in
             initialized = 0
@@ -124,7 +136,9 @@ public struct CompactJWS: Sendable {
     /// The payload parsed as a JSON object (a JWT claims set), whether or not the signature
     /// has been checked. Only ``JWTVerifier`` output is trustworthy.
     public func unverifiedPayload() throws -> JSONObject {
-        try decoded.withUnsafeBufferPointer { try Self.parseObject(UnsafeBufferPointer(rebasing: $0[0..<payloadCount]), part: "payload") }
+        try decoded.withUnsafeBufferPointer {
+            try Self.parseObject(UnsafeBufferPointer(rebasing: $0[0..<payloadCount]), part: "payload")
+        }
     }
 
     /// Calls `body` with the bytes the signature covers: the ASCII `header.payload`.

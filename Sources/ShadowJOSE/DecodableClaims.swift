@@ -42,7 +42,9 @@ extension JWTVerifier {
     }
 
     /// Verifies `token` against any key source, then decodes its claims as `type`.
-    public func verify<Claims: Decodable>(_ token: String, as type: Claims.Type, keys: some JWKSource) async throws -> Claims {
+    public func verify<Claims: Decodable>(
+        _ token: String, as type: Claims.Type, keys: some JWKSource
+    ) async throws -> Claims {
         try await verify(token, keys: keys).decode(type)
     }
 }

@@ -43,7 +43,9 @@ public struct JOSEError: ShadowKeysError {
     public let line: Int
 
     /// An error with a code and a reason.
-    public init(_ code: Code, _ reason: String, claimFailures: [ClaimFailure] = [], file: String = #fileID, line: Int = #line) {
+    public init(
+        _ code: Code, _ reason: String, claimFailures: [ClaimFailure] = [], file: String = #fileID, line: Int = #line
+    ) {
         (self.code, self.reason, self.claimFailures, self.file, self.line) = (code, reason, claimFailures, file, line)
     }
 }

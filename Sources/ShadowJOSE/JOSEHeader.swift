@@ -32,15 +32,25 @@ public struct JOSEHeader: Sendable, Hashable {
         if let crit = json[Parameter.crit] {
             // RFC 7515 §4.1.11: a non-empty array of names, each present in the header and none
             // of them a name the specification itself defines.
-            guard let names = crit.arrayValue?.compactMap(\.stringValue), names.count == crit.arrayValue?.count, !names.isEmpty else {
+            guard let names = crit.arrayValue?.compactMap(\.stringValue), names.count == crit.arrayValue?.count,
+                !names.isEmpty
+            else {
                 throw JOSEError(.malformedToken, "header \"crit\" must be a non-empty array of strings")
             }
             for name in names {
                 if Self.registeredNames.contains(ExactName(name)) {
-                    throw JOSEError(.malformedToken, "header \"crit\" lists \(name.quotedForMessage), which RFC 7515 defines; crit may list only extensions")
+                    throw JOSEError(
+                        .malformedToken,
+                        """
+                        header \"crit\" lists \(name.quotedForMessage), which RFC 7515 defines; crit may list only \
+                        extensions
+                        """
+                    )
                 }
                 if json[name] == nil {
-                    throw JOSEError(.malformedToken, "header \"crit\" lists \(name.quotedForMessage), which the header does not contain")
+                    throw JOSEError(
+                        .malformedToken,
+                        "header \"crit\" lists \(name.quotedForMessage), which the header does not contain")
                 }
             }
             critical = names

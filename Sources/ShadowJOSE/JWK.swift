@@ -78,7 +78,9 @@ public final class JWK: Sendable {
 
         let kty = try string("kty", required: true) ?? ""
         for name in Self.privateMembers where json[name] != nil {
-            throw JOSEError(.invalidKey, "JWK contains the private member \"\(name)\"; only public keys are accepted for verification")
+            throw JOSEError(
+                .invalidKey,
+                "JWK contains the private member \"\(name)\"; only public keys are accepted for verification")
         }
         keyID = try string("kid", required: false)
         use = try string("use", required: false)
@@ -97,7 +99,9 @@ public final class JWK: Sendable {
         let declaredAlgorithm = try string("alg", required: false)
         if let declaredAlgorithm {
             guard let algorithm = JWSAlgorithm(exactly: declaredAlgorithm) else {
-                throw JOSEError(.invalidKey, "JWK alg \(declaredAlgorithm.quotedForMessage) is not supported (supported: RS256, ES256)")
+                throw JOSEError(
+                    .invalidKey,
+                    "JWK alg \(declaredAlgorithm.quotedForMessage) is not supported (supported: RS256, ES256)")
             }
             self.algorithm = algorithm
         } else {
@@ -116,7 +120,8 @@ public final class JWK: Sendable {
             keyType = .rsa(bits: Self.bitLength(modulus))
             let n = Base64URL.encode(modulus), e = Base64URL.encode(exponent)
             thumbprint = Self.thumbprint(#"{"e":"\#(e)","kty":"RSA","n":"\#(n)"}"#)
-            self.json = Self.publicJSON(["kty": "RSA", "n": .string(n), "e": .string(e)], keyID, declaredAlgorithm, use, keyOperations)
+            self.json = Self.publicJSON(
+                ["kty": "RSA", "n": .string(n), "e": .string(e)], keyID, declaredAlgorithm, use, keyOperations)
         case _ where kty.exactlyEquals("EC"):
             let curve = try string("crv", required: true) ?? ""
             guard curve.exactlyEquals("P-256") else {
@@ -127,7 +132,13 @@ public final class JWK: Sendable {
             }
             let x = try bytes("x"), y = try bytes("y")
             guard x.count == 32, y.count == 32 else {
-                throw JOSEError(.invalidKey, "JWK P-256 coordinates must be exactly 32 bytes each (RFC 7518 §6.2.1.2), found x \(x.count) and y \(y.count)")
+                throw JOSEError(
+                    .invalidKey,
+                    """
+                    JWK P-256 coordinates must be exactly 32 bytes each (RFC 7518 §6.2.1.2), found x \(x.count) and y \
+                    \(y.count)
+                    """
+                )
             }
             do {
                 material = .p256(try P256.Signing.PublicKey(rawRepresentation: x + y))
@@ -137,27 +148,35 @@ public final class JWK: Sendable {
             keyType = .p256
             let xs = Base64URL.encode(x), ys = Base64URL.encode(y)
             thumbprint = Self.thumbprint(#"{"crv":"P-256","kty":"EC","x":"\#(xs)","y":"\#(ys)"}"#)
-            self.json = Self.publicJSON(["kty": "EC", "crv": "P-256", "x": .string(xs), "y": .string(ys)], keyID, declaredAlgorithm, use, keyOperations)
+            self.json = Self.publicJSON(
+                ["kty": "EC", "crv": "P-256", "x": .string(xs), "y": .string(ys)], keyID, declaredAlgorithm, use,
+                keyOperations)
         default:
             throw JOSEError(.invalidKey, "JWK kty \(kty.quotedForMessage) is not supported (supported: RSA, EC)")
         }
     }
 
     /// A JWK for an RSA public key.
-    public convenience init(rsa key: _RSA.Signing.PublicKey, keyID: String? = nil, algorithm: JWSAlgorithm? = .rs256, use: String? = "sig") throws {
+    public convenience init(
+        rsa key: _RSA.Signing.PublicKey, keyID: String? = nil, algorithm: JWSAlgorithm? = .rs256, use: String? = "sig"
+    ) throws {
         let primitives = try key.getKeyPrimitives()
         var object: JSONObject = [
-            "kty": "RSA", "n": .string(Base64URL.encode(primitives.modulus)), "e": .string(Base64URL.encode(primitives.publicExponent)),
+            "kty": "RSA", "n": .string(Base64URL.encode(primitives.modulus)),
+            "e": .string(Base64URL.encode(primitives.publicExponent)),
         ]
         Self.addOptional(&object, keyID, algorithm?.rawValue, use, nil)
         try self.init(json: object)
     }
 
     /// A JWK for a P-256 public key.
-    public convenience init(p256 key: P256.Signing.PublicKey, keyID: String? = nil, algorithm: JWSAlgorithm? = .es256, use: String? = "sig") throws {
+    public convenience init(
+        p256 key: P256.Signing.PublicKey, keyID: String? = nil, algorithm: JWSAlgorithm? = .es256, use: String? = "sig"
+    ) throws {
         let raw = [UInt8](key.rawRepresentation)
         var object: JSONObject = [
-            "kty": "EC", "crv": "P-256", "x": .string(Base64URL.encode(raw[0..<32])), "y": .string(Base64URL.encode(raw[32..<64])),
+            "kty": "EC", "crv": "P-256", "x": .string(Base64URL.encode(raw[0..<32])),
+            "y": .string(Base64URL.encode(raw[32..<64])),
         ]
         Self.addOptional(&object, keyID, algorithm?.rawValue, use, nil)
         try self.init(json: object)
@@ -169,7 +188,9 @@ public final class JWK: Sendable {
         do { value = try StrictJSON.parse(jsonText, limits: .jose) } catch {
             throw JOSEError(.invalidKey, "JWK is not valid JSON: \(error)")
         }
-        guard let object = value.objectValue else { throw JOSEError(.invalidKey, "JWK must be a JSON object, found \(value.typeName)") }
+        guard let object = value.objectValue else {
+            throw JOSEError(.invalidKey, "JWK must be a JSON object, found \(value.typeName)")
+        }
         try self.init(json: object)
     }
 
@@ -178,7 +199,9 @@ public final class JWK: Sendable {
         if canVerify(algorithm) { return nil }
         let name = keyID.map { "key \($0.quotedForMessage)" } ?? "key \(thumbprint)"
         if !materialMatches(algorithm) { return "\(name) is \(keyType) and cannot verify \(algorithm)" }
-        if let declared = self.algorithm, declared != algorithm { return "\(name) declares alg \(declared), but the token uses \(algorithm)" }
+        if let declared = self.algorithm, declared != algorithm {
+            return "\(name) declares alg \(declared), but the token uses \(algorithm)"
+        }
         if let use, !use.exactlyEquals("sig") { return "\(name) has use \(use.quotedForMessage), not \"sig\"" }
         return "\(name) has key_ops without \"verify\""
     }
@@ -206,19 +229,34 @@ public final class JWK: Sendable {
     /// (raw R‖S; DER is refused) and RS256 signatures exactly the modulus length.
     ///
     /// - Throws: ``JOSEError/Code/algorithmKeyMismatch`` or ``JOSEError/Code/invalidSignature``.
-    public func verifySignature(_ signature: some DataProtocol, signingInput: some DataProtocol, algorithm: JWSAlgorithm) throws {
+    public func verifySignature(
+        _ signature: some DataProtocol, signingInput: some DataProtocol, algorithm: JWSAlgorithm
+    ) throws {
         if let refusal = refusal(for: algorithm) { throw JOSEError(.algorithmKeyMismatch, refusal) }
         let valid: Bool
         switch material {
         case .rsa(let key, let modulusBytes):
             guard signature.count == modulusBytes else {
-                throw JOSEError(.invalidSignature, "RS256 signature is \(signature.count) bytes; this \(modulusBytes * 8)-bit key needs exactly \(modulusBytes)")
+                throw JOSEError(
+                    .invalidSignature,
+                    """
+                    RS256 signature is \(signature.count) bytes; this \(modulusBytes * 8)-bit key needs exactly \
+                    \(modulusBytes)
+                    """
+                )
             }
             let digest = SHA256.hash(data: signingInput)
-            valid = key.isValidSignature(_RSA.Signing.RSASignature(rawRepresentation: signature), for: digest, padding: .insecurePKCS1v1_5)
+            valid = key.isValidSignature(
+                _RSA.Signing.RSASignature(rawRepresentation: signature), for: digest, padding: .insecurePKCS1v1_5)
         case .p256(let key):
             guard signature.count == 64 else {
-                throw JOSEError(.invalidSignature, "ES256 signature is \(signature.count) bytes; JWS requires exactly 64 (raw R‖S, RFC 7518 §3.4), DER is not accepted")
+                throw JOSEError(
+                    .invalidSignature,
+                    """
+                    ES256 signature is \(signature.count) bytes; JWS requires exactly 64 (raw R‖S, RFC 7518 §3.4), \
+                    DER is not accepted
+                    """
+                )
             }
             let digest = SHA256.hash(data: signingInput)
             guard let ecdsa = try? P256.Signing.ECDSASignature(rawRepresentation: signature) else {
@@ -265,13 +303,17 @@ public final class JWK: Sendable {
         Base64URL.encode(SHA256.hash(data: Array(canonical.utf8)))
     }
 
-    private static func publicJSON(_ base: JSONObject, _ kid: String?, _ alg: String?, _ use: String?, _ ops: [String]?) -> JSONObject {
+    private static func publicJSON(
+        _ base: JSONObject, _ kid: String?, _ alg: String?, _ use: String?, _ ops: [String]?
+    ) -> JSONObject {
         var object = base
         addOptional(&object, kid, alg, use, ops)
         return object
     }
 
-    private static func addOptional(_ object: inout JSONObject, _ kid: String?, _ alg: String?, _ use: String?, _ ops: [String]?) {
+    private static func addOptional(
+        _ object: inout JSONObject, _ kid: String?, _ alg: String?, _ use: String?, _ ops: [String]?
+    ) {
         if let kid { object.set("kid", .string(kid)) }
         if let alg { object.set("alg", .string(alg)) }
         if let use { object.set("use", .string(use)) }

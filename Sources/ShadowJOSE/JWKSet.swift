@@ -47,7 +47,8 @@ public struct JWKSet: Sendable {
         var skippedIDs: [ExactName: String] = [:]
         for diagnostic in skipped {
             guard let kid = diagnostic.keyID else { continue }
-            if index[ExactName(kid)] != nil || skippedIDs.updateValue(diagnostic.reason, forKey: ExactName(kid)) != nil {
+            if index[ExactName(kid)] != nil || skippedIDs.updateValue(diagnostic.reason, forKey: ExactName(kid)) != nil
+            {
                 throw JOSEError(.invalidKeySet, "key set has more than one key with kid \(kid.quotedForMessage)")
             }
         }
@@ -75,7 +76,8 @@ public struct JWKSet: Sendable {
         var skipped: [Diagnostic] = []
         for (index, entry) in entries.enumerated() {
             guard let member = entry.objectValue else {
-                skipped.append(Diagnostic(index: index, keyID: nil, reason: "entry is a \(entry.typeName), not an object"))
+                skipped.append(
+                    Diagnostic(index: index, keyID: nil, reason: "entry is a \(entry.typeName), not an object"))
                 continue
             }
             do {
@@ -103,7 +105,8 @@ public struct JWKSet: Sendable {
             let name = ExactName(keyID)
             guard let index = indexByKeyID[name] else {
                 if let reason = skippedKeyIDs[name] {
-                    throw JOSEError(.unknownKey, "kid \(keyID.quotedForMessage) names a key set entry that was skipped: \(reason)")
+                    throw JOSEError(
+                        .unknownKey, "kid \(keyID.quotedForMessage) names a key set entry that was skipped: \(reason)")
                 }
                 throw JOSEError(.unknownKey, "no key with kid \(keyID.quotedForMessage) in the key set (\(keySummary))")
             }
@@ -118,7 +121,13 @@ public struct JWKSet: Sendable {
             count += 1
         }
         guard count == 1, let found else {
-            throw JOSEError(.unknownKey, "token has no kid and the key set has \(count) keys able to verify \(algorithm); exactly one is required")
+            throw JOSEError(
+                .unknownKey,
+                """
+                token has no kid and the key set has \(count) keys able to verify \(algorithm); exactly one is \
+                required
+                """
+            )
         }
         return found
     }

@@ -28,10 +28,13 @@ public enum JWSAlgorithm: String, Sendable, Hashable, CaseIterable, CustomString
             throw JOSEError(.disallowedAlgorithm, "alg \"none\" (unsecured JWS) is never accepted")
         }
         if name.utf8.starts(with: "HS".utf8) {
-            throw JOSEError(.disallowedAlgorithm, "alg \(name.quotedForMessage) is an HMAC algorithm; shared-secret algorithms are never accepted")
+            throw JOSEError(
+                .disallowedAlgorithm,
+                "alg \(name.quotedForMessage) is an HMAC algorithm; shared-secret algorithms are never accepted")
         }
         guard let algorithm = JWSAlgorithm(exactly: name) else {
-            throw JOSEError(.disallowedAlgorithm, "alg \(name.quotedForMessage) is not supported (supported: RS256, ES256)")
+            throw JOSEError(
+                .disallowedAlgorithm, "alg \(name.quotedForMessage) is not supported (supported: RS256, ES256)")
         }
         guard allowed.contains(algorithm) else {
             let list = allowed.map(\.rawValue).sorted().joined(separator: ", ")

@@ -29,7 +29,8 @@ public struct JWSSigner: Sendable {
     /// An RS256 signer; the key must be 2048 to 8192 bits.
     public static func rs256(_ key: _RSA.Signing.PrivateKey, keyID: String? = nil) throws -> JWSSigner {
         guard JWK.rsaModulusBits.contains(key.keySizeInBits) else {
-            throw JOSEError(.invalidKey, "RSA signing key is \(key.keySizeInBits) bits; accepted sizes are 2048 to 8192 bits")
+            throw JOSEError(
+                .invalidKey, "RSA signing key is \(key.keySizeInBits) bits; accepted sizes are 2048 to 8192 bits")
         }
         return JWSSigner(key: .rs256(key), keyID: keyID)
     }
@@ -53,7 +54,9 @@ public struct JWSSigner: Sendable {
         if let keyID { header.set("kid", .string(keyID)) }
         for member in extra {
             guard !member.name.exactlyEquals("alg"), !member.name.exactlyEquals("kid") else {
-                throw JOSEError(.invalidKey, "header member \(member.name.quotedForMessage) is set by the signer, not by the caller")
+                throw JOSEError(
+                    .invalidKey, "header member \(member.name.quotedForMessage) is set by the signer, not by the caller"
+                )
             }
             header.set(member.name, member.value)
         }
@@ -64,7 +67,8 @@ public struct JWSSigner: Sendable {
         case .es256(let key):
             signature = Array(try key.signature(for: SHA256.hash(data: bytes)).rawRepresentation)
         case .rs256(let key):
-            signature = Array(try key.signature(for: SHA256.hash(data: bytes), padding: .insecurePKCS1v1_5).rawRepresentation)
+            signature = Array(
+                try key.signature(for: SHA256.hash(data: bytes), padding: .insecurePKCS1v1_5).rawRepresentation)
         }
         return signingInput + "." + Base64URL.encode(signature)
     }

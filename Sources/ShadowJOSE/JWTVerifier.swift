@@ -53,7 +53,8 @@ public struct JWTVerifier: Sendable {
     /// - Throws: ``JOSEError``, as ``verify(_:keys:)``; a source may also throw its own errors.
     public func verify(_ token: String, keys: some JWKSource) async throws -> VerifiedJWT {
         let (jws, algorithm) = try checkedHeader(token)
-        return try verified(jws, algorithm: algorithm, key: try await keys.key(for: jws.header.keyID, algorithm: algorithm))
+        return try verified(
+            jws, algorithm: algorithm, key: try await keys.key(for: jws.header.keyID, algorithm: algorithm))
     }
 
     /// Steps 1 to 6 of Docs/architecture.md: size, split, decode, header, algorithm, `crit`.
@@ -62,7 +63,9 @@ public struct JWTVerifier: Sendable {
         let algorithm = try JWSAlgorithm.resolve(jws.header.algorithm, allowed: algorithms)
         if let critical = jws.header.critical {
             for name in critical where !understoodCriticalHeaders.contains(where: { $0.exactlyEquals(name) }) {
-                throw JOSEError(.unsupportedCriticalHeader, "header \"crit\" lists \(name.quotedForMessage), an extension this verifier does not understand")
+                throw JOSEError(
+                    .unsupportedCriticalHeader,
+                    "header \"crit\" lists \(name.quotedForMessage), an extension this verifier does not understand")
             }
         }
         return (jws, algorithm)
@@ -77,10 +80,13 @@ public struct JWTVerifier: Sendable {
         var failures: [ClaimFailure] = []
         if let expectedType, !jws.header.typeMatches(expectedType) {
             let actual = jws.header.type
-            failures.append(ClaimFailure(
-                claim: "header.typ", rule: actual == nil ? .missing : .mismatch, expected: expectedType.quotedForMessage,
-                actual: actual?.quotedForMessage,
-                message: actual.map { "typ \($0.quotedForMessage) does not name \(expectedType.quotedForMessage)" } ?? "typ is required to be \(expectedType.quotedForMessage) but absent"))
+            failures.append(
+                ClaimFailure(
+                    claim: "header.typ", rule: actual == nil ? .missing : .mismatch,
+                    expected: expectedType.quotedForMessage,
+                    actual: actual?.quotedForMessage,
+                    message: actual.map { "typ \($0.quotedForMessage) does not name \(expectedType.quotedForMessage)" }
+                        ?? "typ is required to be \(expectedType.quotedForMessage) but absent"))
         }
         failures += policy.evaluate(claims, now: clock.now)
         guard failures.isEmpty else {

@@ -8,7 +8,9 @@ public enum KeyFiles {
     /// A signer for the private key in `bytes`. `algorithm`, when given, must be the key's
     /// (ES256 for P-256, RS256 for RSA 2048 to 8192 bits). Without `keyID`, the `kid` is the key's
     /// RFC 7638 thumbprint, the same that ``publicKeySet(_:keyID:)`` gives it.
-    public static func signer(_ bytes: [UInt8], algorithm: JWSAlgorithm? = nil, keyID: String? = nil) throws -> JWSSigner {
+    public static func signer(
+        _ bytes: [UInt8], algorithm: JWSAlgorithm? = nil, keyID: String? = nil
+    ) throws -> JWSSigner {
         let unnamed: JWSSigner
         switch try privateKey(bytes) {
         case .p256(let key):
@@ -54,8 +56,16 @@ public enum KeyFiles {
         if text.hasPrefix("-----BEGIN ENCRYPTED PRIVATE KEY-----") {
             throw JOSEError(.invalidKey, "the key is encrypted; decrypt it first (openssl pkcs8)")
         }
-        if !text.hasPrefix("-----BEGIN RSA PRIVATE KEY-----"), let key = try? P256.Signing.PrivateKey(pemRepresentation: text) { return .p256(key) }
-        if !text.hasPrefix("-----BEGIN EC PRIVATE KEY-----"), let key = try? _RSA.Signing.PrivateKey(pemRepresentation: text) { return .rsa(key) }
+        if !text.hasPrefix("-----BEGIN RSA PRIVATE KEY-----"),
+            let key = try? P256.Signing.PrivateKey(pemRepresentation: text)
+        {
+            return .p256(key)
+        }
+        if !text.hasPrefix("-----BEGIN EC PRIVATE KEY-----"),
+            let key = try? _RSA.Signing.PrivateKey(pemRepresentation: text)
+        {
+            return .rsa(key)
+        }
         throw JOSEError(.invalidKey, "not a P-256 or RSA private key in PEM")
     }
 
@@ -87,7 +97,9 @@ public enum KeyFiles {
 
     /// A private JWK: EC P-256 with `d` (its `x`, `y` must be d's public key) or RSA with `d`, `p`, `q`.
     private static func privateJWK(_ text: String) throws -> Private {
-        guard let object = try? StrictJSON.parse(text).objectValue else { throw JOSEError(.invalidKey, "the JWK is not a JSON object") }
+        guard let object = try? StrictJSON.parse(text).objectValue else {
+            throw JOSEError(.invalidKey, "the JWK is not a JSON object")
+        }
         func member(_ name: String) throws -> [UInt8] {
             guard let value = object[name]?.stringValue, let bytes = try? Base64URL.decode(value) else {
                 throw JOSEError(.invalidKey, "the private JWK has no valid \(name.quotedForMessage)")
@@ -96,9 +108,13 @@ public enum KeyFiles {
         }
         switch object["kty"]?.stringValue {
         case "EC":
-            guard object["crv"]?.stringValue == "P-256" else { throw JOSEError(.invalidKey, "only P-256 EC keys are supported") }
+            guard object["crv"]?.stringValue == "P-256" else {
+                throw JOSEError(.invalidKey, "only P-256 EC keys are supported")
+            }
             let key: P256.Signing.PrivateKey
-            do { key = try P256.Signing.PrivateKey(rawRepresentation: try member("d")) } catch let error as JOSEError { throw error } catch {
+            do { key = try P256.Signing.PrivateKey(rawRepresentation: try member("d")) } catch let error as JOSEError {
+                throw error
+            } catch {
                 throw JOSEError(.invalidKey, "the JWK's d is not a P-256 private key")
             }
             let point = key.publicKey.rawRepresentation
@@ -108,7 +124,10 @@ public enum KeyFiles {
             return .p256(key)
         case "RSA":
             do {
-                return .rsa(try _RSA.Signing.PrivateKey(n: try member("n"), e: try member("e"), d: try member("d"), p: try member("p"), q: try member("q")))
+                return .rsa(
+                    try _RSA.Signing.PrivateKey(
+                        n: try member("n"), e: try member("e"), d: try member("d"), p: try member("p"),
+                        q: try member("q")))
             } catch let error as JOSEError { throw error } catch {
                 throw JOSEError(.invalidKey, "the JWK's n, e, d, p, q are not a consistent RSA key")
             }

@@ -45,7 +45,8 @@ public struct FileKeySetStore: KeySetStore {
         let environment = environment ?? ProcessInfo.processInfo.environment
         if let xdg = environment["XDG_CACHE_HOME"], xdg.hasPrefix("/") { return xdg + "/shadow-keys/jwks" }
         if let home = environment["HOME"], home.hasPrefix("/") { return home + "/.cache/shadow-keys/jwks" }
-        throw JWKSError(.cacheUnavailable, "no folder for the key-set cache: set XDG_CACHE_HOME or HOME to an absolute path")
+        throw JWKSError(
+            .cacheUnavailable, "no folder for the key-set cache: set XDG_CACHE_HOME or HOME to an absolute path")
     }
 
     /// Why the cache folder may not be used, or nil when it may: it must be this user's, not
@@ -53,7 +54,8 @@ public struct FileKeySetStore: KeySetStore {
     /// (this user's or root's, and not writable by others unless sticky, as `/tmp` is).
     public var directoryProblem: String? {
         let directory = Files.parentDirectory(path)
-        return Files.privateDirectoryProblem(directory) ?? Files.privateDirectoryProblem(Files.parentDirectory(directory), asParent: true)
+        return Files.privateDirectoryProblem(directory)
+            ?? Files.privateDirectoryProblem(Files.parentDirectory(directory), asParent: true)
     }
 
     public func load() -> KeySetSnapshot? {
@@ -68,7 +70,9 @@ public struct FileKeySetStore: KeySetStore {
         let text = Array(Self.encode(snapshot, url: url).utf8)
         // The reader refuses larger files, so the writer does not make them.
         guard text.count <= Self.maxFileBytes else {
-            throw JWKSError(.cacheUnavailable, "the key-set cache file would be \(text.count) bytes; the limit is \(Self.maxFileBytes)")
+            throw JWKSError(
+                .cacheUnavailable,
+                "the key-set cache file would be \(text.count) bytes; the limit is \(Self.maxFileBytes)")
         }
         if let problem = directoryProblem { throw JWKSError(.cacheUnavailable, problem) }
         try Files.makeDirectory(Files.parentDirectory(path))
@@ -79,7 +83,9 @@ public struct FileKeySetStore: KeySetStore {
     public func lockForRefresh(timeout: Duration) -> (@Sendable () -> Void)? {
         guard directoryProblem == nil else { return nil }
         try? Files.makeDirectory(Files.parentDirectory(path))
-        guard directoryProblem == nil, let lock = try? FileLock.acquire(path.dropLast(5) + ".lock", timeout: timeout.inSeconds) else { return nil }
+        guard directoryProblem == nil,
+            let lock = try? FileLock.acquire(path.dropLast(5) + ".lock", timeout: timeout.inSeconds)
+        else { return nil }
         return { lock.release() }
     }
 
@@ -129,16 +135,27 @@ public struct FileKeySetStore: KeySetStore {
 
     /// Reads a cache file, checking format, version, URL and digest.
     package static func decode(_ bytes: [UInt8], url: String) throws -> KeySetSnapshot {
-        guard var object = try StrictJSON.parse(bytes, limits: .init(maxBytes: maxFileBytes, maxDepth: 8)).objectValue else {
+        guard var object = try StrictJSON.parse(bytes, limits: .init(maxBytes: maxFileBytes, maxDepth: 8)).objectValue
+        else {
             throw FormatError(description: "not a JSON object")
         }
-        guard object["format"]?.stringValue == format else { throw FormatError(description: "not a shadow-keys JWKS cache file") }
-        guard object["version"]?.numberValue?.int64Value == version else { throw FormatError(description: "unsupported cache version") }
-        guard let digest = object["sha256"]?.stringValue, object.last?.name == "sha256" else { throw FormatError(description: "no digest") }
+        guard object["format"]?.stringValue == format else {
+            throw FormatError(description: "not a shadow-keys JWKS cache file")
+        }
+        guard object["version"]?.numberValue?.int64Value == version else {
+            throw FormatError(description: "unsupported cache version")
+        }
+        guard let digest = object["sha256"]?.stringValue, object.last?.name == "sha256" else {
+            throw FormatError(description: "no digest")
+        }
         object.set("sha256", nil)
         let expected = Hex.encode(SHA256.hash(data: Array(object.serialized().utf8)))
-        guard ConstantTime.equals(Array(digest.utf8), Array(expected.utf8)) else { throw FormatError(description: "digest mismatch") }
-        guard object["url"]?.stringValue?.exactlyEquals(url) == true else { throw FormatError(description: "cache file is for another URL") }
+        guard ConstantTime.equals(Array(digest.utf8), Array(expected.utf8)) else {
+            throw FormatError(description: "digest mismatch")
+        }
+        guard object["url"]?.stringValue?.exactlyEquals(url) == true else {
+            throw FormatError(description: "cache file is for another URL")
+        }
 
         func date(_ name: String) throws -> Date? {
             switch object[name] {
@@ -168,7 +185,8 @@ public struct FileKeySetStore: KeySetStore {
         snapshot.lastFailure = try text("lastFailure")
         snapshot.retryNotBefore = try date("retryNotBeforeMs")
         for entry in object["unknownKids"]?.arrayValue ?? [] {
-            guard let kid = entry.objectValue?["kid"]?.stringValue, let ms = entry.objectValue?["atMs"]?.numberValue?.int64Value,
+            guard let kid = entry.objectValue?["kid"]?.stringValue,
+                let ms = entry.objectValue?["atMs"]?.numberValue?.int64Value,
                 let time = Timestamp(milliseconds: ms)
             else {
                 throw FormatError(description: "malformed unknownKids entry")

@@ -44,7 +44,10 @@ public struct HTTPRequest: Sendable {
     /// Largest response body accepted; a larger one fails the request.
     public var maxResponseBytes: Int
 
-    public init(method: String = "GET", url: String, headers: HTTPHeaders = [:], body: [UInt8]? = nil, timeout: Duration = .seconds(5), maxResponseBytes: Int = 256 * 1024) {
+    public init(
+        method: String = "GET", url: String, headers: HTTPHeaders = [:], body: [UInt8]? = nil,
+        timeout: Duration = .seconds(5), maxResponseBytes: Int = 256 * 1024
+    ) {
         self.method = method
         self.url = url
         self.headers = headers
@@ -109,7 +112,9 @@ public struct HTTPTransportError: Error, Sendable, Hashable, CustomStringConvert
 public enum URLPolicy {
     /// Checks `url`, throwing ``HTTPTransportError/Kind/forbiddenURL`` with the reason.
     public static func check(_ url: String, allowLoopbackHTTP: Bool) throws {
-        guard let parsed = URL(string: url), let scheme = parsed.scheme?.lowercased(), let host = parsed.host, !host.isEmpty else {
+        guard let parsed = URL(string: url), let scheme = parsed.scheme?.lowercased(), let host = parsed.host,
+            !host.isEmpty
+        else {
             throw HTTPTransportError(.forbiddenURL, "\(url) is not an absolute http(s) URL")
         }
         if parsed.user != nil || parsed.password != nil {
@@ -120,10 +125,12 @@ public enum URLPolicy {
             return
         case "http":
             guard isLoopback(host) else {
-                throw HTTPTransportError(.forbiddenURL, "plain http is only allowed to 127.0.0.1 or ::1, not \(host); use https")
+                throw HTTPTransportError(
+                    .forbiddenURL, "plain http is only allowed to 127.0.0.1 or ::1, not \(host); use https")
             }
             guard allowLoopbackHTTP else {
-                throw HTTPTransportError(.forbiddenURL, "plain http to \(host) needs an explicit opt-in (--allow-http-loopback)")
+                throw HTTPTransportError(
+                    .forbiddenURL, "plain http to \(host) needs an explicit opt-in (--allow-http-loopback)")
             }
         default:
             throw HTTPTransportError(.forbiddenURL, "scheme \(scheme) is not allowed; use https")
@@ -136,6 +143,8 @@ public enum URLPolicy {
         if bare == "::1" { return true }
         let parts = bare.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 4, parts[0] == "127" else { return false }
-        return parts.allSatisfy { part in part.count <= 3 && !part.isEmpty && part.allSatisfy(\.isASCII) && (UInt8(part) != nil) }
+        return parts.allSatisfy { part in
+            part.count <= 3 && !part.isEmpty && part.allSatisfy(\.isASCII) && (UInt8(part) != nil)
+        }
     }
 }

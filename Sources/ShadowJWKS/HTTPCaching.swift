@@ -80,7 +80,9 @@ package enum HTTPCaching {
             let name = String(decoding: entry[..<(equals ?? entry.endIndex)], as: UTF8.self).trimmedSpaces.lowercased()
             guard !name.isEmpty else { continue }
             var value = equals.map { String(decoding: entry[($0 + 1)...], as: UTF8.self).trimmedSpaces }
-            if let text = value, text.utf8.count >= 2, text.utf8.first == UInt8(ascii: "\""), text.utf8.last == UInt8(ascii: "\"") {
+            if let text = value, text.utf8.count >= 2, text.utf8.first == UInt8(ascii: "\""),
+                text.utf8.last == UInt8(ascii: "\"")
+            {
                 value = unquote(text)
             }
             result.append(Directive(name: name, value: value))
@@ -129,23 +131,29 @@ package enum HTTPCaching {
             let weekday = String(parts[0].dropLast())
             if weekdays.contains(weekday) {
                 // IMF-fixdate: day, month, 4-digit year.
-                guard parts[1].utf8.count == 2, parts[3].utf8.count == 4, let day = number(parts[1]), let year = number(parts[3]),
+                guard parts[1].utf8.count == 2, parts[3].utf8.count == 4, let day = number(parts[1]),
+                    let year = number(parts[3]),
                     let month = months.firstIndex(of: parts[2])
                 else { return nil }
                 return time(parts[4], year: year, month: month + 1, day: day)
             }
         }
-        if parts.count == 4, parts[3] == "GMT", parts[0].hasSuffix(","), longWeekdays.contains(String(parts[0].dropLast())) {
+        if parts.count == 4, parts[3] == "GMT", parts[0].hasSuffix(","),
+            longWeekdays.contains(String(parts[0].dropLast()))
+        {
             // RFC 850: dd-Mon-yy, the century chosen as RFC 9110 §5.6.7 advises (within 50 years).
             let date = parts[1].split(separator: "-", omittingEmptySubsequences: false).map(String.init)
-            guard date.count == 3, date[0].utf8.count == 2, date[2].utf8.count == 2, let day = number(date[0]), let short = number(date[2]),
+            guard date.count == 3, date[0].utf8.count == 2, date[2].utf8.count == 2, let day = number(date[0]),
+                let short = number(date[2]),
                 let month = months.firstIndex(of: date[1])
             else { return nil }
             return time(parts[2], year: short < 70 ? 2000 + short : 1900 + short, month: month + 1, day: day)
         }
         if parts.count == 5, weekdays.contains(parts[0]), let month = months.firstIndex(of: parts[1]) {
             // asctime: Mon d hh:mm:ss yyyy (the day padded with a space, which the split absorbs).
-            guard (1...2).contains(parts[2].utf8.count), parts[4].utf8.count == 4, let day = number(parts[2]), let year = number(parts[4]) else { return nil }
+            guard (1...2).contains(parts[2].utf8.count), parts[4].utf8.count == 4, let day = number(parts[2]),
+                let year = number(parts[4])
+            else { return nil }
             return time(parts[3], year: year, month: month + 1, day: day)
         }
         return nil
@@ -153,7 +161,8 @@ package enum HTTPCaching {
 
     private static func time(_ text: String, year: Int, month: Int, day: Int) -> Timestamp? {
         let fields = text.split(separator: ":", omittingEmptySubsequences: false)
-        guard fields.count == 3, fields.allSatisfy({ $0.utf8.count == 2 }), let hour = number(fields[0]), let minute = number(fields[1]),
+        guard fields.count == 3, fields.allSatisfy({ $0.utf8.count == 2 }), let hour = number(fields[0]),
+            let minute = number(fields[1]),
             let second = number(fields[2])
         else { return nil }
         return Timestamp.utc(year: year, month: month, day: day, hour: hour, minute: minute, second: second)
@@ -171,7 +180,11 @@ package enum HTTPCaching {
         let f = time.fields
         func two(_ value: Int) -> String { value < 10 ? "0\(value)" : String(value) }
         let year = String(repeating: "0", count: max(0, 4 - String(f.year).count)) + String(f.year)
-        return "\(weekdays[f.weekday]), \(two(f.day)) \(months[f.month - 1]) \(year) \(two(f.hour)):\(two(f.minute)):\(two(f.second)) GMT"
+        return
+            """
+            \(weekdays[f.weekday]), \(two(f.day)) \(months[f.month - 1]) \(year) \
+            \(two(f.hour)):\(two(f.minute)):\(two(f.second)) GMT
+            """
     }
 
     /// True for a header value that may be sent back in a request: visible ASCII, spaces and

@@ -71,7 +71,8 @@ public final class JWKSProvider: Sendable {
     /// A provider fetching through `transport`; with a `store`, its state survives the process.
     /// Without a transport it only serves what the store holds (offline mode).
     public init(
-        configuration: Configuration, transport: (any HTTPTransport)?, store: (any KeySetStore)? = nil, clock: WallClock = .system,
+        configuration: Configuration, transport: (any HTTPTransport)?, store: (any KeySetStore)? = nil,
+        clock: WallClock = .system,
         logger: Logger = Logger(label: "shadow-keys.jwks")
     ) throws {
         try URLPolicy.check(configuration.url, allowLoopbackHTTP: configuration.allowLoopbackHTTP)
@@ -85,7 +86,8 @@ public final class JWKSProvider: Sendable {
 
     /// A provider that serves a local key set and never fetches (for code that takes a provider).
     public static func serving(_ keySet: JWKSet, clock: WallClock = .system) throws -> JWKSProvider {
-        let provider = try JWKSProvider(configuration: .init(url: "https://local.invalid/jwks"), transport: nil, clock: clock)
+        let provider = try JWKSProvider(
+            configuration: .init(url: "https://local.invalid/jwks"), transport: nil, clock: clock)
         provider.state.withLock { state in
             state.loaded = true
             state.keySet = keySet
@@ -99,7 +101,9 @@ public final class JWKSProvider: Sendable {
     /// Fetches the key set now, so the first verification does not wait. Failures are logged
     /// and left for verification to report.
     public func start() async {
-        do { _ = try await keySet() } catch { logger.debug("initial key-set fetch failed", metadata: ["error": "\(error)"]) }
+        do { _ = try await keySet() } catch {
+            logger.debug("initial key-set fetch failed", metadata: ["error": "\(error)"])
+        }
     }
 
     /// Cancels any fetch in flight; later calls throw ``JWKSError/Code/shutDown``.
@@ -159,7 +163,11 @@ public final class JWKSProvider: Sendable {
                 {
                     return .answer
                 }
-                if let last = state.snapshot.lastAttempt, now.timeIntervalSince(last) < configuration.refreshCooldown.inSeconds { return .answer }
+                if let last = state.snapshot.lastAttempt,
+                    now.timeIntervalSince(last) < configuration.refreshCooldown.inSeconds
+                {
+                    return .answer
+                }
                 if let notBefore = state.snapshot.retryNotBefore, now < notBefore { return .answer }
                 return .fetch
             }
@@ -211,9 +219,17 @@ public final class JWKSProvider: Sendable {
             let staleness = now.timeIntervalSince(expiry)
             guard staleness <= configuration.maximumStaleness.inSeconds else {
                 let why = state.snapshot.lastFailure.map { "; last refresh failed: \($0)" } ?? ""
-                throw JOSEError(.keysUnavailable, "the cached key set from \(configuration.url) expired \(Int(staleness)) s ago, beyond the \(Int(configuration.maximumStaleness.inSeconds)) s staleness limit\(why)")
+                throw JOSEError(
+                    .keysUnavailable,
+                    """
+                    the cached key set from \(configuration.url) expired \(Int(staleness)) s ago, beyond the \
+                    \(Int(configuration.maximumStaleness.inSeconds)) s staleness limit\(why)
+                    """
+                )
             }
-            logger.debug("serving a stale key set", metadata: ["url": "\(configuration.url)", "stale_seconds": "\(Int(staleness))"])
+            logger.debug(
+                "serving a stale key set",
+                metadata: ["url": "\(configuration.url)", "stale_seconds": "\(Int(staleness))"])
             return set
         }
     }
@@ -260,7 +276,9 @@ public final class JWKSProvider: Sendable {
 
     private func persist(_ snapshot: KeySetSnapshot) {
         guard let store else { return }
-        do { try store.save(snapshot) } catch { logger.debug("could not save the key-set cache", metadata: ["error": "\(error)"]) }
+        do { try store.save(snapshot) } catch {
+            logger.debug("could not save the key-set cache", metadata: ["error": "\(error)"])
+        }
     }
 
     /// Runs one fetch, shared by every caller that arrives while it is in flight.
@@ -283,12 +301,15 @@ public final class JWKSProvider: Sendable {
         if let store, let latest = store.load() {
             let now = clock.now
             let skip = state.withLock { state -> Bool in
-                guard latest.lastAttempt ?? .distantPast > state.snapshot.lastAttempt ?? .distantPast else { return false }
+                guard latest.lastAttempt ?? .distantPast > state.snapshot.lastAttempt ?? .distantPast else {
+                    return false
+                }
                 adopt(latest, into: &state)
                 if let set = state.keySet, let expiry = latest.expiresAt, now < expiry {
                     // Fresh now; an unknown kid is answered from it unless the cooldown allows a refresh.
                     guard let unknownKeyID, !set.contains(keyID: unknownKeyID) else { return true }
-                    return now.timeIntervalSince(latest.lastAttempt ?? .distantPast) < configuration.refreshCooldown.inSeconds
+                    return now.timeIntervalSince(latest.lastAttempt ?? .distantPast)
+                        < configuration.refreshCooldown.inSeconds
                 }
                 return false
             }
@@ -300,7 +321,8 @@ public final class JWKSProvider: Sendable {
         }
 
         let started = clock.now
-        var request = HTTPRequest(url: configuration.url, timeout: configuration.timeout, maxResponseBytes: configuration.maxResponseBytes)
+        var request = HTTPRequest(
+            url: configuration.url, timeout: configuration.timeout, maxResponseBytes: configuration.maxResponseBytes)
         request.headers.add("Accept", "application/json, application/jwk-set+json")
         request.headers.add("User-Agent", configuration.userAgent)
         let conditional = state.withLock { state -> (String?, String?) in
@@ -309,8 +331,15 @@ public final class JWKSProvider: Sendable {
         }
         // Validators come from a server (or a cache file): only well-formed ones go back out.
         if let etag = conditional.0, HTTPCaching.isSafeToEcho(etag) { request.headers.add("If-None-Match", etag) }
-        if let modified = conditional.1, HTTPCaching.isSafeToEcho(modified) { request.headers.add("If-Modified-Since", modified) }
-        logger.debug("fetching key set", metadata: ["url": "\(configuration.url)", "reason": "\(reason)", "conditional": "\(conditional.0 != nil || conditional.1 != nil)"])
+        if let modified = conditional.1, HTTPCaching.isSafeToEcho(modified) {
+            request.headers.add("If-Modified-Since", modified)
+        }
+        logger.debug(
+            "fetching key set",
+            metadata: [
+                "url": "\(configuration.url)", "reason": "\(reason)",
+                "conditional": "\(conditional.0 != nil || conditional.1 != nil)",
+            ])
 
         let outcome: Result<HTTPResponse, HTTPTransportError>
         do {
@@ -334,7 +363,8 @@ public final class JWKSProvider: Sendable {
                     }
                     guard !set.keys.isEmpty else {
                         let skipped = set.skipped.map(\.description).joined(separator: "; ")
-                        throw JWKSError(.fetchFailed, "the key set has no usable key" + (skipped.isEmpty ? "" : " (\(skipped))"))
+                        throw JWKSError(
+                            .fetchFailed, "the key set has no usable key" + (skipped.isEmpty ? "" : " (\(skipped))"))
                     }
                     let previous = state.keySet?.keys.compactMap(\.keyID) ?? []
                     state.keySet = set
@@ -342,15 +372,20 @@ public final class JWKSProvider: Sendable {
                     state.snapshot.fetchedAt = now
                     state.snapshot.expiresAt = now.addingTimeInterval(ttl(response.headers, now: now))
                     state.snapshot.etag = response.headers["ETag"].flatMap { HTTPCaching.isSafeToEcho($0) ? $0 : nil }
-                    state.snapshot.lastModified = response.headers["Last-Modified"].flatMap { HTTPCaching.isSafeToEcho($0) ? $0 : nil }
+                    state.snapshot.lastModified = response.headers["Last-Modified"].flatMap {
+                        HTTPCaching.isSafeToEcho($0) ? $0 : nil
+                    }
                     state.snapshot.lastFailure = nil
                     state.snapshot.retryNotBefore = nil
                     state.snapshot.unknownKeyIDs.removeAll()
                     let current = set.keys.compactMap(\.keyID)
-                    logger.debug("fetched key set", metadata: [
-                        "url": "\(configuration.url)", "keys": "\(current)", "dropped": "\(previous.filter { !current.contains($0) })",
-                        "skipped": "\(set.skipped.count)",
-                    ])
+                    logger.debug(
+                        "fetched key set",
+                        metadata: [
+                            "url": "\(configuration.url)", "keys": "\(current)",
+                            "dropped": "\(previous.filter { !current.contains($0) })",
+                            "skipped": "\(set.skipped.count)",
+                        ])
                 } catch let error as JWKSError {
                     fail(&state, error.reason, now: now, response: response)
                 } catch {
@@ -361,7 +396,8 @@ public final class JWKSProvider: Sendable {
                 if let etag = response.headers["ETag"], HTTPCaching.isSafeToEcho(etag) { state.snapshot.etag = etag }
                 state.snapshot.lastFailure = nil
                 state.snapshot.retryNotBefore = nil
-                logger.debug("key set not modified (304); freshness extended", metadata: ["url": "\(configuration.url)"])
+                logger.debug(
+                    "key set not modified (304); freshness extended", metadata: ["url": "\(configuration.url)"])
             case .success(let response):
                 fail(&state, "HTTP status \(response.status) from \(configuration.url)", now: now, response: response)
             case .failure(let error):
@@ -375,14 +411,21 @@ public final class JWKSProvider: Sendable {
     private func fail(_ state: inout State, _ message: String, now: Date, response: HTTPResponse?) {
         state.snapshot.lastFailure = message
         var retry = configuration.refreshCooldown.inSeconds
-        if let response, let after = HTTPCaching.retryAfter(response.headers, now: now) { retry = max(retry, min(after, 300)) }
+        if let response, let after = HTTPCaching.retryAfter(response.headers, now: now) {
+            retry = max(retry, min(after, 300))
+        }
         state.snapshot.retryNotBefore = now.addingTimeInterval(retry)
-        logger.debug("key-set fetch failed", metadata: ["url": "\(configuration.url)", "error": "\(message)", "retry_in": "\(Int(retry))"])
+        logger.debug(
+            "key-set fetch failed",
+            metadata: ["url": "\(configuration.url)", "error": "\(message)", "retry_in": "\(Int(retry))"])
     }
 
     private func ttl(_ headers: HTTPHeaders, now: Date) -> Double {
-        guard let lifetime = HTTPCaching.freshnessLifetime(headers, now: now) else { return configuration.defaultTTL.inSeconds }
-        return min(max(lifetime, configuration.ttlBounds.lowerBound.inSeconds), configuration.ttlBounds.upperBound.inSeconds)
+        guard let lifetime = HTTPCaching.freshnessLifetime(headers, now: now) else {
+            return configuration.defaultTTL.inSeconds
+        }
+        return min(
+            max(lifetime, configuration.ttlBounds.lowerBound.inSeconds), configuration.ttlBounds.upperBound.inSeconds)
     }
 }
 

@@ -14,7 +14,11 @@ struct ClientSecretCommand: AsyncParsableCommand, QuietCommand {
     static let configuration = CommandConfiguration(
         commandName: "client-secret",
         abstract: "Make a Sign in with Apple client secret (ES256 JWT) from a .p8 key.",
-        discussion: "Prints the JWT, or with --json the JWT and its claims. Never prints key material. Exit 64 for bad IDs or TTL, 65 for an unreadable or wrong key file."
+        discussion:
+            """
+            Prints the JWT, or with --json the JWT and its claims. Never prints key material. Exit 64 for bad IDs or \
+            TTL, 65 for an unreadable or wrong key file.
+            """
     )
 
     @OptionGroup var credentials: ClientSecretOptions
@@ -39,7 +43,8 @@ struct ClientSecretCommand: AsyncParsableCommand, QuietCommand {
             }
             let jws = try CompactJWS(secret.token)
             Console.json([
-                "client_secret": .string(secret.token), "header": .object(jws.header.json), "claims": .object(try jws.unverifiedPayload()),
+                "client_secret": .string(secret.token), "header": .object(jws.header.json),
+                "claims": .object(try jws.unverifiedPayload()),
                 "expires_at": .string(Timestamp.rfc3339(secret.expiresAt)),
             ])
         }

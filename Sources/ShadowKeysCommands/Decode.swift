@@ -19,7 +19,9 @@ struct Decode: AsyncParsableCommand, QuietCommand {
 
     func validate() throws {
         try token.requireInput()
-        guard (1...TokenOptions.readLimit).contains(maxTokenBytes) else { throw ValidationError("--max-token-bytes: 1 to \(TokenOptions.readLimit)") }
+        guard (1...TokenOptions.readLimit).contains(maxTokenBytes) else {
+            throw ValidationError("--max-token-bytes: 1 to \(TokenOptions.readLimit)")
+        }
     }
 
     func run() async throws {

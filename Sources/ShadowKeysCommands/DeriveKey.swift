@@ -23,18 +23,28 @@ struct DeriveKey: AsyncParsableCommand, QuietCommand {
     @Flag(name: .shortAndLong, help: "Print no warnings on stderr.") var quiet = false
 
     func validate() throws {
-        guard try passphrase.input() != nil else { throw ValidationError("give the passphrase with --passphrase-stdin, --passphrase-file or --passphrase-env") }
+        guard try passphrase.input() != nil else {
+            throw ValidationError("give the passphrase with --passphrase-stdin, --passphrase-file or --passphrase-env")
+        }
         guard let salt = try? Hex.decode(saltHex) else { throw ValidationError("--salt-hex is not hex") }
-        guard salt.count >= PBKDF2.minimumSaltBytes else { throw ValidationError("--salt-hex: the salt is \(salt.count) bytes; at least \(PBKDF2.minimumSaltBytes) are required") }
-        guard iterations >= PBKDF2.minimumIterations else { throw ValidationError("--iterations: at least \(PBKDF2.minimumIterations)") }
-        guard iterations <= PBKDF2.maximumIterations else { throw ValidationError("--iterations: at most \(PBKDF2.maximumIterations)") }
+        guard salt.count >= PBKDF2.minimumSaltBytes else {
+            throw ValidationError(
+                "--salt-hex: the salt is \(salt.count) bytes; at least \(PBKDF2.minimumSaltBytes) are required")
+        }
+        guard iterations >= PBKDF2.minimumIterations else {
+            throw ValidationError("--iterations: at least \(PBKDF2.minimumIterations)")
+        }
+        guard iterations <= PBKDF2.maximumIterations else {
+            throw ValidationError("--iterations: at most \(PBKDF2.maximumIterations)")
+        }
         guard (1...1024).contains(length) else { throw ValidationError("--length: 1 to 1024 bytes") }
     }
 
     func run() async throws {
         try await reportingFailures(json: false) {
             guard let secret = try passphrase.input()?.secret() else { throw CLIError(.usage, "no passphrase given") }
-            let key = try PBKDF2.deriveKey(passphrase: secret, salt: try Hex.decode(saltHex), iterations: iterations, length: length)
+            let key = try PBKDF2.deriveKey(
+                passphrase: secret, salt: try Hex.decode(saltHex), iterations: iterations, length: length)
             Console.out(key.withUnsafeBytes { Hex.encode($0) })
         }
     }

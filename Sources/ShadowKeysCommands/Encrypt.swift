@@ -12,26 +12,34 @@ import ShadowCrypto
 /// `--iterations` for a passphrase envelope: what readers accept, 100000 to 10000000.
 func checkEnvelopeIterations(_ iterations: Int) throws {
     guard (PBKDF2.minimumIterations...Envelope.maxIterations).contains(iterations) else {
-        throw ValidationError("--iterations: \(PBKDF2.minimumIterations) to \(Envelope.maxIterations), not \(iterations)")
+        throw ValidationError(
+            "--iterations: \(PBKDF2.minimumIterations) to \(Envelope.maxIterations), not \(iterations)")
     }
 }
-
 
 /// `--context k=v`, repeatable, in order: each value splits at its first `=` (so a value may
 /// hold `=`); the key must not be empty.
 func parseContext(_ items: [String]) throws -> EnvelopeContext {
     let pairs = try items.map { item -> (String, String) in
-        guard let equals = item.firstIndex(of: "="), equals != item.startIndex else { throw ValidationError("--context \(item): expected key=value") }
+        guard let equals = item.firstIndex(of: "="), equals != item.startIndex else {
+            throw ValidationError("--context \(item): expected key=value")
+        }
         return (String(item[..<equals]), String(item[item.index(after: equals)...]))
     }
-    do { return try EnvelopeContext(pairs) } catch let error as ShadowCryptoError { throw ValidationError("--context: \(error.reason)") }
+    do { return try EnvelopeContext(pairs) } catch let error as ShadowCryptoError {
+        throw ValidationError("--context: \(error.reason)")
+    }
 }
 
 struct Encrypt: AsyncParsableCommand, QuietCommand {
     static let configuration = CommandConfiguration(
         commandName: "encrypt",
         abstract: "Encrypt a file or stdin into a ShadowKeys envelope (stream form, or --record).",
-        discussion: "Exit 0, 64 for usage errors, 65 for an input the record form cannot hold, 66 when the input cannot be opened. Format: Docs/envelope-format.md."
+        discussion:
+            """
+            Exit 0, 64 for usage errors, 65 for an input the record form cannot hold, 66 when the input cannot be \
+            opened. Format: Docs/envelope-format.md.
+            """
     )
 
     @Argument(help: "The input file, or '-' for stdin.")
@@ -42,10 +50,14 @@ struct Encrypt: AsyncParsableCommand, QuietCommand {
 
     @OptionGroup var key: KEKOptions
 
-    @Option(name: .customLong("key-id"), help: "A key id stored in the header, for rotation (at most 255 bytes; default empty).")
+    @Option(
+        name: .customLong("key-id"),
+        help: "A key id stored in the header, for rotation (at most 255 bytes; default empty).")
     var keyID: String = ""
 
-    @Option(name: .customLong("context"), help: "A context pair key=value, repeatable, in order; decryption must give the same.")
+    @Option(
+        name: .customLong("context"),
+        help: "A context pair key=value, repeatable, in order; decryption must give the same.")
     var context: [String] = []
 
     @Option(name: .customLong("chunk-size"), help: "Stream chunk size in bytes: a power of two from 64 to 16777216.")
@@ -60,9 +72,13 @@ struct Encrypt: AsyncParsableCommand, QuietCommand {
     @Flag(name: .shortAndLong, help: "Print no warnings on stderr.") var quiet = false
 
     func validate() throws {
-        if (try key.input())?.usesStdin == true && input == "-" { throw ValidationError("the passphrase and the input cannot both come from stdin") }
+        if (try key.input())?.usesStdin == true && input == "-" {
+            throw ValidationError("the passphrase and the input cannot both come from stdin")
+        }
         try checkEnvelopeIterations(iterations)
-        guard EnvelopeHeader.validChunkSize(chunkSize) else { throw ValidationError("--chunk-size must be a power of two from 64 to 16777216") }
+        guard EnvelopeHeader.validChunkSize(chunkSize) else {
+            throw ValidationError("--chunk-size must be a power of two from 64 to 16777216")
+        }
         _ = try parseContext(context)
     }
 
@@ -75,13 +91,23 @@ struct Encrypt: AsyncParsableCommand, QuietCommand {
             let progress = Progress(verb: "encrypting", total: source.size)
             try withOutput(output) { fd in
                 if record {
-                    guard let plaintext = try Files.readAll(source.fd, limit: Envelope.maxRecordBytes, path: source.name) else {
-                        throw CLIError(.malformedInput, "the record form holds at most \(Envelope.maxRecordBytes) bytes; drop --record to use the stream form")
+                    guard
+                        let plaintext = try Files.readAll(source.fd, limit: Envelope.maxRecordBytes, path: source.name)
+                    else {
+                        throw CLIError(
+                            .malformedInput,
+                            """
+                            the record form holds at most \(Envelope.maxRecordBytes) bytes; drop --record to use the \
+                            stream form
+                            """
+                        )
                     }
                     try Files.writeAll(fd, try Envelope.seal(plaintext, kek: kek, context: context), path: output)
                 } else {
                     var encryptor = try EnvelopeStreamEncryptor(kek: kek, context: context, chunkSize: chunkSize)
-                    try EnvelopeFiles.encrypt(input: source.fd, encryptor: &encryptor, chunkSize: chunkSize, output: fd, progress: progress.update)
+                    try EnvelopeFiles.encrypt(
+                        input: source.fd, encryptor: &encryptor, chunkSize: chunkSize, output: fd,
+                        progress: progress.update)
                 }
             }
             progress.finish()

@@ -39,7 +39,9 @@ struct Hash: AsyncParsableCommand, QuietCommand {
     var status = false
 
     func validate() throws {
-        if check != nil && !files.isEmpty { throw ValidationError("--check takes the manifest only; do not list files") }
+        if check != nil && !files.isEmpty {
+            throw ValidationError("--check takes the manifest only; do not list files")
+        }
         if status && check == nil { throw ValidationError("--status applies to --check") }
         if base64 && check != nil { throw ValidationError("--check reads hex manifests") }
     }
@@ -79,7 +81,12 @@ struct Hash: AsyncParsableCommand, QuietCommand {
     private func digest(ofPath path: [UInt8], key: SecretBytes?) throws -> [UInt8] {
         let shown = Self.display(path)
         guard !path.contains(0) else { throw FileError("open", shown, errno: EINVAL) }
-        let fd = path == [UInt8(ascii: "-")] ? 0 : (path.map { CChar(bitPattern: $0) } + [0]).withUnsafeBufferPointer { open($0.baseAddress!, O_RDONLY | O_CLOEXEC) }
+        let fd =
+            path == [UInt8(ascii: "-")]
+            ? 0
+            : (path.map { CChar(bitPattern: $0) } + [0]).withUnsafeBufferPointer {
+                open($0.baseAddress!, O_RDONLY | O_CLOEXEC)
+            }
         guard fd >= 0 else { throw FileError("open", shown) }
         defer { if fd > 0 { close(fd) } }
         do {
@@ -112,10 +119,14 @@ struct Hash: AsyncParsableCommand, QuietCommand {
     private func verify(manifest: String, key: SecretBytes?) throws -> Bool {
         let bytes: [UInt8]
         if manifest == "-" {
-            guard let input = try Files.readAll(0, limit: 64 << 20, path: "stdin") else { throw CLIError(.usage, "manifest too large") }
+            guard let input = try Files.readAll(0, limit: 64 << 20, path: "stdin") else {
+                throw CLIError(.usage, "manifest too large")
+            }
             bytes = input
         } else {
-            guard let input = try Files.read(manifest, limit: 64 << 20) else { throw CLIError(.usage, "manifest too large") }
+            guard let input = try Files.read(manifest, limit: 64 << 20) else {
+                throw CLIError(.usage, "manifest too large")
+            }
             bytes = input
         }
         let (lines, malformed) = ChecksumManifest.parse(manifest: bytes)
@@ -134,17 +145,42 @@ struct Hash: AsyncParsableCommand, QuietCommand {
             } catch {
                 unreadable += 1
                 if !status {
-                    Console.err(name.contains(0) ? "shadow-keys: \(shown): a file name cannot contain a NUL byte" : "shadow-keys: \(error)")
+                    Console.err(
+                        name.contains(0)
+                            ? "shadow-keys: \(shown): a file name cannot contain a NUL byte" : "shadow-keys: \(error)")
                     Console.out("\(shown): FAILED open or read")
                 }
             }
         }
-        guard !lines.isEmpty else { throw CLIError(.failure, "\(manifest): no properly formatted SHA-256 checksum lines found") }
+        guard !lines.isEmpty else {
+            throw CLIError(.failure, "\(manifest): no properly formatted SHA-256 checksum lines found")
+        }
         if !status {
             func plural(_ count: Int, _ one: String, _ many: String) -> String { count == 1 ? one : many }
-            if malformed > 0 { Console.err("shadow-keys: WARNING: \(malformed) \(plural(malformed, "line is", "lines are")) improperly formatted") }
-            if unreadable > 0 { Console.err("shadow-keys: WARNING: \(unreadable) listed \(plural(unreadable, "file", "files")) could not be read") }
-            if mismatched > 0 { Console.err("shadow-keys: WARNING: \(mismatched) computed \(plural(mismatched, "checksum", "checksums")) did NOT match") }
+            if malformed > 0 {
+                Console.err(
+                    """
+                    shadow-keys: WARNING: \(malformed) \(plural(malformed, "line is", "lines are")) improperly \
+                    formatted
+                    """
+                )
+            }
+            if unreadable > 0 {
+                Console.err(
+                    """
+                    shadow-keys: WARNING: \(unreadable) listed \(plural(unreadable, "file", "files")) could not be \
+                    read
+                    """
+                )
+            }
+            if mismatched > 0 {
+                Console.err(
+                    """
+                    shadow-keys: WARNING: \(mismatched) computed \(plural(mismatched, "checksum", "checksums")) did \
+                    NOT match
+                    """
+                )
+            }
         }
         return mismatched > 0 || unreadable > 0
     }

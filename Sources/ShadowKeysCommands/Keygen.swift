@@ -6,7 +6,12 @@ struct Keygen: ParsableCommand, QuietCommand {
     static let configuration = CommandConfiguration(
         commandName: "keygen",
         abstract: "Write a new random 256-bit key to FILE (64 hex digits, mode 0600); never overwrites.",
-        discussion: "The key is for --key-file wherever a command takes one. Exit 0, 73 when FILE exists, 66 when its folder cannot be written.")
+        discussion:
+            """
+            The key is for --key-file wherever a command takes one. Exit 0, 73 when FILE exists, 66 when its folder \
+            cannot be written.
+            """
+    )
 
     @Argument(help: ArgumentHelp("Where to write the key (a new file).", valueName: "file"))
     var file: String
@@ -17,7 +22,9 @@ struct Keygen: ParsableCommand, QuietCommand {
     @Flag(name: .shortAndLong, help: "Print no warnings on stderr.") var quiet = false
 
     func validate() throws {
-        guard !file.isEmpty, file != "-" else { throw ValidationError("give a file to write the key to; keys are never printed") }
+        guard !file.isEmpty, file != "-" else {
+            throw ValidationError("give a file to write the key to; keys are never printed")
+        }
     }
 
     func run() throws {
@@ -47,7 +54,9 @@ func writeNewKey(to path: String) throws {
         try text.withUnsafeBytes { try writer.write($0) }
         try writer.commit(replacing: false)
     } catch let error as FileError {
-        if error.alreadyExists { throw CLIError(.cannotCreate, code: "exists", "\(path.terminalSafe) exists; keygen never overwrites a key") }
+        if error.alreadyExists {
+            throw CLIError(.cannotCreate, code: "exists", "\(path.terminalSafe) exists; keygen never overwrites a key")
+        }
         throw CLIError(.noInput, code: "io", "cannot write the key: \(error)")
     }
 }

@@ -20,7 +20,8 @@ public enum ShadowKeysTool {
 
     /// Every command that needs no server and no PostgreSQL, in the order help lists them.
     public static let commands: [any ParsableCommand.Type] = [
-        VerifyToken.self, Decode.self, JWKSCommand.self, ClientSecretCommand.self, AppleCommand.self, Keygen.self, Sign.self, DeriveKey.self,
+        VerifyToken.self, Decode.self, JWKSCommand.self, ClientSecretCommand.self, AppleCommand.self, Keygen.self,
+        Sign.self, DeriveKey.self,
         Encrypt.self, Decrypt.self, Rewrap.self, Hash.self, VaultCommand.self, StateCommand.self, SelfTestCommand.self,
     ]
 
@@ -57,7 +58,8 @@ public enum ShadowKeysTool {
                 if json { Console.json(["error": ["code": "usage", "message": .string(unknown.message)]]) }
                 Console.err("Error: \(unknown.message)")
                 let name = root.configuration.commandName ?? "shadow-keys"
-                Console.err("  See '\(([name] + unknown.commandPath + ["--help"]).joined(separator: " "))' for more information.")
+                let help = ([name] + unknown.commandPath + ["--help"]).joined(separator: " ")
+                Console.err("  See '\(help)' for more information.")
                 root.exit(withError: ExitCode(ExitStatus.usage.rawValue))
             }
             if json {
@@ -83,7 +85,8 @@ public enum ShadowKeysTool {
     static func directlyParsed(_ arguments: [String]) -> (any AsyncParsableCommand & QuietCommand)? {
         switch arguments.first {
         case "verify-token": return VerifyToken.parsedDirectly(arguments.dropFirst())
-        case "vault" where arguments.dropFirst().first == "get": return VaultCommand.Get.parsedDirectly(arguments.dropFirst(2))
+        case "vault" where arguments.dropFirst().first == "get":
+            return VaultCommand.Get.parsedDirectly(arguments.dropFirst(2))
         default: return nil
         }
     }

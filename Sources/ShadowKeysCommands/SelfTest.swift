@@ -42,7 +42,8 @@ struct SelfTestCommand: AsyncParsableCommand, QuietCommand {
 
     private static func json(_ result: SuiteResult) -> JSONValue {
         [
-            "module": .string(result.module), "suite": .string(result.name), "run": .int(result.run), "passed": .int(result.passed),
+            "module": .string(result.module), "suite": .string(result.name), "run": .int(result.run),
+            "passed": .int(result.passed),
             "error": result.error.map(JSONValue.string) ?? .null,
             "skipped": result.skipped.map(JSONValue.string) ?? .null,
             "failures": .array(result.cases.filter { !$0.passed }.map { .string($0.detail) }),
@@ -52,7 +53,10 @@ struct SelfTestCommand: AsyncParsableCommand, QuietCommand {
     private func printTable(_ results: [SuiteResult], directory: String?) {
         var rows: [[String]] = [["module", "suite", "vectors", "passed"]]
         for result in results {
-            rows.append([result.module, result.name, String(result.run), result.skipped != nil ? "skipped" : result.error == nil ? String(result.passed) : "ERROR"])
+            rows.append([
+                result.module, result.name, String(result.run),
+                result.skipped != nil ? "skipped" : result.error == nil ? String(result.passed) : "ERROR",
+            ])
         }
         let widths = (0..<4).map { column in rows.map { $0[column].count }.max() ?? 0 }
         for (index, row) in rows.enumerated() {
@@ -70,13 +74,21 @@ struct SelfTestCommand: AsyncParsableCommand, QuietCommand {
         let failed = results.count(where: \.failed)
         let verdict = failed == 0 ? "ok" : "FAILED (\(failed) suite\(failed == 1 ? "" : "s") failed or could not run)"
         let skippedNote = skipped == 0 ? "" : ", \(skipped) skipped (no vector folder)"
-        Console.out("\(verdict): \(passed)/\(run) vectors passed in \(results.count - skipped) suites\(skippedNote)\(source)")
+        Console.out(
+            "\(verdict): \(passed)/\(run) vectors passed in \(results.count - skipped) suites\(skippedNote)\(source)")
         for result in results {
             if let error = result.error { Console.err("FAILED \(result.name): \(error)") }
-            for failure in result.cases where !failure.passed { Console.err("FAILED \(result.name): \(failure.detail)") }
+            for failure in result.cases where !failure.passed {
+                Console.err("FAILED \(result.name): \(failure.detail)")
+            }
         }
         if skipped > 0 {
-            Console.err("note: \(skipped) suites need the Wycheproof and NIST files: run from the package checkout, or pass --vectors DIR")
+            Console.err(
+                """
+                note: \(skipped) suites need the Wycheproof and NIST files: run from the package checkout, or pass \
+                --vectors DIR
+                """
+            )
         }
     }
 }

@@ -31,7 +31,8 @@ struct Sign: AsyncParsableCommand, QuietCommand {
     @Option(help: ArgumentHelp("A file holding the claims as a JSON object, or '-' for stdin.", valueName: "file"))
     var claims: String?
 
-    @Option(help: ArgumentHelp("Issued-at: 'now', +/-N[s|m|h|d] from now, epoch seconds or RFC 3339.", valueName: "time"))
+    @Option(
+        help: ArgumentHelp("Issued-at: 'now', +/-N[s|m|h|d] from now, epoch seconds or RFC 3339.", valueName: "time"))
     var iat: String?
 
     @Option(help: ArgumentHelp("Expiry: +N[s|m|h|d] from now, epoch seconds or RFC 3339.", valueName: "time"))
@@ -43,7 +44,9 @@ struct Sign: AsyncParsableCommand, QuietCommand {
     @Flag(name: .shortAndLong, help: "Print no warnings on stderr.") var quiet = false
 
     func validate() throws {
-        if let alg, VerificationOptions.algorithm(alg) == nil { throw ValidationError("--alg \(alg): only RS256 and ES256 can sign") }
+        if let alg, VerificationOptions.algorithm(alg) == nil {
+            throw ValidationError("--alg \(alg): only RS256 and ES256 can sign")
+        }
         if let kid, kid.isEmpty || kid.utf8.count > 256 { throw ValidationError("--kid: 1 to 256 bytes") }
         if let iat { _ = try Self.time(iat, option: "--iat") }
         if let exp { _ = try Self.time(exp, option: "--exp") }
@@ -51,28 +54,43 @@ struct Sign: AsyncParsableCommand, QuietCommand {
 
     func run() async throws {
         try await reportingFailures(json: json) {
-            let keyBytes = try SecretInput(origin: .file(key), what: "key").bytes(limit: 64 * 1024, oversize: .malformedInput)
+            let keyBytes = try SecretInput(origin: .file(key), what: "key").bytes(
+                limit: 64 * 1024, oversize: .malformedInput)
             let signer: JWSSigner
             do {
-                signer = try KeyFiles.signer(keyBytes, algorithm: alg.flatMap(VerificationOptions.algorithm), keyID: kid)
+                signer = try KeyFiles.signer(
+                    keyBytes, algorithm: alg.flatMap(VerificationOptions.algorithm), keyID: kid)
             } catch let error as JOSEError {
                 throw CLIError(.malformedInput, code: "invalid_key", "--key \(key.terminalSafe): \(error.reason)")
             }
             var object = try readClaims()
-            if let iat { object.set("iat", .int(try Self.time(iat, option: "--iat").wholeSeconds)) }
-            else if object["iat"] == nil, let now = Timestamp(Date()) { object.set("iat", .int(now.wholeSeconds)) }
+            if let iat {
+                object.set("iat", .int(try Self.time(iat, option: "--iat").wholeSeconds))
+            } else if object["iat"] == nil, let now = Timestamp(Date()) {
+                object.set("iat", .int(now.wholeSeconds))
+            }
             if let exp { object.set("exp", .int(try Self.time(exp, option: "--exp").wholeSeconds)) }
             try Self.checkRegisteredClaims(object)
             let token = try signer.sign(claims: object)
             // What verify-token would refuse to read, sign refuses to write.
             guard token.utf8.count <= TokenOptions.readLimit else {
-                throw CLIError(.malformedInput, code: "token_too_large", "the token would be \(token.utf8.count) bytes; verify-token reads at most \(TokenOptions.readLimit)")
+                throw CLIError(
+                    .malformedInput, code: "token_too_large",
+                    "the token would be \(token.utf8.count) bytes; verify-token reads at most \(TokenOptions.readLimit)"
+                )
             }
             if token.utf8.count > CompactJWS.defaultMaxBytes {
-                Console.warn("the token is \(token.utf8.count) bytes; verify-token needs --max-token-bytes above \(CompactJWS.defaultMaxBytes)")
+                Console.warn(
+                    """
+                    the token is \(token.utf8.count) bytes; verify-token needs --max-token-bytes above \
+                    \(CompactJWS.defaultMaxBytes)
+                    """
+                )
             }
             if json {
-                let header: JSONObject = ["alg": .string(signer.algorithm.rawValue), "kid": signer.keyID.map(JSONValue.string) ?? .null]
+                let header: JSONObject = [
+                    "alg": .string(signer.algorithm.rawValue), "kid": signer.keyID.map(JSONValue.string) ?? .null,
+                ]
                 Console.json(["token": .string(token), "header": .object(header), "claims": .object(object)])
             } else {
                 Console.out(token)
@@ -85,13 +103,18 @@ struct Sign: AsyncParsableCommand, QuietCommand {
         guard let claims else { return [:] }
         let bytes: [UInt8]?
         do {
-            bytes = claims == "-" ? try Files.readAll(0, limit: TokenOptions.readLimit, path: "stdin") : try Files.read(claims, limit: TokenOptions.readLimit)
+            bytes =
+                claims == "-"
+                ? try Files.readAll(0, limit: TokenOptions.readLimit, path: "stdin")
+                : try Files.read(claims, limit: TokenOptions.readLimit)
         } catch let error as FileError {
             throw CLIError(.noInput, code: "io", "cannot read the claims: \(error)")
         }
         guard let bytes else { throw CLIError(.malformedInput, "the claims exceed \(TokenOptions.readLimit) bytes") }
         do {
-            guard let object = try StrictJSON.parse(bytes).objectValue else { throw CLIError(.malformedInput, code: "invalid_claims", "the claims are not a JSON object") }
+            guard let object = try StrictJSON.parse(bytes).objectValue else {
+                throw CLIError(.malformedInput, code: "invalid_claims", "the claims are not a JSON object")
+            }
             return object
         } catch let error as CLIError {
             throw error
@@ -105,14 +128,20 @@ struct Sign: AsyncParsableCommand, QuietCommand {
     static func checkRegisteredClaims(_ claims: JSONObject) throws {
         for name in ["exp", "nbf", "iat"] {
             guard let value = claims[name] else { continue }
-            guard case .number(let number) = value, let seconds = number.int64Value, Timestamp(wholeSeconds: seconds) != nil else {
-                throw CLIError(.malformedInput, code: "invalid_claims", "claim \(name) must be a whole number of seconds since the epoch, a date in the years 0001 to 9999")
+            guard case .number(let number) = value, let seconds = number.int64Value,
+                Timestamp(wholeSeconds: seconds) != nil
+            else {
+                throw CLIError(
+                    .malformedInput, code: "invalid_claims",
+                    "claim \(name) must be a whole number of seconds since the epoch, a date in the years 0001 to 9999")
             }
         }
         for name in ["iss", "sub", "jti"] where claims[name] != nil && claims[name]?.stringValue == nil {
             throw CLIError(.malformedInput, code: "invalid_claims", "claim \(name) must be a string")
         }
-        if let audience = claims["aud"], audience.stringValue == nil, !(audience.arrayValue?.allSatisfy { $0.stringValue != nil } ?? false) {
+        if let audience = claims["aud"], audience.stringValue == nil,
+            !(audience.arrayValue?.allSatisfy { $0.stringValue != nil } ?? false)
+        {
             throw CLIError(.malformedInput, code: "invalid_claims", "claim aud must be a string or an array of strings")
         }
     }
@@ -120,8 +149,10 @@ struct Sign: AsyncParsableCommand, QuietCommand {
     /// `now`, `+N[s|m|h|d]` / `-N[…]` from now, or an absolute time.
     static func time(_ value: String, option: String) throws -> Timestamp {
         if value == "now" { return try timeFromNow(seconds: 0, option: option) }
-        if let sign = value.first, sign == "+" || sign == "-", let unit = value.last, let scale = ["s": 1, "m": 60, "h": 3600, "d": 86400][unit],
-           let count = Int(value.dropFirst().dropLast()), count >= 0, count <= 3_650_000 {
+        if let sign = value.first, sign == "+" || sign == "-", let unit = value.last,
+            let scale = ["s": 1, "m": 60, "h": 3600, "d": 86400][unit],
+            let count = Int(value.dropFirst().dropLast()), count >= 0, count <= 3_650_000
+        {
             return try timeFromNow(seconds: (sign == "-" ? -1 : 1) * count * scale, option: option)
         }
         return try parseTime(value, option: option)

@@ -46,7 +46,9 @@ enum TokenLines {
     }
 
     /// The batch, split into one contiguous slice per worker; results in input order.
-    static func verifyBatch(_ batch: [LineReader.Line], workers: Int, verify: @escaping TokenVerification) async throws -> [Result] {
+    static func verifyBatch(
+        _ batch: [LineReader.Line], workers: Int, verify: @escaping TokenVerification
+    ) async throws -> [Result] {
         let slice = (batch.count + workers - 1) / workers
         return try await withThrowingTaskGroup(of: (Int, [Result]).self) { group in
             for start in stride(from: 0, to: batch.count, by: slice) {
@@ -66,7 +68,9 @@ enum TokenLines {
         let text: String
         switch line {
         case .tooLong(let count):
-            let error = CLIError(.malformedToken, code: "malformed_token", "the line is \(count) bytes, over the \(TokenOptions.readLimit)-byte limit")
+            let error = CLIError(
+                .malformedToken, code: "malformed_token",
+                "the line is \(count) bytes, over the \(TokenOptions.readLimit)-byte limit")
             return Result(status: .malformedToken, error: error)
         case .text(let bytes):
             text = String(decoding: trimWhitespace(bytes), as: UTF8.self)

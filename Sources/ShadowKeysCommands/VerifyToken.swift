@@ -25,13 +25,32 @@ struct VerifyToken: AsyncParsableCommand, QuietCommand {
 
     @OptionGroup var options: VerificationOptions
 
-    @Flag(help: "Sign in with Apple identity token: Apple's JWKS by default, iss Apple, RS256 only, --aud required; --nonce matches the raw nonce or its SHA-256 hex.")
+    @Flag(
+        help:
+            """
+            Sign in with Apple identity token: Apple's JWKS by default, iss Apple, RS256 only, --aud required; \
+            --nonce matches the raw nonce or its SHA-256 hex.
+            """
+    )
     var apple = false
 
-    @Flag(help: "With --apple: refuse (exit 14) a token issued at or before its subject's revocation or transfer, as recorded in the credential-state store (--store).")
+    @Flag(
+        help:
+            """
+            With --apple: refuse (exit 14) a token issued at or before its subject's revocation or transfer, as \
+            recorded in the credential-state store (--store).
+            """
+    )
     var state = false
 
-    @Option(name: .customLong("client-id"), help: "With --state: the client ID the state is kept under, one of the --aud values (default: the token's aud, which must be one string).")
+    @Option(
+        name: .customLong("client-id"),
+        help:
+            """
+            With --state: the client ID the state is kept under, one of the --aud values (default: the token's aud, \
+            which must be one string).
+            """
+    )
     var clientID: String?
 
     @OptionGroup(title: "Credential state (--state)") var store: StoreOptions
@@ -39,7 +58,11 @@ struct VerifyToken: AsyncParsableCommand, QuietCommand {
     @Flag(help: "Print a JSON result on stdout instead of the claims.")
     var json = false
 
-    @Flag(name: .customLong("each-line"), help: "Verify every line of stdin as a token (keys and policy load once; all cores); one result a line, in order.")
+    @Flag(
+        name: .customLong("each-line"),
+        help:
+            "Verify every line of stdin as a token (keys and policy load once; all cores); one result a line, in order."
+    )
     var eachLine = false
 
     @Flag(name: .shortAndLong, help: "Print no warnings (a token on argv, no --iss or --aud).")
@@ -50,22 +73,36 @@ struct VerifyToken: AsyncParsableCommand, QuietCommand {
         try keySource.validate(default: apple ? Apple.keysURL : nil)
         if apple { try options.validateApple() }
         if state {
-            guard apple else { throw ValidationError("--state applies to Sign in with Apple identity tokens: add --apple") }
+            guard apple else {
+                throw ValidationError("--state applies to Sign in with Apple identity tokens: add --apple")
+            }
             try store.requireKey()
             // State is kept per client ID: only one the token can be accepted for may key it.
             if let clientID, !options.audiences.contains(where: { $0.exactlyEquals(clientID) }) {
                 throw ValidationError("--client-id must be one of the --aud values")
             }
-            if token.usesStdin && store.keyUsesStdin { throw ValidationError("the token and the passphrase cannot both come from stdin") }
+            if token.usesStdin && store.keyUsesStdin {
+                throw ValidationError("the token and the passphrase cannot both come from stdin")
+            }
         } else if store.isGiven || clientID != nil {
             throw ValidationError("--store, --vault, their key options and --client-id apply with --state only")
         }
         if eachLine {
-            guard !token.isGiven else { throw ValidationError("--each-line reads the tokens from stdin: give no TOKEN, --token-file or --token-env") }
-            if keySource.jwks == "-" { throw ValidationError("--each-line reads the tokens from stdin: --jwks - cannot be used with it") }
-            if state && store.keyUsesStdin { throw ValidationError("--each-line reads the tokens from stdin: the store's passphrase cannot come from it") }
+            guard !token.isGiven else {
+                throw ValidationError(
+                    "--each-line reads the tokens from stdin: give no TOKEN, --token-file or --token-env")
+            }
+            if keySource.jwks == "-" {
+                throw ValidationError("--each-line reads the tokens from stdin: --jwks - cannot be used with it")
+            }
+            if state && store.keyUsesStdin {
+                throw ValidationError(
+                    "--each-line reads the tokens from stdin: the store's passphrase cannot come from it")
+            }
         }
-        if token.usesStdin && keySource.jwks == "-" { throw ValidationError("the token and --jwks cannot both come from stdin") }
+        if token.usesStdin && keySource.jwks == "-" {
+            throw ValidationError("the token and --jwks cannot both come from stdin")
+        }
     }
 
     func run() async throws {
@@ -95,10 +132,14 @@ struct VerifyToken: AsyncParsableCommand, QuietCommand {
             let verifier = try options.verifier(), keys = try keySource.keys()
             return { (try await verifier.verify($0, keys: keys), []) }
         }
-        let validator = try options.appleValidator(), keys = try keySource.keys(default: Apple.keysURL), clientID = self.clientID
+        let validator = try options.appleValidator(), keys = try keySource.keys(default: Apple.keysURL),
+            clientID = self.clientID
         return { token in
             let identity = try await validator.validate(token, keys: keys)
-            if let store { try await store.record(clientID: clientID ?? identity.audience, subject: identity.subject).enforce(identity) }
+            if let store {
+                try await store.record(clientID: clientID ?? identity.audience, subject: identity.subject).enforce(
+                    identity)
+            }
             return (identity.jwt, [.init(name: "apple", value: .object(identity.json))])
         }
     }
@@ -121,25 +162,36 @@ func printVerified(_ verified: VerifiedJWT, json: Bool, extra: [JSONObject.Membe
 /// The members `--json` prints for a verified token: header, claims, key, and `extra`.
 func verifiedJSON(_ verified: VerifiedJWT, extra: [JSONObject.Member]) -> [JSONObject.Member] {
     let key: JSONObject = [
-        "kid": verified.key.keyID.map(JSONValue.string) ?? .null, "thumbprint": .string(verified.key.thumbprint), "alg": .string(verified.algorithm.rawValue),
+        "kid": verified.key.keyID.map(JSONValue.string) ?? .null, "thumbprint": .string(verified.key.thumbprint),
+        "alg": .string(verified.algorithm.rawValue),
     ]
-    return [.init(name: "header", value: .object(verified.header.json)), .init(name: "claims", value: .object(verified.claims.json)), .init(name: "key", value: .object(key))]
+    return [
+        .init(name: "header", value: .object(verified.header.json)),
+        .init(name: "claims", value: .object(verified.claims.json)), .init(name: "key", value: .object(key)),
+    ]
         + extra
 }
 
 extension VerificationOptions {
     /// The checks `--apple` adds to the generic ones.
     func validateApple() throws {
-        guard !audiences.isEmpty else { throw ValidationError("--apple needs --aud: the bundle IDs and Services IDs you accept") }
-        if algorithms.contains(where: { $0 != "RS256" }) { throw ValidationError("Apple identity tokens are RS256 only") }
-        if let issuer, issuer != Apple.issuer { throw ValidationError("Apple identity tokens are issued by \(Apple.issuer)") }
+        guard !audiences.isEmpty else {
+            throw ValidationError("--apple needs --aud: the bundle IDs and Services IDs you accept")
+        }
+        if algorithms.contains(where: { $0 != "RS256" }) {
+            throw ValidationError("Apple identity tokens are RS256 only")
+        }
+        if let issuer, issuer != Apple.issuer {
+            throw ValidationError("Apple identity tokens are issued by \(Apple.issuer)")
+        }
         if allowMissingExpiration { throw ValidationError("Apple identity tokens always carry exp") }
     }
 
     /// Apple's validator with these options.
     func appleValidator() throws -> AppleIdentityTokenValidator {
         var validator = AppleIdentityTokenValidator(
-            clientIDs: audiences, nonce: try nonce.value(), leeway: leeway, maxAge: maxAge, requiredClaims: requiredClaims, clock: try parseNow(now))
+            clientIDs: audiences, nonce: try nonce.value(), leeway: leeway, maxAge: maxAge,
+            requiredClaims: requiredClaims, clock: try parseNow(now))
         validator.nonceMustBeHashed = nonce.isHashed
         validator.expectedType = type
         validator.maxTokenBytes = maxTokenBytes

@@ -9,8 +9,10 @@ extension VerifyToken {
         "token-file": .value, "token-env": .value,
         "jwks": .value, "offline": .flag, "allow-http-loopback": .flag, "ca-file": .value,
         "alg": .repeating, "iss": .value, "aud": .repeating, "all-aud-accepted": .flag,
-        "nonce": .value, "nonce-file": .value, "nonce-env": .value, "nonce-sha256": .value, "nonce-sha256-file": .value, "nonce-sha256-env": .value,
-        "leeway": .value, "max-age": .value, "require": .repeating, "typ": .value, "allow-missing-exp": .flag, "now": .value, "max-token-bytes": .value,
+        "nonce": .value, "nonce-file": .value, "nonce-env": .value, "nonce-sha256": .value, "nonce-sha256-file": .value,
+        "nonce-sha256-env": .value,
+        "leeway": .value, "max-age": .value, "require": .repeating, "typ": .value, "allow-missing-exp": .flag,
+        "now": .value, "max-token-bytes": .value,
         "apple": .flag, "state": .flag, "client-id": .value, "json": .flag, "quiet": .flag, "each-line": .flag,
         "store": .value,
     ].merging(VaultOptions.longOptions) { _, _ in preconditionFailure("verify-token declares a vault option twice") }
@@ -125,13 +127,17 @@ extension VaultOptions {
 
 extension VaultCommand.Get {
     /// Every long option `vault get` declares.
-    static let longOptions: [String: LongOptions.Kind] = ["no-newline": .flag, "json": .flag, "quiet": .flag].merging(VaultOptions.longOptions) { _, _ in
+    static let longOptions: [String: LongOptions.Kind] = ["no-newline": .flag, "json": .flag, "quiet": .flag].merging(
+        VaultOptions.longOptions
+    ) { _, _ in
         preconditionFailure("vault get declares a vault option twice")
     }
 
     /// `vault get NAME` read as ``VerifyToken/parsedDirectly(_:)`` reads `verify-token`.
     static func parsedDirectly(_ arguments: ArraySlice<String>) -> Self? {
-        guard let given = LongOptions(arguments, kinds: longOptions, positionals: 1), let vault = VaultOptions.direct(given) else { return nil }
+        guard let given = LongOptions(arguments, kinds: longOptions, positionals: 1),
+            let vault = VaultOptions.direct(given)
+        else { return nil }
         var command = Self()
         command.name = given.positionals[0]
         command.vault = vault

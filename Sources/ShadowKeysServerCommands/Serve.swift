@@ -30,22 +30,37 @@ struct Serve: AsyncParsableCommand, QuietCommand {
             """)
 
     @Option(help: ArgumentHelp("Address and port to listen on.", valueName: "host:port")) var listen = "127.0.0.1:8080"
-    @Option(name: .customLong("client-id"), help: "A client ID (Services ID or bundle ID) notifications may be for; repeatable.") var clientIDs: [String] = []
-    @Option(name: .customLong("max-age"), help: "Refuse notifications issued longer ago than this, seconds (60 to 604800).") var maxAge: Double = 86_400
+    @Option(
+        name: .customLong("client-id"),
+        help: "A client ID (Services ID or bundle ID) notifications may be for; repeatable.") var clientIDs: [String] =
+            []
+    @Option(
+        name: .customLong("max-age"), help: "Refuse notifications issued longer ago than this, seconds (60 to 604800).")
+    var maxAge: Double = 86_400
     @OptionGroup var keySource: KeySourceOptions
     @OptionGroup var store: StoreOptions
-    @Option(name: .customLong("p8"), help: "The Sign in with Apple key (.p8) that revokes tokens; with --team-id and --key-id.") var p8: String?
+    @Option(
+        name: .customLong("p8"),
+        help: "The Sign in with Apple key (.p8) that revokes tokens; with --team-id and --key-id.") var p8: String?
     @Option(name: .customLong("team-id"), help: "The 10-character Team ID, for revocations.") var teamID: String?
-    @Option(name: .customLong("key-id"), help: "The 10-character Key ID of the .p8 key, for revocations.") var keyID: String?
-    @Option(name: .customLong("base-url"), help: "Apple's auth base URL, for revocations (mirrors and tests).") var baseURL: String = Apple.baseURL
-    @Option(name: .customLong("revocation-retry"), help: "Seconds before retrying a failed revocation, doubled each time up to an hour (1 to 3600).")
+    @Option(name: .customLong("key-id"), help: "The 10-character Key ID of the .p8 key, for revocations.") var keyID:
+        String?
+    @Option(name: .customLong("base-url"), help: "Apple's auth base URL, for revocations (mirrors and tests).")
+    var baseURL: String = Apple.baseURL
+    @Option(
+        name: .customLong("revocation-retry"),
+        help: "Seconds before retrying a failed revocation, doubled each time up to an hour (1 to 3600).")
     var revocationRetry: Double = 30
-    @Option(name: .customLong("revocation-lease"), help: "Seconds a claimed revocation is held before another worker may take it (5 to 3600).")
+    @Option(
+        name: .customLong("revocation-lease"),
+        help: "Seconds a claimed revocation is held before another worker may take it (5 to 3600).")
     var revocationLease: Double = 60
 
     /// The listen address, checked.
     func address() throws -> (host: String, port: Int) {
-        guard let colon = listen.lastIndex(of: ":"), let port = Int(listen[listen.index(after: colon)...]), (1...65535).contains(port) else {
+        guard let colon = listen.lastIndex(of: ":"), let port = Int(listen[listen.index(after: colon)...]),
+            (1...65535).contains(port)
+        else {
             throw ValidationError("--listen: host:port with a port of 1 to 65535, not \(listen.quotedForMessage)")
         }
         var host = String(listen[..<colon])
@@ -58,19 +73,31 @@ struct Serve: AsyncParsableCommand, QuietCommand {
 
     func validate() throws {
         _ = try address()
-        guard !clientIDs.isEmpty else { throw ValidationError("give at least one --client-id: the client IDs notifications may be for") }
+        guard !clientIDs.isEmpty else {
+            throw ValidationError("give at least one --client-id: the client IDs notifications may be for")
+        }
         guard (60...604_800).contains(maxAge) else { throw ValidationError("--max-age: 60 to 604800 seconds") }
         try keySource.validate(default: Apple.keysURL, networkUsedElsewhere: p8 != nil)
         if keySource.jwks == "-" { throw ValidationError("--jwks -: a server reads its keys from a URL or a file") }
         try store.requireKey()
         let revokes = [p8, teamID, keyID].compactMap { $0 }.count
-        guard revokes == 0 || revokes == 3 else { throw ValidationError("give --p8, --team-id and --key-id together (revocations), or none of them") }
+        guard revokes == 0 || revokes == 3 else {
+            throw ValidationError("give --p8, --team-id and --key-id together (revocations), or none of them")
+        }
         let identifier = #/^[A-Z0-9]{10}$/#
-        if let teamID, teamID.wholeMatch(of: identifier) == nil { throw ValidationError("--team-id must be 10 characters A-Z and 0-9") }
-        if let keyID, keyID.wholeMatch(of: identifier) == nil { throw ValidationError("--key-id must be 10 characters A-Z and 0-9") }
+        if let teamID, teamID.wholeMatch(of: identifier) == nil {
+            throw ValidationError("--team-id must be 10 characters A-Z and 0-9")
+        }
+        if let keyID, keyID.wholeMatch(of: identifier) == nil {
+            throw ValidationError("--key-id must be 10 characters A-Z and 0-9")
+        }
         try keySource.network.check(baseURL + "/auth/revoke", option: "--base-url")
-        guard (1...3600).contains(revocationRetry) else { throw ValidationError("--revocation-retry: 1 to 3600 seconds") }
-        guard (5...3600).contains(revocationLease) else { throw ValidationError("--revocation-lease: 5 to 3600 seconds") }
+        guard (1...3600).contains(revocationRetry) else {
+            throw ValidationError("--revocation-retry: 1 to 3600 seconds")
+        }
+        guard (5...3600).contains(revocationLease) else {
+            throw ValidationError("--revocation-lease: 5 to 3600 seconds")
+        }
     }
 
     /// The revocation worker, when the store keeps a queue and the Apple key was given.
@@ -84,12 +111,15 @@ struct Serve: AsyncParsableCommand, QuietCommand {
         var clients: [String: AppleAuthClient] = [:]
         for clientID in clientIDs {
             let builder = try ClientSecretBuilder(key: key, teamID: teamID, keyID: keyID, clientID: clientID)
-            clients[clientID] = try AppleAuthClient(configuration: configuration, secrets: ClientSecretProvider(builder: builder), transport: transport, identityTokenKeys: keys)
+            clients[clientID] = try AppleAuthClient(
+                configuration: configuration, secrets: ClientSecretProvider(builder: builder), transport: transport,
+                identityTokenKeys: keys)
         }
         var settings = RevocationWorker.Configuration()
         settings.firstRetryDelay = .seconds(revocationRetry)
         settings.lease = .seconds(revocationLease)
-        return RevocationWorker(queue: queue, configuration: settings, logger: logger, revoke: RevocationWorker.apple(clients))
+        return RevocationWorker(
+            queue: queue, configuration: settings, logger: logger, revoke: RevocationWorker.apple(clients))
     }
 
     func run() async throws {
@@ -101,31 +131,46 @@ struct Serve: AsyncParsableCommand, QuietCommand {
             logger.logLevel = .info
             let keys = try keySource.keys(default: Apple.keysURL)
             let states = try await store.open(create: true)
-            let receiver = AppleNotificationReceiver(clientIDs: clientIDs, keys: keys, store: states, maxAge: maxAge, logger: logger)
+            let receiver = AppleNotificationReceiver(
+                clientIDs: clientIDs, keys: keys, store: states, maxAge: maxAge, logger: logger)
             var worker: RevocationWorker?
             if let queue = states as? any RevocationQueue {
                 worker = try revocationWorker(queue: queue, keys: keys, logger: logger)
-                if worker == nil { Console.warn("no --p8, --team-id and --key-id: revocations are queued in the store but not sent to Apple") }
+                if worker == nil {
+                    Console.warn(
+                        "no --p8, --team-id and --key-id: revocations are queued in the store but not sent to Apple")
+                }
             } else if p8 != nil {
-                Console.warn("a vault store keeps no revocation queue: --p8 is not used; use a SQLite or PostgreSQL store")
+                Console.warn(
+                    "a vault store keeps no revocation queue: --p8 is not used; use a SQLite or PostgreSQL store")
             }
             let router = Router()
             router.addAppleNotifications(receiver: receiver)
             router.get("metrics") { _, _ -> Response in
                 var text: [UInt8] = []
                 registry.emit(into: &text)
-                return Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4"], body: .init(byteBuffer: ByteBuffer(bytes: text)))
+                return Response(
+                    status: .ok, headers: [.contentType: "text/plain; version=0.0.4"],
+                    body: .init(byteBuffer: ByteBuffer(bytes: text)))
             }
             router.get("healthz") { _, _ -> Response in
                 let healthy = (try? await states.status(clientID: "healthz", subject: "healthz")) != nil
-                return Response(status: healthy ? .ok : .serviceUnavailable, headers: [.contentType: "application/json"],
-                                body: .init(byteBuffer: ByteBuffer(string: healthy ? #"{"status":"ok"}"# : #"{"status":"store_unavailable"}"#)))
+                return Response(
+                    status: healthy ? .ok : .serviceUnavailable, headers: [.contentType: "application/json"],
+                    body: .init(
+                        byteBuffer: ByteBuffer(
+                            string: healthy ? #"{"status":"ok"}"# : #"{"status":"store_unavailable"}"#)))
             }
             let (host, port) = try address()
-            let app = Application(router: router, configuration: .init(address: .hostname(host, port: port), serverName: "shadow-keys"), logger: logger)
+            let app = Application(
+                router: router, configuration: .init(address: .hostname(host, port: port), serverName: "shadow-keys"),
+                logger: logger)
             var services: [any Service] = [app]
             if let worker { services.append(RevocationService(worker: worker)) }
-            let group = ServiceGroup(configuration: .init(services: services.map { .init(service: $0) }, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+            let group = ServiceGroup(
+                configuration: .init(
+                    services: services.map { .init(service: $0) }, gracefulShutdownSignals: [.sigterm, .sigint],
+                    logger: logger))
             do {
                 try await group.run()
             } catch {

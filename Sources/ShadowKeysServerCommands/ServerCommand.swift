@@ -27,10 +27,12 @@ struct PostgresBackend: PostgresStores {
     func describe(_ url: String) throws -> String { try PostgresLocation(url: url).description }
 
     func open(_ url: String, unlock: VaultUnlock, retryFor: Duration) async throws -> any AuditedCredentialStore {
-        try await PostgresCredentialStore.connect(try PostgresLocation(url: url), unlock: unlock, connectTimeout: .seconds(10), retryFor: retryFor)
+        try await PostgresCredentialStore.connect(
+            try PostgresLocation(url: url), unlock: unlock, connectTimeout: .seconds(10), retryFor: retryFor)
     }
 
-    func migrate(from vault: VaultCredentialStore, to url: String, unlock: VaultUnlock) async throws -> MigrationReport {
+    func migrate(from vault: VaultCredentialStore, to url: String, unlock: VaultUnlock) async throws -> MigrationReport
+    {
         try await PostgresCredentialStore.migrate(from: vault, to: try PostgresLocation(url: url), unlock: unlock)
     }
 

@@ -36,14 +36,19 @@ public final class PostgresCredentialStore: DatabaseCredentialStore {
     /// - Throws: ``CredentialError/Code/storeUnavailable`` when the server cannot be reached within
     ///   `connectTimeout`; ``CredentialError/Code/wrongKey``; ``CredentialError/Code/corruptedState``.
     public static func connect(
-        _ location: PostgresLocation, unlock: VaultUnlock, connectTimeout: Duration = .seconds(10), retryFor: Duration = .seconds(30),
-        maximumConnections: Int = 8, logger: Logger = Logger(label: "shadow-keys.postgres", factory: { _ in SwiftLogNoOpLogHandler() }),
+        _ location: PostgresLocation, unlock: VaultUnlock, connectTimeout: Duration = .seconds(10),
+        retryFor: Duration = .seconds(30),
+        maximumConnections: Int = 8,
+        logger: Logger = Logger(label: "shadow-keys.postgres", factory: { _ in SwiftLogNoOpLogHandler() }),
         clock: WallClock = .system
     ) async throws -> PostgresCredentialStore {
-        let database = try PostgresStateDatabase(location: location, connectTimeout: connectTimeout, retryFor: retryFor, maximumConnections: maximumConnections, logger: logger)
+        let database = try PostgresStateDatabase(
+            location: location, connectTimeout: connectTimeout, retryFor: retryFor,
+            maximumConnections: maximumConnections, logger: logger)
         do {
             try await database.migrate()
-            return PostgresCredentialStore(location: location, state: try await StateEngine.open(database, unlock: unlock, clock: clock))
+            return PostgresCredentialStore(
+                location: location, state: try await StateEngine.open(database, unlock: unlock, clock: clock))
         } catch {
             await database.close()
             throw error
@@ -52,9 +57,12 @@ public final class PostgresCredentialStore: DatabaseCredentialStore {
 
     /// Applies pending schema migrations and returns the schema version (what
     /// `shadow-keys state migrate-schema` runs); needs no key.
-    public static func migrateSchema(_ location: PostgresLocation, connectTimeout: Duration = .seconds(10)) async throws -> Int {
-        let database = try PostgresStateDatabase(location: location, connectTimeout: connectTimeout, retryFor: .zero, maximumConnections: 1,
-                                                 logger: Logger(label: "shadow-keys.postgres", factory: { _ in SwiftLogNoOpLogHandler() }))
+    public static func migrateSchema(
+        _ location: PostgresLocation, connectTimeout: Duration = .seconds(10)
+    ) async throws -> Int {
+        let database = try PostgresStateDatabase(
+            location: location, connectTimeout: connectTimeout, retryFor: .zero, maximumConnections: 1,
+            logger: Logger(label: "shadow-keys.postgres", factory: { _ in SwiftLogNoOpLogHandler() }))
         do {
             try await database.migrate()
             await database.close()
@@ -67,10 +75,14 @@ public final class PostgresCredentialStore: DatabaseCredentialStore {
 
     /// Moves `vault`'s credential state and audit log into an empty database at `location` (the
     /// audit chain moves intact).
-    public static func migrate(from vault: VaultCredentialStore, to location: PostgresLocation, unlock: VaultUnlock, connectTimeout: Duration = .seconds(10)) async throws -> MigrationReport {
+    public static func migrate(
+        from vault: VaultCredentialStore, to location: PostgresLocation, unlock: VaultUnlock,
+        connectTimeout: Duration = .seconds(10)
+    ) async throws -> MigrationReport {
         let export = try await runBlocking { try vault.exportSync() }
-        let database = try PostgresStateDatabase(location: location, connectTimeout: connectTimeout, retryFor: .zero, maximumConnections: 1,
-                                                 logger: Logger(label: "shadow-keys.postgres", factory: { _ in SwiftLogNoOpLogHandler() }))
+        let database = try PostgresStateDatabase(
+            location: location, connectTimeout: connectTimeout, retryFor: .zero, maximumConnections: 1,
+            logger: Logger(label: "shadow-keys.postgres", factory: { _ in SwiftLogNoOpLogHandler() }))
         do {
             try await database.migrate()
             let report = try await StateEngine.importVault(export, into: database, unlock: unlock)
@@ -94,13 +106,20 @@ final class PostgresStateDatabase: StateDatabase {
     let connectTimeout: Duration
     let location: PostgresLocation
 
-    init(location: PostgresLocation, connectTimeout: Duration, retryFor: Duration, maximumConnections: Int, logger: Logger) throws {
+    init(
+        location: PostgresLocation, connectTimeout: Duration, retryFor: Duration, maximumConnections: Int,
+        logger: Logger
+    ) throws {
         var configuration: PostgresClient.Configuration
         let tls = try location.tls()
         if let socket = location.socketPath {
-            configuration = .init(unixSocketPath: socket, username: location.user, password: location.password, database: location.database)
+            configuration = .init(
+                unixSocketPath: socket, username: location.user, password: location.password,
+                database: location.database)
         } else {
-            configuration = .init(host: location.host, port: location.port, username: location.user, password: location.password, database: location.database, tls: tls)
+            configuration = .init(
+                host: location.host, port: location.port, username: location.user, password: location.password,
+                database: location.database, tls: tls)
         }
         configuration.options.connectTimeout = connectTimeout
         configuration.options.maximumConnections = max(1, maximumConnections)
@@ -124,16 +143,23 @@ final class PostgresStateDatabase: StateDatabase {
         [
             "CREATE TABLE shadow_meta (name text PRIMARY KEY, value bytea NOT NULL)",
             "CREATE TABLE shadow_credentials (row_id bytea PRIMARY KEY, state smallint NOT NULL, body bytea NOT NULL)",
-            "CREATE TABLE shadow_audit (seq bigint PRIMARY KEY, subject bytea NOT NULL, linked bytea, line bytea NOT NULL)",
+            """
+            CREATE TABLE shadow_audit (seq bigint PRIMARY KEY, subject bytea NOT NULL, linked bytea, line bytea NOT \
+            NULL)
+            """,
             "CREATE INDEX shadow_audit_subject ON shadow_audit (subject)",
             "CREATE INDEX shadow_audit_linked ON shadow_audit (linked) WHERE linked IS NOT NULL",
-            "CREATE TABLE shadow_tokens (row_id bytea NOT NULL, kind text NOT NULL, expires_at_ms bigint, body bytea NOT NULL, PRIMARY KEY (row_id, kind))",
+            """
+            CREATE TABLE shadow_tokens (row_id bytea NOT NULL, kind text NOT NULL, expires_at_ms bigint, body bytea \
+            NOT NULL, PRIMARY KEY (row_id, kind))
+            """,
             "CREATE INDEX shadow_tokens_expiry ON shadow_tokens (expires_at_ms) WHERE expires_at_ms IS NOT NULL",
             "INSERT INTO shadow_meta (name, value) VALUES ('writer', ''::bytea)",
         ],
         [
             """
-            CREATE TABLE shadow_revocations (row_id bytea NOT NULL, kind text NOT NULL, event_ms bigint NOT NULL, due_ms bigint NOT NULL,
+            CREATE TABLE shadow_revocations (row_id bytea NOT NULL, kind text NOT NULL, event_ms bigint NOT NULL, \
+            due_ms bigint NOT NULL,
                 attempts integer NOT NULL, done_ms bigint, outcome text, PRIMARY KEY (row_id, kind))
             """,
             "CREATE INDEX shadow_revocations_due ON shadow_revocations (due_ms) WHERE done_ms IS NULL",
@@ -145,44 +171,70 @@ final class PostgresStateDatabase: StateDatabase {
 
     func migrate() async throws {
         try await retrying {
-            try await self.withConnection { connection in try await self.inTransaction(connection) {
-                try await connection.run("SELECT pg_advisory_xact_lock(\(Self.migrationLock))", logger: self.logger)
-                let exists = try await connection.query("SELECT to_regclass('shadow_meta') IS NOT NULL", logger: self.logger).collect().first?.decode(Bool.self) ?? false
-                var version = 0
-                if exists {
-                    let rows = try await connection.query("SELECT convert_from(value, 'UTF8') FROM shadow_meta WHERE name = \(MetaName.schemaVersion)", logger: self.logger).collect()
-                    guard let text = try rows.first?.decode(String.self), let number = Int(text), number >= 1 else {
-                        throw CredentialError(.corruptedState, "the database has a shadow_meta table without a schema version")
+            try await self.withConnection { connection in
+                try await self.inTransaction(connection) {
+                    try await connection.run("SELECT pg_advisory_xact_lock(\(Self.migrationLock))", logger: self.logger)
+                    let exists =
+                        try await connection.query("SELECT to_regclass('shadow_meta') IS NOT NULL", logger: self.logger)
+                        .collect().first?.decode(Bool.self) ?? false
+                    var version = 0
+                    if exists {
+                        let rows = try await connection.query(
+                            """
+                            SELECT convert_from(value, 'UTF8') FROM shadow_meta WHERE name = \(MetaName.schemaVersion)
+                            """,
+                            logger: self.logger
+                        ).collect()
+                        guard let text = try rows.first?.decode(String.self), let number = Int(text), number >= 1 else {
+                            throw CredentialError(
+                                .corruptedState, "the database has a shadow_meta table without a schema version")
+                        }
+                        version = number
                     }
-                    version = number
+                    guard version <= Self.migrations.count else {
+                        throw CredentialError(
+                            .corruptedState,
+                            """
+                            the database has schema version \(version); this ShadowKeys knows up to \
+                            \(Self.migrations.count)
+                            """
+                        )
+                    }
+                    for migration in Self.migrations[version...] {
+                        for statement in migration { try await connection.run(statement, logger: self.logger) }
+                    }
+                    if version < Self.migrations.count {
+                        let value = ByteBuffer(string: String(Self.migrations.count))
+                        try await connection.run(
+                            """
+                            INSERT INTO shadow_meta (name, value) VALUES (\(MetaName.schemaVersion), \(value)) ON \
+                            CONFLICT (name) DO UPDATE SET value = EXCLUDED.value
+                            """,
+                            logger: self.logger)
+                    }
                 }
-                guard version <= Self.migrations.count else {
-                    throw CredentialError(.corruptedState, "the database has schema version \(version); this ShadowKeys knows up to \(Self.migrations.count)")
-                }
-                for migration in Self.migrations[version...] {
-                    for statement in migration { try await connection.run(statement, logger: self.logger) }
-                }
-                if version < Self.migrations.count {
-                    let value = ByteBuffer(string: String(Self.migrations.count))
-                    try await connection.run(
-                        "INSERT INTO shadow_meta (name, value) VALUES (\(MetaName.schemaVersion), \(value)) ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value",
-                        logger: self.logger)
-                }
-            } }
+            }
         }
     }
 
     func read<R: Sendable>(_ body: @escaping @Sendable (PostgresStateTransaction) async throws -> R) async throws -> R {
         try await retrying {
-            try await self.withConnection { connection in try await body(PostgresStateTransaction(connection: connection, logger: self.logger)) }
+            try await self.withConnection { connection in
+                try await body(PostgresStateTransaction(connection: connection, logger: self.logger))
+            }
         }
     }
 
-    func transaction<R: Sendable>(writing: Bool, _ body: @escaping @Sendable (PostgresStateTransaction) async throws -> R) async throws -> R {
+    func transaction<R: Sendable>(
+        writing: Bool, _ body: @escaping @Sendable (PostgresStateTransaction) async throws -> R
+    ) async throws -> R {
         try await retrying {
             try await self.withConnection { connection in
                 try await self.inTransaction(connection) { () -> R in
-                    if writing { try await connection.run("SELECT 1 FROM shadow_meta WHERE name = 'writer' FOR UPDATE", logger: self.logger) }
+                    if writing {
+                        try await connection.run(
+                            "SELECT 1 FROM shadow_meta WHERE name = 'writer' FOR UPDATE", logger: self.logger)
+                    }
                     return try await body(PostgresStateTransaction(connection: connection, logger: self.logger))
                 }
             }
@@ -199,10 +251,15 @@ final class PostgresStateDatabase: StateDatabase {
             try await connection.run("COMMIT", logger: logger)
             return result
         } catch {
-            if let failure = error as? PSQLError, [.connectionError, .serverClosedConnection, .uncleanShutdown, .clientClosedConnection].contains(failure.code) {
+            if let failure = error as? PSQLError,
+                [.connectionError, .serverClosedConnection, .uncleanShutdown, .clientClosedConnection].contains(
+                    failure.code)
+            {
                 throw error
             }
-            if let failure = error as? PSQLError, failure.code == .server, let state = failure.serverInfo?[.sqlState], state.hasPrefix("57P") || state.hasPrefix("08") {
+            if let failure = error as? PSQLError, failure.code == .server, let state = failure.serverInfo?[.sqlState],
+                state.hasPrefix("57P") || state.hasPrefix("08")
+            {
                 throw error
             }
             try? await connection.run("ROLLBACK", logger: logger)
@@ -220,7 +277,9 @@ final class PostgresStateDatabase: StateDatabase {
                 return try await work()
             } catch {
                 let mapped = map(error)
-                guard mapped.retry, ContinuousClock.now + pause < deadline, !Task.isCancelled else { throw mapped.error }
+                guard mapped.retry, ContinuousClock.now + pause < deadline, !Task.isCancelled else {
+                    throw mapped.error
+                }
                 try await Task.sleep(for: pause)
                 pause = min(pause * 2, .seconds(1))
             }
@@ -232,7 +291,9 @@ final class PostgresStateDatabase: StateDatabase {
     /// within `deadline`: a connection whose server vanished mid-statement is not always reported
     /// closed, and waiting on it would hang the store. An abandoned write that still commits later
     /// is harmless: applying events again changes nothing and logs nothing.
-    func withConnection<R: Sendable>(deadline: Duration = .seconds(15), _ body: @escaping @Sendable (PostgresConnection) async throws -> R) async throws -> R {
+    func withConnection<R: Sendable>(
+        deadline: Duration = .seconds(15), _ body: @escaping @Sendable (PostgresConnection) async throws -> R
+    ) async throws -> R {
         let attempt = Attempt<R>()
         let client = self.client, connectTimeout = self.connectTimeout
         return try await withCheckedThrowingContinuation { continuation in
@@ -271,7 +332,9 @@ final class PostgresStateDatabase: StateDatabase {
         if let error = error as? CredentialError { return (error, false) }
         if let error = error as? PostgresTransactionError {
             // The first of the errors the transaction met.
-            if let cause = error.beginError ?? error.closureError ?? error.commitError ?? error.rollbackError { return map(cause) }
+            if let cause = error.beginError ?? error.closureError ?? error.commitError ?? error.rollbackError {
+                return map(cause)
+            }
         }
         if error is LeaseTimeout {
             return (CredentialError(.storeUnavailable, "cannot reach \(location) within \(connectTimeout)"), true)
@@ -288,17 +351,26 @@ final class PostgresStateDatabase: StateDatabase {
                 case "40001", "40P01", "57P01", "57P02", "57P03", "53300":
                     return (CredentialError(.storeUnavailable, "\(location): \(message) (SQLSTATE \(state))"), true)
                 case "28000", "28P01", "3D000":
-                    return (CredentialError(.storeUnavailable, "\(location) refused the connection: \(message) (SQLSTATE \(state))"), false)
+                    return (
+                        CredentialError(
+                            .storeUnavailable, "\(location) refused the connection: \(message) (SQLSTATE \(state))"),
+                        false
+                    )
                 default:
                     return (CredentialError(.storeUnavailable, "\(location): \(message) (SQLSTATE \(state))"), false)
                 }
             case .connectionError, .serverClosedConnection, .uncleanShutdown, .clientClosedConnection, .poolClosed:
-                return (CredentialError(.storeUnavailable, "cannot reach \(location): the connection failed or was closed"), true)
+                return (
+                    CredentialError(.storeUnavailable, "cannot reach \(location): the connection failed or was closed"),
+                    true
+                )
             default:
                 return (CredentialError(.storeUnavailable, "\(location): \(String(describing: error.code))"), false)
             }
         }
-        if let error = error as? NIOSSLError { return (CredentialError(.storeUnavailable, "TLS to \(location) failed: \(error)"), false) }
+        if let error = error as? NIOSSLError {
+            return (CredentialError(.storeUnavailable, "TLS to \(location) failed: \(error)"), false)
+        }
         return (CredentialError(.storeUnavailable, "cannot reach \(location): \(type(of: error))"), true)
     }
 }
@@ -308,40 +380,54 @@ struct PostgresStateTransaction: StateTransaction {
     let logger: Logger
 
     func meta(_ name: String) async throws -> [UInt8]? {
-        try await connection.query("SELECT value FROM shadow_meta WHERE name = \(name)", logger: logger).collect().first.map { Array(try $0.decode(ByteBuffer.self).readableBytesView) }
+        try await connection.query("SELECT value FROM shadow_meta WHERE name = \(name)", logger: logger).collect().first
+            .map { Array(try $0.decode(ByteBuffer.self).readableBytesView) }
     }
 
     func setMeta(_ name: String, _ value: [UInt8]) async throws {
         let bytes = ByteBuffer(bytes: value)
-        try await connection.run("INSERT INTO shadow_meta (name, value) VALUES (\(name), \(bytes)) ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value", logger: logger)
+        try await connection.run(
+            """
+            INSERT INTO shadow_meta (name, value) VALUES (\(name), \(bytes)) ON CONFLICT (name) DO UPDATE SET value = \
+            EXCLUDED.value
+            """,
+            logger: logger)
     }
 
     func rows(_ ids: [[UInt8]]) async throws -> [StoredRow] {
         guard !ids.isEmpty else { return [] }
         let list = ids.map { ByteBuffer(bytes: $0) }
-        return try await storedRows(try await connection.query("SELECT row_id, state, body FROM shadow_credentials WHERE row_id = ANY(\(list))", logger: logger))
+        return try await storedRows(
+            try await connection.query(
+                "SELECT row_id, state, body FROM shadow_credentials WHERE row_id = ANY(\(list))", logger: logger))
     }
 
     func storedRows(_ sequence: PostgresRowSequence) async throws -> [StoredRow] {
         var rows: [StoredRow] = []
         for try await (id, state, body) in sequence.decode((ByteBuffer, Int16, ByteBuffer).self) {
-            rows.append(StoredRow(id: Array(id.readableBytesView), state: Int(state), body: Array(body.readableBytesView)))
+            rows.append(
+                StoredRow(id: Array(id.readableBytesView), state: Int(state), body: Array(body.readableBytesView)))
         }
         return rows
     }
 
     func upsert(_ rows: [StoredRow]) async throws {
         guard !rows.isEmpty else { return }
-        let ids = rows.map { ByteBuffer(bytes: $0.id) }, states = rows.map { Int16($0.state) }, bodies = rows.map { ByteBuffer(bytes: $0.body) }
-        try await connection.run("""
-            INSERT INTO shadow_credentials (row_id, state, body) SELECT * FROM unnest(\(ids)::bytea[], \(states)::smallint[], \(bodies)::bytea[])
+        let ids = rows.map { ByteBuffer(bytes: $0.id) }, states = rows.map { Int16($0.state) },
+            bodies = rows.map { ByteBuffer(bytes: $0.body) }
+        try await connection.run(
+            """
+            INSERT INTO shadow_credentials (row_id, state, body) SELECT * FROM unnest(\(ids)::bytea[], \
+            \(states)::smallint[], \(bodies)::bytea[])
             ON CONFLICT (row_id) DO UPDATE SET state = EXCLUDED.state, body = EXCLUDED.body
             """, logger: logger)
     }
 
     func stateCounts() async throws -> [Int: Int] {
         var counts: [Int: Int] = [:]
-        for try await (state, count) in try await connection.query("SELECT state, count(*) FROM shadow_credentials GROUP BY state", logger: logger).decode((Int16, Int64).self) {
+        for try await (state, count) in try await connection.query(
+            "SELECT state, count(*) FROM shadow_credentials GROUP BY state", logger: logger
+        ).decode((Int16, Int64).self) {
             counts[Int(state)] = Int(count)
         }
         return counts
@@ -351,76 +437,102 @@ struct PostgresStateTransaction: StateTransaction {
         guard !lines.isEmpty else { return }
         let sequences = lines.map { Int64($0.sequence) }, subjects = lines.map { ByteBuffer(bytes: $0.subject) }
         let linked = lines.map { ByteBuffer(bytes: $0.linked ?? []) }, texts = lines.map { ByteBuffer(bytes: $0.line) }
-        try await connection.run("""
+        try await connection.run(
+            """
             INSERT INTO shadow_audit (seq, subject, linked, line)
-            SELECT s, subj, NULLIF(l, ''::bytea), t FROM unnest(\(sequences)::bigint[], \(subjects)::bytea[], \(linked)::bytea[], \(texts)::bytea[]) AS x(s, subj, l, t)
+            SELECT s, subj, NULLIF(l, ''::bytea), t FROM unnest(\(sequences)::bigint[], \(subjects)::bytea[], \
+            \(linked)::bytea[], \(texts)::bytea[]) AS x(s, subj, l, t)
             """, logger: logger)
     }
 
     func audit(after sequence: Int, limit: Int) async throws -> [(sequence: Int, line: [UInt8])] {
-        try await auditLines(try await connection.query("SELECT seq, line FROM shadow_audit WHERE seq > \(Int64(sequence)) ORDER BY seq LIMIT \(limit)", logger: logger))
+        try await auditLines(
+            try await connection.query(
+                "SELECT seq, line FROM shadow_audit WHERE seq > \(Int64(sequence)) ORDER BY seq LIMIT \(limit)",
+                logger: logger))
     }
 
     func audit(about rowID: [UInt8]) async throws -> [(sequence: Int, line: [UInt8])] {
         let id = ByteBuffer(bytes: rowID)
-        return try await auditLines(try await connection.query("SELECT seq, line FROM shadow_audit WHERE subject = \(id) OR linked = \(id) ORDER BY seq", logger: logger))
+        return try await auditLines(
+            try await connection.query(
+                "SELECT seq, line FROM shadow_audit WHERE subject = \(id) OR linked = \(id) ORDER BY seq",
+                logger: logger))
     }
 
     func auditLines(_ sequence: PostgresRowSequence) async throws -> [(sequence: Int, line: [UInt8])] {
         var lines: [(sequence: Int, line: [UInt8])] = []
-        for try await (seq, line) in sequence.decode((Int64, ByteBuffer).self) { lines.append((Int(seq), Array(line.readableBytesView))) }
+        for try await (seq, line) in sequence.decode((Int64, ByteBuffer).self) {
+            lines.append((Int(seq), Array(line.readableBytesView)))
+        }
         return lines
     }
 
     func putToken(_ row: StoredTokenRow) async throws {
         let id = ByteBuffer(bytes: row.rowID), body = ByteBuffer(bytes: row.body)
-        try await connection.run("""
-            INSERT INTO shadow_tokens (row_id, kind, expires_at_ms, body) VALUES (\(id), \(row.kind), \(row.expiresAtMilliseconds), \(body))
+        try await connection.run(
+            """
+            INSERT INTO shadow_tokens (row_id, kind, expires_at_ms, body) VALUES (\(id), \(row.kind), \
+            \(row.expiresAtMilliseconds), \(body))
             ON CONFLICT (row_id, kind) DO UPDATE SET expires_at_ms = EXCLUDED.expires_at_ms, body = EXCLUDED.body
             """, logger: logger)
     }
 
     func tokens(rowID: [UInt8], kind: String?) async throws -> [StoredTokenRow] {
         let id = ByteBuffer(bytes: rowID)
-        let query: PostgresQuery = if let kind {
-            "SELECT row_id, kind, expires_at_ms, body FROM shadow_tokens WHERE row_id = \(id) AND kind = \(kind)"
-        } else {
-            "SELECT row_id, kind, expires_at_ms, body FROM shadow_tokens WHERE row_id = \(id) ORDER BY kind"
-        }
+        let query: PostgresQuery =
+            if let kind {
+                "SELECT row_id, kind, expires_at_ms, body FROM shadow_tokens WHERE row_id = \(id) AND kind = \(kind)"
+            } else {
+                "SELECT row_id, kind, expires_at_ms, body FROM shadow_tokens WHERE row_id = \(id) ORDER BY kind"
+            }
         return try await tokenRows(try await connection.query(query, logger: logger))
     }
 
     func deleteToken(rowID: [UInt8], kind: String) async throws -> Bool {
         let id = ByteBuffer(bytes: rowID)
-        return try await !connection.query("DELETE FROM shadow_tokens WHERE row_id = \(id) AND kind = \(kind) RETURNING kind", logger: logger).collect().isEmpty
+        return try await !connection.query(
+            "DELETE FROM shadow_tokens WHERE row_id = \(id) AND kind = \(kind) RETURNING kind", logger: logger
+        ).collect().isEmpty
     }
 
     func expiredTokens(at milliseconds: Int64, limit: Int) async throws -> [StoredTokenRow] {
-        try await tokenRows(try await connection.query("""
-            SELECT row_id, kind, expires_at_ms, body FROM shadow_tokens WHERE expires_at_ms <= \(milliseconds) ORDER BY expires_at_ms, row_id, kind LIMIT \(limit)
-            """, logger: logger))
+        try await tokenRows(
+            try await connection.query(
+                """
+                SELECT row_id, kind, expires_at_ms, body FROM shadow_tokens WHERE expires_at_ms <= \(milliseconds) \
+                ORDER BY expires_at_ms, row_id, kind LIMIT \(limit)
+                """, logger: logger))
     }
 
     func queueRevocations(_ items: [StoredRevocation]) async throws {
         for item in items {
             let id = ByteBuffer(bytes: item.rowID)
-            try await connection.run("""
-                INSERT INTO shadow_revocations (row_id, kind, event_ms, due_ms, attempts) VALUES (\(id), \(item.kind), \(item.eventMilliseconds), \(item.dueMilliseconds), 0)
-                ON CONFLICT (row_id, kind) DO UPDATE SET event_ms = EXCLUDED.event_ms, due_ms = EXCLUDED.due_ms, attempts = 0, done_ms = NULL, outcome = NULL
+            try await connection.run(
+                """
+                INSERT INTO shadow_revocations (row_id, kind, event_ms, due_ms, attempts) VALUES (\(id), \
+                \(item.kind), \(item.eventMilliseconds), \(item.dueMilliseconds), 0)
+                ON CONFLICT (row_id, kind) DO UPDATE SET event_ms = EXCLUDED.event_ms, due_ms = EXCLUDED.due_ms, \
+                attempts = 0, done_ms = NULL, outcome = NULL
                 WHERE shadow_revocations.done_ms IS NOT NULL
                 """, logger: logger)
         }
     }
 
     func claimRevocations(now: Int64, until: Int64, limit: Int) async throws -> [StoredRevocation] {
-        let rows = try await connection.query("""
+        let rows = try await connection.query(
+            """
             UPDATE shadow_revocations SET due_ms = \(until), attempts = attempts + 1
-            WHERE (row_id, kind) IN (SELECT row_id, kind FROM shadow_revocations WHERE done_ms IS NULL AND due_ms <= \(now) ORDER BY due_ms LIMIT \(limit))
+            WHERE (row_id, kind) IN (SELECT row_id, kind FROM shadow_revocations WHERE done_ms IS NULL AND due_ms <= \
+            \(now) ORDER BY due_ms LIMIT \(limit))
             RETURNING row_id, kind, event_ms, due_ms, attempts
             """, logger: logger)
         var claimed: [StoredRevocation] = []
         for try await (id, kind, event, due, attempts) in rows.decode((ByteBuffer, String, Int64, Int64, Int32).self) {
-            claimed.append(StoredRevocation(rowID: Array(id.readableBytesView), kind: kind, eventMilliseconds: event, dueMilliseconds: due, attempts: Int(attempts)))
+            claimed.append(
+                StoredRevocation(
+                    rowID: Array(id.readableBytesView), kind: kind, eventMilliseconds: event, dueMilliseconds: due,
+                    attempts: Int(attempts)))
         }
         return claimed
     }
@@ -428,12 +540,18 @@ struct PostgresStateTransaction: StateTransaction {
     func finishRevocation(rowID: [UInt8], kind: String, outcome: String?, at: Int64?, due: Int64) async throws {
         let id = ByteBuffer(bytes: rowID)
         try await connection.run(
-            "UPDATE shadow_revocations SET outcome = \(outcome), done_ms = \(at), due_ms = \(due) WHERE row_id = \(id) AND kind = \(kind)", logger: logger)
+            """
+            UPDATE shadow_revocations SET outcome = \(outcome), done_ms = \(at), due_ms = \(due) WHERE row_id = \(id) \
+            AND kind = \(kind)
+            """,
+            logger: logger)
     }
 
     func revocationCounts() async throws -> RevocationCounts {
-        let rows = try await connection.query("""
-            SELECT count(*) FILTER (WHERE done_ms IS NULL), count(*) FILTER (WHERE done_ms IS NOT NULL AND outcome <> 'failed'),
+        let rows = try await connection.query(
+            """
+            SELECT count(*) FILTER (WHERE done_ms IS NULL), count(*) FILTER (WHERE done_ms IS NOT NULL AND outcome \
+            <> 'failed'),
                    count(*) FILTER (WHERE outcome = 'failed') FROM shadow_revocations
             """, logger: logger)
         var counts = RevocationCounts(pending: 0, done: 0, failed: 0)
@@ -446,7 +564,10 @@ struct PostgresStateTransaction: StateTransaction {
     func tokenRows(_ sequence: PostgresRowSequence) async throws -> [StoredTokenRow] {
         var rows: [StoredTokenRow] = []
         for try await (id, kind, expiry, body) in sequence.decode((ByteBuffer, String, Int64?, ByteBuffer).self) {
-            rows.append(StoredTokenRow(rowID: Array(id.readableBytesView), kind: kind, expiresAtMilliseconds: expiry, body: Array(body.readableBytesView)))
+            rows.append(
+                StoredTokenRow(
+                    rowID: Array(id.readableBytesView), kind: kind, expiresAtMilliseconds: expiry,
+                    body: Array(body.readableBytesView)))
         }
         return rows
     }
@@ -494,7 +615,8 @@ final class Attempt<R: Sendable>: Sendable {
     }
 
     func finish(_ result: Result<R, any Error>) {
-        let (continuation, action) = state.withLock { state -> (CheckedContinuation<R, any Error>?, (@Sendable () -> Void)?) in
+        let (continuation, action) = state.withLock {
+            state -> (CheckedContinuation<R, any Error>?, (@Sendable () -> Void)?) in
             guard !state.finished else { return (nil, nil) }
             state.finished = true
             defer {

@@ -38,17 +38,24 @@ public struct PostgresLocation: Sendable, CustomStringConvertible {
     public var socketPath: String? { host.hasPrefix("/") ? "\(host)/.s.PGSQL.\(port)" : nil }
 
     public var description: String {
-        let where_ = host.hasPrefix("/") ? "socket \(host)" : (host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)")
+        let where_ =
+            host.hasPrefix("/") ? "socket \(host)" : (host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)")
         return "postgres://\(user)@\(where_)/\(database)"
     }
 
     public init(url: String, environment: [String: String]? = nil) throws {
         let environment = environment ?? ProcessInfo.processInfo.environment
-        func invalid(_ reason: String) -> CredentialError { CredentialError(.invalidParameter, "the PostgreSQL URL: \(reason)") }
+        func invalid(_ reason: String) -> CredentialError {
+            CredentialError(.invalidParameter, "the PostgreSQL URL: \(reason)")
+        }
         var rest: Substring
-        if url.hasPrefix("postgres://") { rest = url.dropFirst("postgres://".count) } else if url.hasPrefix("postgresql://") {
+        if url.hasPrefix("postgres://") {
+            rest = url.dropFirst("postgres://".count)
+        } else if url.hasPrefix("postgresql://") {
             rest = url.dropFirst("postgresql://".count)
-        } else { throw invalid("it must start with postgres:// or postgresql://") }
+        } else {
+            throw invalid("it must start with postgres:// or postgresql://")
+        }
 
         var query: Substring = ""
         if let mark = rest.firstIndex(of: "?") {
@@ -99,13 +106,21 @@ public struct PostgresLocation: Sendable, CustomStringConvertible {
             case "password": password = value
             case "dbname": database = value
             case "connect_timeout", "application_name": break
-            default: throw invalid("unknown parameter '\(name)' (known: sslmode, sslrootcert, host, port, user, password, dbname, connect_timeout, application_name)")
+            default:
+                throw invalid(
+                    """
+                    unknown parameter '\(name)' (known: sslmode, sslrootcert, host, port, user, password, dbname, \
+                    connect_timeout, application_name)
+                    """
+                )
             }
         }
         func nonEmpty(_ value: String?) -> String? { value.flatMap { $0.isEmpty ? nil : $0 } }
         self.host = nonEmpty(host) ?? nonEmpty(environment["PGHOST"]) ?? "/var/run/postgresql"
         let portText = nonEmpty(port) ?? nonEmpty(environment["PGPORT"]) ?? "5432"
-        guard let portNumber = Int(portText), (1...65535).contains(portNumber) else { throw invalid("the port \(portText.debugDescription) is not 1 to 65535") }
+        guard let portNumber = Int(portText), (1...65535).contains(portNumber) else {
+            throw invalid("the port \(portText.debugDescription) is not 1 to 65535")
+        }
         self.port = portNumber
         guard let userName = nonEmpty(user) ?? nonEmpty(environment["PGUSER"]) ?? nonEmpty(environment["USER"]) else {
             throw invalid("no user name: give one in the URL, or set PGUSER")
@@ -115,11 +130,18 @@ public struct PostgresLocation: Sendable, CustomStringConvertible {
         self.database = nonEmpty(database) ?? nonEmpty(environment["PGDATABASE"]) ?? userName
         let modeText = sslMode ?? nonEmpty(environment["PGSSLMODE"]) ?? "prefer"
         guard let mode = SSLMode(rawValue: modeText) else {
-            throw invalid("sslmode \(modeText.debugDescription) is not one of \(SSLMode.allCases.map(\.rawValue).joined(separator: ", "))")
+            throw invalid(
+                """
+                sslmode \(modeText.debugDescription) is not one of \
+                \(SSLMode.allCases.map(\.rawValue).joined(separator: ", "))
+                """
+            )
         }
         self.sslMode = mode
         sslRootCertificate = rootCertificate ?? nonEmpty(environment["PGSSLROOTCERT"])
-        if mode == .verifyCA || mode == .verifyFull, self.host.hasPrefix("/") { throw invalid("sslmode \(mode.rawValue) needs a TCP host, not a Unix socket") }
+        if mode == .verifyCA || mode == .verifyFull, self.host.hasPrefix("/") {
+            throw invalid("sslmode \(mode.rawValue) needs a TCP host, not a Unix socket")
+        }
     }
 
     static func decode(_ text: Substring, _ invalid: (String) -> CredentialError) throws -> String {
@@ -130,10 +152,13 @@ public struct PostgresLocation: Sendable, CustomStringConvertible {
                 bytes.append(byte)
                 continue
             }
-            guard let high = iterator.next().flatMap(Self.hexValue), let low = iterator.next().flatMap(Self.hexValue) else { throw invalid("a malformed %-escape") }
+            guard let high = iterator.next().flatMap(Self.hexValue), let low = iterator.next().flatMap(Self.hexValue)
+            else { throw invalid("a malformed %-escape") }
             bytes.append(high << 4 | low)
         }
-        guard let decoded = String(validating: bytes, as: UTF8.self) else { throw invalid("a %-escape that is not UTF-8") }
+        guard let decoded = String(validating: bytes, as: UTF8.self) else {
+            throw invalid("a %-escape that is not UTF-8")
+        }
         return decoded
     }
 
@@ -152,7 +177,8 @@ public struct PostgresLocation: Sendable, CustomStringConvertible {
     func tls() throws -> PostgresClient.Configuration.TLS {
         var configuration = TLSConfiguration.makeClientConfiguration()
         if let sslRootCertificate {
-            do { configuration.trustRoots = .certificates(try NIOSSLCertificate.fromPEMFile(sslRootCertificate)) } catch {
+            do { configuration.trustRoots = .certificates(try NIOSSLCertificate.fromPEMFile(sslRootCertificate)) } catch
+            {
                 throw CredentialError(.invalidParameter, "sslrootcert \(sslRootCertificate): not a readable PEM file")
             }
         }

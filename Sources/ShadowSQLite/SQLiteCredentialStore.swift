@@ -38,8 +38,11 @@ public final class SQLiteCredentialStore: DatabaseCredentialStore {
     public static func defaultPath(environment: [String: String]? = nil) throws -> String {
         let environment = environment ?? ProcessInfo.processInfo.environment
         if let xdg = environment["XDG_DATA_HOME"], xdg.hasPrefix("/") { return xdg + "/shadow-keys/state.sqlite" }
-        if let home = environment["HOME"], home.hasPrefix("/") { return home + "/.local/share/shadow-keys/state.sqlite" }
-        throw CredentialError(.invalidParameter, "no state database path: give one, or set XDG_DATA_HOME or HOME to an absolute path")
+        if let home = environment["HOME"], home.hasPrefix("/") {
+            return home + "/.local/share/shadow-keys/state.sqlite"
+        }
+        throw CredentialError(
+            .invalidParameter, "no state database path: give one, or set XDG_DATA_HOME or HOME to an absolute path")
     }
 
     /// Opens the database at `path`, creating it (mode 0600, its folder 0700) and its schema when
@@ -47,13 +50,19 @@ public final class SQLiteCredentialStore: DatabaseCredentialStore {
     /// - Throws: ``CredentialError/Code/wrongKey`` when `unlock` does not open it;
     ///   ``CredentialError/Code/corruptedState`` when the file is not a state database;
     ///   ``CredentialError/Code/noStore`` when it does not exist and `create` is off.
-    public static func open(path: String, unlock: VaultUnlock, create: Bool = true, lockTimeout: Duration = .seconds(10), clock: WallClock = .system) async throws -> SQLiteCredentialStore {
-        guard lockTimeout >= .zero, lockTimeout <= .seconds(3600) else { throw CredentialError(.invalidParameter, "the lock timeout is 0 to 3600 seconds") }
+    public static func open(
+        path: String, unlock: VaultUnlock, create: Bool = true, lockTimeout: Duration = .seconds(10),
+        clock: WallClock = .system
+    ) async throws -> SQLiteCredentialStore {
+        guard lockTimeout >= .zero, lockTimeout <= .seconds(3600) else {
+            throw CredentialError(.invalidParameter, "the lock timeout is 0 to 3600 seconds")
+        }
         try prepareFile(path, create: create)
         let database = try await SQLiteStateDatabase.open(path: path, lockTimeout: lockTimeout.inSeconds)
         do {
             try await database.migrate()
-            return SQLiteCredentialStore(path: path, state: try await StateEngine.open(database, unlock: unlock, clock: clock))
+            return SQLiteCredentialStore(
+                path: path, state: try await StateEngine.open(database, unlock: unlock, clock: clock))
         } catch {
             await database.close()
             throw error
@@ -67,15 +76,21 @@ public final class SQLiteCredentialStore: DatabaseCredentialStore {
     ///   ``CredentialError/Code/notAStore`` when it is an empty file or another application's
     ///   database; ``CredentialError/Code/corruptedState`` when its secret is missing or it is
     ///   damaged; ``CredentialError/Code/wrongKey``.
-    public static func openForReading(path: String, unlock: VaultUnlock, lockTimeout: Duration = .seconds(10), clock: WallClock = .system) async throws
+    public static func openForReading(
+        path: String, unlock: VaultUnlock, lockTimeout: Duration = .seconds(10), clock: WallClock = .system
+    ) async throws
         -> SQLiteCredentialStore
     {
-        guard lockTimeout >= .zero, lockTimeout <= .seconds(3600) else { throw CredentialError(.invalidParameter, "the lock timeout is 0 to 3600 seconds") }
+        guard lockTimeout >= .zero, lockTimeout <= .seconds(3600) else {
+            throw CredentialError(.invalidParameter, "the lock timeout is 0 to 3600 seconds")
+        }
         try prepareFile(path, create: false)
-        let database = try await SQLiteStateDatabase.open(path: path, lockTimeout: lockTimeout.inSeconds, readOnly: true)
+        let database = try await SQLiteStateDatabase.open(
+            path: path, lockTimeout: lockTimeout.inSeconds, readOnly: true)
         do {
             try await database.checkReadableSchema()
-            return SQLiteCredentialStore(path: path, state: try await StateEngine.open(database, unlock: unlock, create: false, clock: clock))
+            return SQLiteCredentialStore(
+                path: path, state: try await StateEngine.open(database, unlock: unlock, create: false, clock: clock))
         } catch {
             await database.close()
             throw error
@@ -84,8 +99,12 @@ public final class SQLiteCredentialStore: DatabaseCredentialStore {
 
     /// Moves `vault`'s credential state and audit log into a new (or empty) database at `path`
     /// (``StateEngine``'s import: the audit chain moves intact).
-    public static func migrate(from vault: VaultCredentialStore, toPath path: String, unlock: VaultUnlock, lockTimeout: Duration = .seconds(10)) async throws -> MigrationReport {
-        guard lockTimeout >= .zero, lockTimeout <= .seconds(3600) else { throw CredentialError(.invalidParameter, "the lock timeout is 0 to 3600 seconds") }
+    public static func migrate(
+        from vault: VaultCredentialStore, toPath path: String, unlock: VaultUnlock, lockTimeout: Duration = .seconds(10)
+    ) async throws -> MigrationReport {
+        guard lockTimeout >= .zero, lockTimeout <= .seconds(3600) else {
+            throw CredentialError(.invalidParameter, "the lock timeout is 0 to 3600 seconds")
+        }
         let export = try await runBlocking { try vault.exportSync() }
         try prepareFile(path, create: true)
         let database = try await SQLiteStateDatabase.open(path: path, lockTimeout: lockTimeout.inSeconds)
@@ -123,16 +142,22 @@ public final class SQLiteCredentialStore: DatabaseCredentialStore {
         guard !path.isEmpty else { throw CredentialError(.invalidParameter, "the state database path is empty") }
         var status = stat()
         if lstat(path, &status) == 0 {
-            guard status.st_mode & S_IFMT == S_IFREG else { throw CredentialError(.storeUnavailable, "\(path) is not a regular file") }
+            guard status.st_mode & S_IFMT == S_IFREG else {
+                throw CredentialError(.storeUnavailable, "\(path) is not a regular file")
+            }
             return
         }
         guard create else { throw CredentialError(.noStore, "no state database at \(path)") }
         let folder = Files.parentDirectory(path)
         if !Files.isDirectory(folder) {
-            do { try Files.makeDirectory(folder) } catch { throw CredentialError(.storeUnavailable, "creating \(folder): \(error)") }
+            do { try Files.makeDirectory(folder) } catch {
+                throw CredentialError(.storeUnavailable, "creating \(folder): \(error)")
+            }
         }
         let fd = Glibc.open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
-        guard fd >= 0 || errno == EEXIST else { throw CredentialError(.storeUnavailable, "creating \(path): \(String(cString: strerror(errno)))") }
+        guard fd >= 0 || errno == EEXIST else {
+            throw CredentialError(.storeUnavailable, "creating \(path): \(String(cString: strerror(errno)))")
+        }
         if fd >= 0 { Glibc.close(fd) }
     }
 }
@@ -162,10 +187,14 @@ final class SQLiteStateDatabase: StateDatabase {
         logger.logLevel = .critical
         // sqlite-nio opens with SQLITE_OPEN_URI, so a read-only open is a file: URI with mode=ro.
         let name = readOnly ? "file:\(uriPath(path))?mode=ro" : path
-        let connection = try await mapped(path) { try await SQLiteConnection.open(storage: .file(path: name), logger: logger) }
+        let connection = try await mapped(path) {
+            try await SQLiteConnection.open(storage: .file(path: name), logger: logger)
+        }
         do {
             // Replaces the connection's default busy handler (which retries at once, forever).
-            _ = try await mapped(path) { try await connection.query("PRAGMA busy_timeout = \(Int(lockTimeout * 1000))", []) }
+            _ = try await mapped(path) {
+                try await connection.query("PRAGMA busy_timeout = \(Int(lockTimeout * 1000))", [])
+            }
         } catch {
             try? await connection.close()
             throw error
@@ -174,7 +203,9 @@ final class SQLiteStateDatabase: StateDatabase {
     }
 
     static func open(path: String, lockTimeout: Double, readOnly: Bool = false) async throws -> SQLiteStateDatabase {
-        SQLiteStateDatabase(path: path, reader: try await connect(path: path, lockTimeout: lockTimeout, readOnly: readOnly), lockTimeout: lockTimeout, readOnly: readOnly)
+        SQLiteStateDatabase(
+            path: path, reader: try await connect(path: path, lockTimeout: lockTimeout, readOnly: readOnly),
+            lockTimeout: lockTimeout, readOnly: readOnly)
     }
 
     /// `path` as the path of a `file:` URI (RFC 3986; SQLite's "URI Filenames"): every byte but
@@ -183,7 +214,8 @@ final class SQLiteStateDatabase: StateDatabase {
         var encoded = ""
         for byte in path.utf8 {
             switch byte {
-            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+                UInt8(ascii: "0")...UInt8(ascii: "9"),
                 UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"), UInt8(ascii: "/"):
                 encoded.unicodeScalars.append(Unicode.Scalar(byte))
             default:
@@ -201,8 +233,12 @@ final class SQLiteStateDatabase: StateDatabase {
         let version: [UInt8]?
         do {
             version = try await read { try await $0.meta(MetaName.schemaVersion) }
-        } catch let error as CredentialError where error.code == .storeUnavailable && error.reason.contains("no such table") {
-            throw CredentialError(.notAStore, "\(path) is not a ShadowKeys state store (it has no shadow_meta table); give the store's own path")
+        } catch let error as CredentialError
+            where error.code == .storeUnavailable && error.reason.contains("no such table")
+        {
+            throw CredentialError(
+                .notAStore,
+                "\(path) is not a ShadowKeys state store (it has no shadow_meta table); give the store's own path")
         }
         guard let version else { throw CredentialError(.corruptedState, "the state database has no schema version") }
         try Self.checkVersion(version)
@@ -212,7 +248,13 @@ final class SQLiteStateDatabase: StateDatabase {
     @discardableResult
     static func checkVersion(_ version: [UInt8]) throws -> Int {
         guard let number = Int(String(decoding: version, as: UTF8.self)), number >= 1, number <= schemaVersion else {
-            throw CredentialError(.corruptedState, "the state database has schema version \(String(decoding: version, as: UTF8.self).prefix(20)); this ShadowKeys reads 1 to \(schemaVersion)")
+            throw CredentialError(
+                .corruptedState,
+                """
+                the state database has schema version \(String(decoding: version, as: UTF8.self).prefix(20)); this \
+                ShadowKeys reads 1 to \(schemaVersion)
+                """
+            )
         }
         return number
     }
@@ -220,7 +262,9 @@ final class SQLiteStateDatabase: StateDatabase {
     /// The write connection, opened (WAL mode, synchronous=FULL) on first use. Called under the write lock.
     func writeConnection() async throws -> SQLiteConnection {
         if let existing = writer.withLock({ $0 }) { return existing }
-        guard !readOnly else { throw CredentialError(.invalidParameter, "the state database was opened for reading only") }
+        guard !readOnly else {
+            throw CredentialError(.invalidParameter, "the state database was opened for reading only")
+        }
         let connection = try await Self.connect(path: path, lockTimeout: lockTimeout)
         do {
             let path = self.path
@@ -243,13 +287,18 @@ final class SQLiteStateDatabase: StateDatabase {
     /// newer version wrote. A database already at this version is only read.
     func migrate() async throws {
         let version = try await read { transaction -> [UInt8]? in
-            guard try await !transaction.connection.query("SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'shadow_meta'", []).isEmpty else { return nil }
+            guard
+                try await !transaction.connection.query(
+                    "SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'shadow_meta'", []
+                ).isEmpty
+            else { return nil }
             return try await transaction.meta(MetaName.schemaVersion)
         }
         if let version, String(decoding: version, as: UTF8.self) == String(Self.schemaVersion) { return }
         try await transaction(writing: true) { transaction in
             var current = 0
-            let tables = try await transaction.connection.query("SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'shadow_meta'", [])
+            let tables = try await transaction.connection.query(
+                "SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'shadow_meta'", [])
             if !tables.isEmpty {
                 guard let version = try await transaction.meta(MetaName.schemaVersion) else {
                     throw CredentialError(.corruptedState, "the state database has no schema version")
@@ -267,16 +316,26 @@ final class SQLiteStateDatabase: StateDatabase {
     static let migrations: [[String]] = [
         [
             "CREATE TABLE shadow_meta (name TEXT PRIMARY KEY, value BLOB NOT NULL) WITHOUT ROWID",
-            "CREATE TABLE shadow_credentials (row_id BLOB PRIMARY KEY, state INTEGER NOT NULL, body BLOB NOT NULL) WITHOUT ROWID",
-            "CREATE TABLE shadow_audit (seq INTEGER PRIMARY KEY, subject BLOB NOT NULL, linked BLOB, line BLOB NOT NULL)",
+            """
+            CREATE TABLE shadow_credentials (row_id BLOB PRIMARY KEY, state INTEGER NOT NULL, body BLOB NOT NULL) \
+            WITHOUT ROWID
+            """,
+            """
+            CREATE TABLE shadow_audit (seq INTEGER PRIMARY KEY, subject BLOB NOT NULL, linked BLOB, line BLOB NOT \
+            NULL)
+            """,
             "CREATE INDEX shadow_audit_subject ON shadow_audit (subject)",
             "CREATE INDEX shadow_audit_linked ON shadow_audit (linked) WHERE linked IS NOT NULL",
-            "CREATE TABLE shadow_tokens (row_id BLOB NOT NULL, kind TEXT NOT NULL, expires_at_ms INTEGER, body BLOB NOT NULL, PRIMARY KEY (row_id, kind)) WITHOUT ROWID",
+            """
+            CREATE TABLE shadow_tokens (row_id BLOB NOT NULL, kind TEXT NOT NULL, expires_at_ms INTEGER, body BLOB \
+            NOT NULL, PRIMARY KEY (row_id, kind)) WITHOUT ROWID
+            """,
             "CREATE INDEX shadow_tokens_expiry ON shadow_tokens (expires_at_ms) WHERE expires_at_ms IS NOT NULL",
         ],
         [
             """
-            CREATE TABLE shadow_revocations (row_id BLOB NOT NULL, kind TEXT NOT NULL, event_ms INTEGER NOT NULL, due_ms INTEGER NOT NULL,
+            CREATE TABLE shadow_revocations (row_id BLOB NOT NULL, kind TEXT NOT NULL, event_ms INTEGER NOT NULL, \
+            due_ms INTEGER NOT NULL,
                 attempts INTEGER NOT NULL, done_ms INTEGER, outcome TEXT, PRIMARY KEY (row_id, kind)) WITHOUT ROWID
             """,
             "CREATE INDEX shadow_revocations_due ON shadow_revocations (due_ms) WHERE done_ms IS NULL",
@@ -285,10 +344,14 @@ final class SQLiteStateDatabase: StateDatabase {
 
     func read<R: Sendable>(_ body: @escaping @Sendable (SQLiteStateTransaction) async throws -> R) async throws -> R {
         let connection = reader, path = self.path
-        return try await readLock.withLock { try await Self.mapped(path) { try await body(SQLiteStateTransaction(connection: connection)) } }
+        return try await readLock.withLock {
+            try await Self.mapped(path) { try await body(SQLiteStateTransaction(connection: connection)) }
+        }
     }
 
-    func transaction<R: Sendable>(writing: Bool, _ body: @escaping @Sendable (SQLiteStateTransaction) async throws -> R) async throws -> R {
+    func transaction<R: Sendable>(
+        writing: Bool, _ body: @escaping @Sendable (SQLiteStateTransaction) async throws -> R
+    ) async throws -> R {
         let path = self.path
         return try await (writing ? writeLock : readLock).withLock {
             let connection = writing ? try await self.writeConnection() : self.reader
@@ -313,11 +376,16 @@ final class SQLiteStateDatabase: StateDatabase {
         } catch let error as SQLiteError {
             switch error.reason {
             case .busy, .busyTimeout, .locked, .busyInRecovery, .busyInSnapshot:
-                throw CredentialError(.lockTimeout, "another process held the state database's write lock for longer than the lock timeout")
-            case .notADatabase, .corrupt, .format, .corruptVirtualTable, .corruptSequenceSchema, .corruptIndex, .ioErrorCorruptedFilesystem:
+                throw CredentialError(
+                    .lockTimeout,
+                    "another process held the state database's write lock for longer than the lock timeout")
+            case .notADatabase, .corrupt, .format, .corruptVirtualTable, .corruptSequenceSchema, .corruptIndex,
+                .ioErrorCorruptedFilesystem:
                 throw CredentialError(.corruptedState, "\(path) is damaged or is not a SQLite database")
-            case .cantOpen, .cantOpenDirectory, .cantOpenInvalidPath, .permission, .readOnly, .readonlyDirectory, .readonlyCantLock, .auth:
-                throw CredentialError(.storeUnavailable, "cannot open \(path) for reading and writing: \(error.message)")
+            case .cantOpen, .cantOpenDirectory, .cantOpenInvalidPath, .permission, .readOnly, .readonlyDirectory,
+                .readonlyCantLock, .auth:
+                throw CredentialError(
+                    .storeUnavailable, "cannot open \(path) for reading and writing: \(error.message)")
             default:
                 throw CredentialError(.storeUnavailable, "the state database \(path): \(error.message)")
             }
@@ -329,36 +397,55 @@ struct SQLiteStateTransaction: StateTransaction {
     let connection: SQLiteConnection
 
     func meta(_ name: String) async throws -> [UInt8]? {
-        try await connection.query("SELECT value FROM shadow_meta WHERE name = ?", [.text(name)]).first.map { try blob($0, "value") }
+        try await connection.query("SELECT value FROM shadow_meta WHERE name = ?", [.text(name)]).first.map {
+            try blob($0, "value")
+        }
     }
 
     func setMeta(_ name: String, _ value: [UInt8]) async throws {
-        _ = try await connection.query("INSERT INTO shadow_meta (name, value) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET value = excluded.value", [.text(name), .blob(ByteBuffer(bytes: value))])
+        _ = try await connection.query(
+            """
+            INSERT INTO shadow_meta (name, value) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET value = \
+            excluded.value
+            """,
+            [.text(name), .blob(ByteBuffer(bytes: value))])
     }
 
     func rows(_ ids: [[UInt8]]) async throws -> [StoredRow] {
         guard !ids.isEmpty else { return [] }
         let marks = Array(repeating: "?", count: ids.count).joined(separator: ",")
-        return try await connection.query("SELECT row_id, state, body FROM shadow_credentials WHERE row_id IN (\(marks))", ids.map { .blob(ByteBuffer(bytes: $0)) })
-            .map(storedRow)
+        return try await connection.query(
+            "SELECT row_id, state, body FROM shadow_credentials WHERE row_id IN (\(marks))",
+            ids.map { .blob(ByteBuffer(bytes: $0)) }
+        )
+        .map(storedRow)
     }
 
     func storedRow(_ row: SQLiteRow) throws -> StoredRow {
-        guard let state = row.column("state")?.integer else { throw CredentialError(.corruptedState, "a credential row's state is not an integer") }
+        guard let state = row.column("state")?.integer else {
+            throw CredentialError(.corruptedState, "a credential row's state is not an integer")
+        }
         return StoredRow(id: try blob(row, "row_id"), state: Int(state), body: try blob(row, "body"))
     }
 
     func upsert(_ rows: [StoredRow]) async throws {
         guard !rows.isEmpty else { return }
         let values = Array(repeating: "(?,?,?)", count: rows.count).joined(separator: ",")
-        let binds: [SQLiteData] = rows.flatMap { [.blob(ByteBuffer(bytes: $0.id)), .integer(SQLiteInt64($0.state)), .blob(ByteBuffer(bytes: $0.body))] }
+        let binds: [SQLiteData] = rows.flatMap {
+            [.blob(ByteBuffer(bytes: $0.id)), .integer(SQLiteInt64($0.state)), .blob(ByteBuffer(bytes: $0.body))]
+        }
         _ = try await connection.query(
-            "INSERT INTO shadow_credentials (row_id, state, body) VALUES \(values) ON CONFLICT (row_id) DO UPDATE SET state = excluded.state, body = excluded.body", binds)
+            """
+            INSERT INTO shadow_credentials (row_id, state, body) VALUES \(values) ON CONFLICT (row_id) DO UPDATE SET \
+            state = excluded.state, body = excluded.body
+            """,
+            binds)
     }
 
     func stateCounts() async throws -> [Int: Int] {
         var counts: [Int: Int] = [:]
-        for row in try await connection.query("SELECT state, count(*) AS n FROM shadow_credentials GROUP BY state", []) {
+        for row in try await connection.query("SELECT state, count(*) AS n FROM shadow_credentials GROUP BY state", [])
+        {
             counts[Int(row.column("state")?.integer ?? -1)] = Int(row.column("n")?.integer ?? 0)
         }
         return counts
@@ -368,51 +455,81 @@ struct SQLiteStateTransaction: StateTransaction {
         guard !lines.isEmpty else { return }
         let values = Array(repeating: "(?,?,?,?)", count: lines.count).joined(separator: ",")
         let binds: [SQLiteData] = lines.flatMap {
-            [.integer(SQLiteInt64($0.sequence)), .blob(ByteBuffer(bytes: $0.subject)), $0.linked.map { .blob(ByteBuffer(bytes: $0)) } ?? .null, .blob(ByteBuffer(bytes: $0.line))]
+            [
+                .integer(SQLiteInt64($0.sequence)), .blob(ByteBuffer(bytes: $0.subject)),
+                $0.linked.map { .blob(ByteBuffer(bytes: $0)) } ?? .null, .blob(ByteBuffer(bytes: $0.line)),
+            ]
         }
         _ = try await connection.query("INSERT INTO shadow_audit (seq, subject, linked, line) VALUES \(values)", binds)
     }
 
     func audit(after sequence: Int, limit: Int) async throws -> [(sequence: Int, line: [UInt8])] {
-        try await connection.query("SELECT seq, line FROM shadow_audit WHERE seq > ? ORDER BY seq LIMIT ?", [.integer(SQLiteInt64(sequence)), .integer(limit)]).map(auditLine)
+        try await connection.query(
+            "SELECT seq, line FROM shadow_audit WHERE seq > ? ORDER BY seq LIMIT ?",
+            [.integer(SQLiteInt64(sequence)), .integer(limit)]
+        ).map(auditLine)
     }
 
     func audit(about rowID: [UInt8]) async throws -> [(sequence: Int, line: [UInt8])] {
         let id = SQLiteData.blob(ByteBuffer(bytes: rowID))
-        return try await connection.query("SELECT seq, line FROM shadow_audit WHERE subject = ? UNION SELECT seq, line FROM shadow_audit WHERE linked = ? ORDER BY seq", [id, id])
-            .map(auditLine)
+        return try await connection.query(
+            """
+            SELECT seq, line FROM shadow_audit WHERE subject = ? UNION SELECT seq, line FROM shadow_audit WHERE \
+            linked = ? ORDER BY seq
+            """,
+            [id, id]
+        )
+        .map(auditLine)
     }
 
     func auditLine(_ row: SQLiteRow) throws -> (sequence: Int, line: [UInt8]) {
         guard let sequence = row.column("seq")?.integer, let line = row.column("line")?.blob else {
-            throw CredentialError(.auditTampered, "an audit row's sequence number or line has the wrong type: it was edited")
+            throw CredentialError(
+                .auditTampered, "an audit row's sequence number or line has the wrong type: it was edited")
         }
         return (Int(sequence), Array(line.readableBytesView))
     }
 
     func putToken(_ row: StoredTokenRow) async throws {
         _ = try await connection.query(
-            "INSERT INTO shadow_tokens (row_id, kind, expires_at_ms, body) VALUES (?, ?, ?, ?) ON CONFLICT (row_id, kind) DO UPDATE SET expires_at_ms = excluded.expires_at_ms, body = excluded.body",
-            [.blob(ByteBuffer(bytes: row.rowID)), .text(row.kind), row.expiresAtMilliseconds.map { .integer(SQLiteInt64($0)) } ?? .null, .blob(ByteBuffer(bytes: row.body))])
+            """
+            INSERT INTO shadow_tokens (row_id, kind, expires_at_ms, body) VALUES (?, ?, ?, ?) ON CONFLICT (row_id, \
+            kind) DO UPDATE SET expires_at_ms = excluded.expires_at_ms, body = excluded.body
+            """,
+            [
+                .blob(ByteBuffer(bytes: row.rowID)), .text(row.kind),
+                row.expiresAtMilliseconds.map { .integer(SQLiteInt64($0)) } ?? .null,
+                .blob(ByteBuffer(bytes: row.body)),
+            ])
     }
 
     func tokens(rowID: [UInt8], kind: String?) async throws -> [StoredTokenRow] {
         let id = SQLiteData.blob(ByteBuffer(bytes: rowID))
-        let rows = if let kind {
-            try await connection.query("SELECT row_id, kind, expires_at_ms, body FROM shadow_tokens WHERE row_id = ? AND kind = ?", [id, .text(kind)])
-        } else {
-            try await connection.query("SELECT row_id, kind, expires_at_ms, body FROM shadow_tokens WHERE row_id = ? ORDER BY kind", [id])
-        }
+        let rows =
+            if let kind {
+                try await connection.query(
+                    "SELECT row_id, kind, expires_at_ms, body FROM shadow_tokens WHERE row_id = ? AND kind = ?",
+                    [id, .text(kind)])
+            } else {
+                try await connection.query(
+                    "SELECT row_id, kind, expires_at_ms, body FROM shadow_tokens WHERE row_id = ? ORDER BY kind", [id])
+            }
         return try rows.map(tokenRow)
     }
 
     func deleteToken(rowID: [UInt8], kind: String) async throws -> Bool {
-        try await !connection.query("DELETE FROM shadow_tokens WHERE row_id = ? AND kind = ? RETURNING kind", [.blob(ByteBuffer(bytes: rowID)), .text(kind)]).isEmpty
+        try await !connection.query(
+            "DELETE FROM shadow_tokens WHERE row_id = ? AND kind = ? RETURNING kind",
+            [.blob(ByteBuffer(bytes: rowID)), .text(kind)]
+        ).isEmpty
     }
 
     func expiredTokens(at milliseconds: Int64, limit: Int) async throws -> [StoredTokenRow] {
         try await connection.query(
-            "SELECT row_id, kind, expires_at_ms, body FROM shadow_tokens WHERE expires_at_ms IS NOT NULL AND expires_at_ms <= ? ORDER BY expires_at_ms, row_id, kind LIMIT ?",
+            """
+            SELECT row_id, kind, expires_at_ms, body FROM shadow_tokens WHERE expires_at_ms IS NOT NULL AND \
+            expires_at_ms <= ? ORDER BY expires_at_ms, row_id, kind LIMIT ?
+            """,
             [.integer(SQLiteInt64(milliseconds)), .integer(limit)]
         ).map(tokenRow)
     }
@@ -421,52 +538,76 @@ struct SQLiteStateTransaction: StateTransaction {
         for chunk in items.chunked(150) {
             let values = Array(repeating: "(?,?,?,?,0)", count: chunk.count).joined(separator: ",")
             let binds: [SQLiteData] = chunk.flatMap {
-                [.blob(ByteBuffer(bytes: $0.rowID)), .text($0.kind), .integer(SQLiteInt64($0.eventMilliseconds)), .integer(SQLiteInt64($0.dueMilliseconds))]
+                [
+                    .blob(ByteBuffer(bytes: $0.rowID)), .text($0.kind), .integer(SQLiteInt64($0.eventMilliseconds)),
+                    .integer(SQLiteInt64($0.dueMilliseconds)),
+                ]
             }
-            _ = try await connection.query("""
+            _ = try await connection.query(
+                """
                 INSERT INTO shadow_revocations (row_id, kind, event_ms, due_ms, attempts) VALUES \(values)
-                ON CONFLICT (row_id, kind) DO UPDATE SET event_ms = excluded.event_ms, due_ms = excluded.due_ms, attempts = 0, done_ms = NULL, outcome = NULL
+                ON CONFLICT (row_id, kind) DO UPDATE SET event_ms = excluded.event_ms, due_ms = excluded.due_ms, \
+                attempts = 0, done_ms = NULL, outcome = NULL
                 WHERE shadow_revocations.done_ms IS NOT NULL
                 """, binds)
         }
     }
 
     func claimRevocations(now: Int64, until: Int64, limit: Int) async throws -> [StoredRevocation] {
-        try await connection.query("""
+        try await connection.query(
+            """
             UPDATE shadow_revocations SET due_ms = ?, attempts = attempts + 1
-            WHERE (row_id, kind) IN (SELECT row_id, kind FROM shadow_revocations WHERE done_ms IS NULL AND due_ms <= ? ORDER BY due_ms LIMIT ?)
+            WHERE (row_id, kind) IN (SELECT row_id, kind FROM shadow_revocations WHERE done_ms IS NULL AND due_ms <= \
+            ? ORDER BY due_ms LIMIT ?)
             RETURNING row_id, kind, event_ms, due_ms, attempts
             """, [.integer(SQLiteInt64(until)), .integer(SQLiteInt64(now)), .integer(limit)]
         ).map { row in
-            guard let kind = row.column("kind")?.string, let event = row.column("event_ms")?.integer, let due = row.column("due_ms")?.integer,
-                  let attempts = row.column("attempts")?.integer else { throw CredentialError(.corruptedState, "a revocation row is malformed") }
-            return StoredRevocation(rowID: try blob(row, "row_id"), kind: kind, eventMilliseconds: Int64(event), dueMilliseconds: Int64(due), attempts: Int(attempts))
+            guard let kind = row.column("kind")?.string, let event = row.column("event_ms")?.integer,
+                let due = row.column("due_ms")?.integer,
+                let attempts = row.column("attempts")?.integer
+            else { throw CredentialError(.corruptedState, "a revocation row is malformed") }
+            return StoredRevocation(
+                rowID: try blob(row, "row_id"), kind: kind, eventMilliseconds: Int64(event),
+                dueMilliseconds: Int64(due), attempts: Int(attempts))
         }
     }
 
     func finishRevocation(rowID: [UInt8], kind: String, outcome: String?, at: Int64?, due: Int64) async throws {
         _ = try await connection.query(
             "UPDATE shadow_revocations SET outcome = ?, done_ms = ?, due_ms = ? WHERE row_id = ? AND kind = ?",
-            [outcome.map { .text($0) } ?? .null, at.map { .integer(SQLiteInt64($0)) } ?? .null, .integer(SQLiteInt64(due)), .blob(ByteBuffer(bytes: rowID)), .text(kind)])
+            [
+                outcome.map { .text($0) } ?? .null, at.map { .integer(SQLiteInt64($0)) } ?? .null,
+                .integer(SQLiteInt64(due)), .blob(ByteBuffer(bytes: rowID)), .text(kind),
+            ])
     }
 
     func revocationCounts() async throws -> RevocationCounts {
-        let row = try await connection.query("""
-            SELECT count(*) FILTER (WHERE done_ms IS NULL) AS pending, count(*) FILTER (WHERE done_ms IS NOT NULL AND outcome <> 'failed') AS done,
+        let row = try await connection.query(
+            """
+            SELECT count(*) FILTER (WHERE done_ms IS NULL) AS pending, count(*) FILTER (WHERE done_ms IS NOT NULL \
+            AND outcome <> 'failed') AS done,
                    count(*) FILTER (WHERE outcome = 'failed') AS failed FROM shadow_revocations
-            """, []).first
-        return RevocationCounts(pending: Int(row?.column("pending")?.integer ?? 0), done: Int(row?.column("done")?.integer ?? 0),
-                                failed: Int(row?.column("failed")?.integer ?? 0))
+            """, []
+        ).first
+        return RevocationCounts(
+            pending: Int(row?.column("pending")?.integer ?? 0), done: Int(row?.column("done")?.integer ?? 0),
+            failed: Int(row?.column("failed")?.integer ?? 0))
     }
 
     func tokenRow(_ row: SQLiteRow) throws -> StoredTokenRow {
-        guard let kind = row.column("kind")?.string, let expiry = row.column("expires_at_ms") else { throw CredentialError(.corruptedState, "a token row is malformed") }
-        return StoredTokenRow(rowID: try blob(row, "row_id"), kind: kind, expiresAtMilliseconds: expiry.isNull ? nil : expiry.integer.map(Int64.init),
-                              body: try blob(row, "body"))
+        guard let kind = row.column("kind")?.string, let expiry = row.column("expires_at_ms") else {
+            throw CredentialError(.corruptedState, "a token row is malformed")
+        }
+        return StoredTokenRow(
+            rowID: try blob(row, "row_id"), kind: kind,
+            expiresAtMilliseconds: expiry.isNull ? nil : expiry.integer.map(Int64.init),
+            body: try blob(row, "body"))
     }
 
     func blob(_ row: SQLiteRow, _ column: String) throws -> [UInt8] {
-        guard let buffer = row.column(column)?.blob else { throw CredentialError(.corruptedState, "a state database row's \(column) is not a blob") }
+        guard let buffer = row.column(column)?.blob else {
+            throw CredentialError(.corruptedState, "a state database row's \(column) is not a blob")
+        }
         return Array(buffer.readableBytesView)
     }
 }

@@ -8,19 +8,29 @@ import ShadowCredentials
 /// tampered log is refused.
 package enum AuditSuites {
     package static func vectors(_ bytes: [UInt8]) -> [VectorCase] {
-        guard let root = try? StrictJSON.parse(bytes).objectValue, let secret = try? Hex.decode(root["secret_hex"]?.stringValue ?? "") else {
+        guard let root = try? StrictJSON.parse(bytes).objectValue,
+            let secret = try? Hex.decode(root["secret_hex"]?.stringValue ?? "")
+        else {
             return [VectorCase(id: "file", passed: false, detail: "not an audit vector file")]
         }
         let keys = AuditKeys(secret: secret)
         func hex(_ key: SymmetricKey) -> String { key.withUnsafeBytes { Hex.encode($0) } }
         var cases = [
-            VectorCase(id: "keys", passed: hex(keys.chain) == root["chain_key_hex"]?.stringValue && hex(keys.subject) == root["subject_key_hex"]?.stringValue
-                && Hex.encode(keys.start) == root["start_hex"]?.stringValue, detail: "chain key, subject key and c0 as derived with HKDF-SHA-256"),
+            VectorCase(
+                id: "keys",
+                passed: hex(keys.chain) == root["chain_key_hex"]?.stringValue
+                    && hex(keys.subject) == root["subject_key_hex"]?.stringValue
+                    && Hex.encode(keys.start) == root["start_hex"]?.stringValue,
+                detail: "chain key, subject key and c0 as derived with HKDF-SHA-256")
         ]
         for (index, value) in (root["subject_hashes"]?.arrayValue ?? []).enumerated() {
             let object = value.objectValue ?? [:]
-            let actual = keys.subjectHash(clientID: object["client_id"]?.stringValue ?? "", subject: object["subject"]?.stringValue ?? "")
-            cases.append(VectorCase(id: "subject hash \(index + 1)", passed: actual == object["hash"]?.stringValue, detail: "subject hash \(index + 1): got \(actual)"))
+            let actual = keys.subjectHash(
+                clientID: object["client_id"]?.stringValue ?? "", subject: object["subject"]?.stringValue ?? "")
+            cases.append(
+                VectorCase(
+                    id: "subject hash \(index + 1)", passed: actual == object["hash"]?.stringValue,
+                    detail: "subject hash \(index + 1): got \(actual)"))
         }
         for value in root["valid"]?.arrayValue ?? [] { cases.append(valid(value.objectValue ?? [:], keys: keys)) }
         for value in root["tampered"]?.arrayValue ?? [] { cases.append(tampered(value.objectValue ?? [:], keys: keys)) }
@@ -28,7 +38,8 @@ package enum AuditSuites {
     }
 
     private static func head(_ object: JSONObject?) throws -> AuditHead {
-        guard let object, let count = object["count"]?.numberValue?.int64Value, let bytes = object["bytes"]?.numberValue?.int64Value,
+        guard let object, let count = object["count"]?.numberValue?.int64Value,
+            let bytes = object["bytes"]?.numberValue?.int64Value,
             let chain = try? Hex.decode(object["head"]?.stringValue ?? "")
         else { throw VectorFormatError("malformed head") }
         return AuditHead(count: Int(count), bytes: Int(bytes), chain: chain)
@@ -40,7 +51,8 @@ package enum AuditSuites {
             let log = Array((vector["log"]?.stringValue ?? "").utf8)
             let (report, _) = try AuditLog.verify(log, keys: keys, head: try head(vector["head"]?.objectValue))
             let expected = AuditReport(
-                entries: Int(vector["entries"]?.numberValue?.int64Value ?? -1), uncommitted: Int(vector["uncommitted"]?.numberValue?.int64Value ?? -1),
+                entries: Int(vector["entries"]?.numberValue?.int64Value ?? -1),
+                uncommitted: Int(vector["uncommitted"]?.numberValue?.int64Value ?? -1),
                 partialTail: vector["partial_tail"]?.boolValue ?? false)
             // Every complete line, parsed and written again after the chain value before it, is the same bytes.
             var chain = keys.start
@@ -52,7 +64,9 @@ package enum AuditSuites {
                 }
                 chain = keys.link(line)
             }
-            return VectorCase(id: name, passed: report == expected && rewrites, detail: "\(name): report \(report), lines re-write byte for byte \(rewrites)")
+            return VectorCase(
+                id: name, passed: report == expected && rewrites,
+                detail: "\(name): report \(report), lines re-write byte for byte \(rewrites)")
         } catch {
             return VectorCase(id: name, passed: false, detail: "\(name): \(error)")
         }

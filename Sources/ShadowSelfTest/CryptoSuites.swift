@@ -8,10 +8,14 @@ package enum CryptoSuites {
     /// use counts below the safe minimum).
     package static func pbkdf2(_ file: WycheproofFile) -> [VectorCase] {
         file.grade { _, test in
-            guard let iterations = test.fields["iterationCount"]?.numberValue?.int64Value, let length = test.fields["dkLen"]?.numberValue?.int64Value else {
+            guard let iterations = test.fields["iterationCount"]?.numberValue?.int64Value,
+                let length = test.fields["dkLen"]?.numberValue?.int64Value
+            else {
                 throw VectorFormatError("tcId \(test.tcId): no iterationCount/dkLen")
             }
-            let key = try PBKDF2.deriveKeyUnsafe(passphrase: SecretBytes(try test.bytes("password")), salt: try test.bytes("salt"), unsafeIterations: Int(iterations), length: Int(length))
+            let key = try PBKDF2.deriveKeyUnsafe(
+                passphrase: SecretBytes(try test.bytes("password")), salt: try test.bytes("salt"),
+                unsafeIterations: Int(iterations), length: Int(length))
             return key.withUnsafeBytes { Array($0) } == (try test.bytes("dk"))
         }
     }
@@ -21,7 +25,8 @@ package enum CryptoSuites {
     /// ones must not open.
     package static func aesGCM(_ file: WycheproofFile) -> [VectorCase] {
         let groups = file.groups.filter { group in
-            group.fields["keySize"]?.numberValue?.int64Value == 256 && group.fields["ivSize"]?.numberValue?.int64Value == 96
+            group.fields["keySize"]?.numberValue?.int64Value == 256
+                && group.fields["ivSize"]?.numberValue?.int64Value == 96
                 && group.fields["tagSize"]?.numberValue?.int64Value == 128
         }
         return WycheproofFile(algorithm: file.algorithm, groups: groups).grade { _, test in
@@ -38,10 +43,13 @@ package enum CryptoSuites {
     /// Wycheproof `hkdf_sha256_test.json` through swift-crypto's HKDF, which the envelope key schedule uses.
     package static func hkdf(_ file: WycheproofFile) -> [VectorCase] {
         file.grade { _, test in
-            guard let size = test.fields["size"]?.numberValue?.int64Value else { throw VectorFormatError("tcId \(test.tcId): no size") }
+            guard let size = test.fields["size"]?.numberValue?.int64Value else {
+                throw VectorFormatError("tcId \(test.tcId): no size")
+            }
             guard size <= 255 * 32 else { return false }  // beyond RFC 5869's limit: refused
             let okm = HKDF<SHA256>.deriveKey(
-                inputKeyMaterial: SymmetricKey(data: try test.bytes("ikm")), salt: try test.bytes("salt"), info: try test.bytes("info"), outputByteCount: Int(size))
+                inputKeyMaterial: SymmetricKey(data: try test.bytes("ikm")), salt: try test.bytes("salt"),
+                info: try test.bytes("info"), outputByteCount: Int(size))
             return okm.withUnsafeBytes { Array($0) } == (try test.bytes("okm"))
         }
     }
@@ -50,7 +58,9 @@ package enum CryptoSuites {
     package static func nistGCMEncrypt(_ text: String) -> [VectorCase] {
         gcmCases(text).map { test in
             check("Count \(test.id) \(test.section.description)") {
-                let sealed = try AES256GCM.seal(try test.bytes("PT"), key: SymmetricKey(data: try test.bytes("Key")), nonce: try test.bytes("IV"), aad: try test.bytes("AAD"))
+                let sealed = try AES256GCM.seal(
+                    try test.bytes("PT"), key: SymmetricKey(data: try test.bytes("Key")), nonce: try test.bytes("IV"),
+                    aad: try test.bytes("AAD"))
                 return sealed == (try test.bytes("CT")) + (try test.bytes("Tag"))
             }
         }
@@ -60,14 +70,18 @@ package enum CryptoSuites {
     package static func nistGCMDecrypt(_ text: String) -> [VectorCase] {
         gcmCases(text).map { test in
             check("Count \(test.id) \(test.section.description)") {
-                let opened = try? AES256GCM.open((try test.bytes("CT")) + (try test.bytes("Tag")), key: SymmetricKey(data: try test.bytes("Key")), nonce: try test.bytes("IV"), aad: try test.bytes("AAD"))
+                let opened = try? AES256GCM.open(
+                    (try test.bytes("CT")) + (try test.bytes("Tag")), key: SymmetricKey(data: try test.bytes("Key")),
+                    nonce: try test.bytes("IV"), aad: try test.bytes("AAD"))
                 return test.fails ? opened == nil : opened == (try test.bytes("PT"))
             }
         }
     }
 
     private static func gcmCases(_ text: String) -> [NISTResponseFile.Case] {
-        NISTResponseFile(text).cases.filter { $0.section["Keylen"] == "256" && $0.section["IVlen"] == "96" && $0.section["Taglen"] == "128" }
+        NISTResponseFile(text).cases.filter {
+            $0.section["Keylen"] == "256" && $0.section["IVlen"] == "96" && $0.section["Taglen"] == "128"
+        }
     }
 
     /// NIST `SHA256ShortMsg.rsp` / `SHA256LongMsg.rsp` through `Integrity.sha256`.
@@ -95,7 +109,9 @@ package enum CryptoSuites {
             }
             seed = md[2]
             let expected = (try? checkpoint.bytes("MD")) ?? []
-            return VectorCase(id: "COUNT \(checkpoint.id)", passed: md[2] == expected, detail: "Monte Carlo checkpoint \(checkpoint.id)")
+            return VectorCase(
+                id: "COUNT \(checkpoint.id)", passed: md[2] == expected,
+                detail: "Monte Carlo checkpoint \(checkpoint.id)")
         }
     }
 
@@ -103,11 +119,19 @@ package enum CryptoSuites {
     package static func fips180Examples() -> [VectorCase] {
         let examples: [(String, [UInt8], String)] = [
             ("\"abc\"", Array("abc".utf8), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"),
-            ("448-bit message", Array("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq".utf8), "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1"),
-            ("one million \"a\"", [UInt8](repeating: UInt8(ascii: "a"), count: 1_000_000), "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0"),
+            (
+                "448-bit message", Array("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq".utf8),
+                "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1"
+            ),
+            (
+                "one million \"a\"", [UInt8](repeating: UInt8(ascii: "a"), count: 1_000_000),
+                "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0"
+            ),
         ]
         return examples.map { name, message, digest in
-            VectorCase(id: name, passed: Integrity.hex(Integrity.sha256(message)) == digest, detail: "SHA-256 of \(name) should be \(digest)")
+            VectorCase(
+                id: name, passed: Integrity.hex(Integrity.sha256(message)) == digest,
+                detail: "SHA-256 of \(name) should be \(digest)")
         }
     }
 

@@ -14,12 +14,15 @@ package enum EnvelopeSuites {
         let id = object["id"]?.stringValue ?? ""
         if kind == "raw" { return try .raw(SecretBytes(try Hex.decode(object["key_hex"]?.stringValue ?? "")), id: id) }
         let iterations = Int(object["iterations"]?.numberValue?.int64Value ?? 0)
-        return try .passphrase(SecretBytes(utf8: object["passphrase"]?.stringValue ?? ""), id: id, iterations: iterations)
+        return try .passphrase(
+            SecretBytes(utf8: object["passphrase"]?.stringValue ?? ""), id: id, iterations: iterations)
     }
 
     package static func context(_ value: JSONValue?) throws -> EnvelopeContext {
         let pairs = try (value?.arrayValue ?? []).map { pair -> (String, String) in
-            guard let items = pair.arrayValue, items.count == 2, let key = items[0].stringValue, let value = items[1].stringValue else {
+            guard let items = pair.arrayValue, items.count == 2, let key = items[0].stringValue,
+                let value = items[1].stringValue
+            else {
                 throw VectorFormatError("malformed context pair")
             }
             return (key, value)
@@ -36,7 +39,9 @@ package enum EnvelopeSuites {
             let plaintext = try Hex.decode(vector["plaintextHex"]?.stringValue ?? "")
             let random = vector["randomness"]?.objectValue
             func field(_ key: String) throws -> [UInt8] { try Hex.decode(random?[key]?.stringValue ?? "") }
-            let randomness = EnvelopeRandomness(dataKey: try field("dek"), objectID: try field("object_id"), wrapNonce: try field("wrap_nonce"), salt: try field("salt"))
+            let randomness = EnvelopeRandomness(
+                dataKey: try field("dek"), objectID: try field("object_id"), wrapNonce: try field("wrap_nonce"),
+                salt: try field("salt"))
             let opened: [UInt8]
             let resealed: [UInt8]
             if vector["form"]?.stringValue == "record" {
@@ -45,11 +50,20 @@ package enum EnvelopeSuites {
             } else {
                 var decryptor = EnvelopeStreamDecryptor(kek: kek, context: context)
                 opened = try decryptor.update(envelope) + decryptor.finish()
-                var encryptor = try EnvelopeStreamEncryptor(kek: kek, context: context, chunkSize: Int(vector["chunkSize"]?.numberValue?.int64Value ?? 0), randomness: randomness)
+                var encryptor = try EnvelopeStreamEncryptor(
+                    kek: kek, context: context, chunkSize: Int(vector["chunkSize"]?.numberValue?.int64Value ?? 0),
+                    randomness: randomness)
                 resealed = try encryptor.update(plaintext) + encryptor.finish()
             }
             let passed = opened == plaintext && resealed == envelope
-            return VectorCase(id: name, passed: passed, detail: "\(name): opens to the plaintext \(opened == plaintext), re-seals byte for byte \(resealed == envelope)")
+            return VectorCase(
+                id: name, passed: passed,
+                detail:
+                    """
+                    \(name): opens to the plaintext \(opened == plaintext), re-seals byte for byte \
+                    \(resealed == envelope)
+                    """
+            )
         } catch {
             return VectorCase(id: name, passed: false, detail: "\(name): \(error)")
         }

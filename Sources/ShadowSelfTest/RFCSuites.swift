@@ -12,11 +12,16 @@ import ShadowJOSE
 package enum RFCSuites {
     /// RFC 4648 §10 test vectors (base64; identical in the URL-safe alphabet for these inputs).
     package static func base64() -> [VectorCase] {
-        let vectors = [("", ""), ("f", "Zg"), ("fo", "Zm8"), ("foo", "Zm9v"), ("foob", "Zm9vYg"), ("fooba", "Zm9vYmE"), ("foobar", "Zm9vYmFy")]
+        let vectors = [
+            ("", ""), ("f", "Zg"), ("fo", "Zm8"), ("foo", "Zm9v"), ("foob", "Zm9vYg"), ("fooba", "Zm9vYmE"),
+            ("foobar", "Zm9vYmFy"),
+        ]
         return vectors.map { input, encoded in
             let roundTrip = (try? Base64URL.decode(encoded)).map { String(decoding: $0, as: UTF8.self) }
             let passed = Base64URL.encode(Array(input.utf8)) == encoded && roundTrip == input
-            return VectorCase(id: "BASE64(\"\(input)\")", passed: passed, detail: "BASE64(\"\(input)\") should be \"\(encoded)\" both ways")
+            return VectorCase(
+                id: "BASE64(\"\(input)\")", passed: passed,
+                detail: "BASE64(\"\(input)\") should be \"\(encoded)\" both ways")
         }
     }
 
@@ -26,14 +31,17 @@ package enum RFCSuites {
         checks { add in
             let file = try object(text)
             let (jwk, token, claims, at) = try example(file)
-            add("verify", try verify(token, jwk, at)?.json == claims, "the RFC token verifies at \(at) with the RFC claims")
+            add(
+                "verify", try verify(token, jwk, at)?.json == claims,
+                "the RFC token verifies at \(at) with the RFC claims")
             add("expired", expired(token, jwk), "the RFC token is rejected as expired after exp")
             let tampered = flipLastSignatureCharacter(token)
             add("tampered", rejects(tampered, jwk, at, code: .invalidSignature), "a changed signature is rejected")
 
             guard let priv = file["privateJwk"]?.objectValue else { throw VectorFormatError("no privateJwk") }
             func part(_ name: String) throws -> [UInt8] { try Base64URL.decode(priv[name]?.stringValue ?? "") }
-            let key = try _RSA.Signing.PrivateKey(n: try part("n"), e: try part("e"), d: try part("d"), p: try part("p"), q: try part("q"))
+            let key = try _RSA.Signing.PrivateKey(
+                n: try part("n"), e: try part("e"), d: try part("d"), p: try part("p"), q: try part("q"))
             let jws = try CompactJWS(token)
             let resigned = try JWSSigner.rs256(key).sign(payload: Array(jws.payload))
             add("sign", resigned == token, "RS256 signing of the RFC input reproduces the RFC token byte for byte")
@@ -46,13 +54,18 @@ package enum RFCSuites {
         checks { add in
             let file = try object(text)
             let (jwk, token, claims, at) = try example(file)
-            add("verify", try verify(token, jwk, at)?.json == claims, "the RFC token verifies at \(at) with the RFC claims")
+            add(
+                "verify", try verify(token, jwk, at)?.json == claims,
+                "the RFC token verifies at \(at) with the RFC claims")
             add("expired", expired(token, jwk), "the RFC token is rejected as expired after exp")
-            add("tampered", rejects(flipLastSignatureCharacter(token), jwk, at, code: .invalidSignature), "a changed signature is rejected")
+            add(
+                "tampered", rejects(flipLastSignatureCharacter(token), jwk, at, code: .invalidSignature),
+                "a changed signature is rejected")
 
             let scalar = try Base64URL.decode(file["privateScalar"]?.stringValue ?? "")
             let key = try P256.Signing.PrivateKey(rawRepresentation: scalar)
-            add("public key", try JWK(p256: key.publicKey, algorithm: nil, use: nil).thumbprint == jwk.thumbprint,
+            add(
+                "public key", try JWK(p256: key.publicKey, algorithm: nil, use: nil).thumbprint == jwk.thumbprint,
                 "the RFC private scalar yields the RFC public key")
             let signed = try JWSSigner.es256(key).sign(claims: ["iss": "joe", "exp": 1_300_819_380])
             add("sign", try verify(signed, jwk, at) != nil, "an ES256 token signed with the RFC key verifies")

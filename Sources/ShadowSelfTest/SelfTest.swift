@@ -25,18 +25,30 @@ package enum SelfTest {
         }
 
         /// A compiled-in file of ShadowKeys' own, read as bytes.
-        static func bytes(_ module: String, _ name: String, _ path: String, _ run: @escaping @Sendable ([UInt8]) -> [VectorCase]) -> Suite {
+        static func bytes(
+            _ module: String, _ name: String, _ path: String, _ run: @escaping @Sendable ([UInt8]) -> [VectorCase]
+        ) -> Suite {
             Suite(module: module, name: name, path: path, embedded: true) { run($0) }
         }
 
         /// A text file (an RFC example or a NIST response file).
-        static func text(_ module: String, _ name: String, _ path: String, embedded: Bool, _ run: @escaping @Sendable (String) -> [VectorCase]) -> Suite {
-            Suite(module: module, name: name, path: path, embedded: embedded) { run(String(decoding: $0, as: UTF8.self)) }
+        static func text(
+            _ module: String, _ name: String, _ path: String, embedded: Bool,
+            _ run: @escaping @Sendable (String) -> [VectorCase]
+        ) -> Suite {
+            Suite(module: module, name: name, path: path, embedded: embedded) {
+                run(String(decoding: $0, as: UTF8.self))
+            }
         }
 
         /// A Wycheproof file under `wycheproof/`, read from the vector folder.
-        static func wycheproof(_ module: String, _ name: String, _ file: String, _ run: @escaping @Sendable (WycheproofFile) -> [VectorCase]) -> Suite {
-            Suite(module: module, name: name, path: "wycheproof/" + file, embedded: false) { run(try WycheproofFile(json: $0)) }
+        static func wycheproof(
+            _ module: String, _ name: String, _ file: String,
+            _ run: @escaping @Sendable (WycheproofFile) -> [VectorCase]
+        ) -> Suite {
+            Suite(module: module, name: name, path: "wycheproof/" + file, embedded: false) {
+                run(try WycheproofFile(json: $0))
+            }
         }
     }
 
@@ -45,24 +57,50 @@ package enum SelfTest {
         .computed("ShadowCore", "RFC 4648 §10 base64", RFCSuites.base64),
         .text("ShadowJOSE", "RFC 7515 A.2 RS256", "rfc/rfc7515-a2-rs256.json", embedded: true, RFCSuites.rfc7515A2),
         .text("ShadowJOSE", "RFC 7515 A.3 ES256", "rfc/rfc7515-a3-es256.json", embedded: true, RFCSuites.rfc7515A3),
-        .text("ShadowJOSE", "RFC 7638 §3.1 thumbprint", "rfc/rfc7638-3.1-thumbprint.json", embedded: true, RFCSuites.rfc7638),
-        .wycheproof("ShadowJOSE", "Wycheproof ECDSA P-256 P1363 (ES256)", "ecdsa_secp256r1_sha256_p1363_test.json", SignatureSuites.ecdsaP1363),
-        .wycheproof("ShadowJOSE", "Wycheproof ECDSA P-256 DER (all refused)", "ecdsa_secp256r1_sha256_test.json", SignatureSuites.ecdsaDERAllRejected),
-        .wycheproof("ShadowJOSE", "Wycheproof RSA-2048 PKCS#1 v1.5 (RS256)", "rsa_signature_2048_sha256_test.json", SignatureSuites.rsaPKCS1),
-        .bytes("ShadowApple", "Client secret sign/verify (RFC 7515 A.3 key)", "rfc/rfc7515-a3-es256.json", AppleSuites.clientSecret),
+        .text(
+            "ShadowJOSE", "RFC 7638 §3.1 thumbprint", "rfc/rfc7638-3.1-thumbprint.json", embedded: true,
+            RFCSuites.rfc7638),
+        .wycheproof(
+            "ShadowJOSE", "Wycheproof ECDSA P-256 P1363 (ES256)", "ecdsa_secp256r1_sha256_p1363_test.json",
+            SignatureSuites.ecdsaP1363),
+        .wycheproof(
+            "ShadowJOSE", "Wycheproof ECDSA P-256 DER (all refused)", "ecdsa_secp256r1_sha256_test.json",
+            SignatureSuites.ecdsaDERAllRejected),
+        .wycheproof(
+            "ShadowJOSE", "Wycheproof RSA-2048 PKCS#1 v1.5 (RS256)", "rsa_signature_2048_sha256_test.json",
+            SignatureSuites.rsaPKCS1),
+        .bytes(
+            "ShadowApple", "Client secret sign/verify (RFC 7515 A.3 key)", "rfc/rfc7515-a3-es256.json",
+            AppleSuites.clientSecret),
         .computed("ShadowCrypto", "FIPS 180-4 SHA-256 examples", CryptoSuites.fips180Examples),
-        .text("ShadowCrypto", "NIST SHA256ShortMsg", "nist-cavp/SHA2/SHA256ShortMsg.rsp", embedded: false, CryptoSuites.sha256Messages),
-        .text("ShadowCrypto", "NIST SHA256LongMsg", "nist-cavp/SHA2/SHA256LongMsg.rsp", embedded: false, CryptoSuites.sha256Messages),
-        .text("ShadowCrypto", "NIST SHA256Monte", "nist-cavp/SHA2/SHA256Monte.rsp", embedded: false, CryptoSuites.sha256Monte),
-        .wycheproof("ShadowCrypto", "Wycheproof PBKDF2-HMAC-SHA256", "pbkdf2_hmacsha256_test.json", CryptoSuites.pbkdf2),
+        .text(
+            "ShadowCrypto", "NIST SHA256ShortMsg", "nist-cavp/SHA2/SHA256ShortMsg.rsp", embedded: false,
+            CryptoSuites.sha256Messages),
+        .text(
+            "ShadowCrypto", "NIST SHA256LongMsg", "nist-cavp/SHA2/SHA256LongMsg.rsp", embedded: false,
+            CryptoSuites.sha256Messages),
+        .text(
+            "ShadowCrypto", "NIST SHA256Monte", "nist-cavp/SHA2/SHA256Monte.rsp", embedded: false,
+            CryptoSuites.sha256Monte),
+        .wycheproof(
+            "ShadowCrypto", "Wycheproof PBKDF2-HMAC-SHA256", "pbkdf2_hmacsha256_test.json", CryptoSuites.pbkdf2),
         .wycheproof("ShadowCrypto", "Wycheproof HKDF-SHA256", "hkdf_sha256_test.json", CryptoSuites.hkdf),
-        .text("ShadowCrypto", "NIST GCM encrypt (256, IV 96, tag 128)", "nist-cavp/GCM/gcmEncryptExtIV256.rsp", embedded: false, CryptoSuites.nistGCMEncrypt),
-        .text("ShadowCrypto", "NIST GCM decrypt (256, IV 96, tag 128)", "nist-cavp/GCM/gcmDecrypt256.rsp", embedded: false, CryptoSuites.nistGCMDecrypt),
-        .wycheproof("ShadowCrypto", "Wycheproof AES-256-GCM (IV 96, tag 128)", "aes_gcm_test.json", CryptoSuites.aesGCM),
-        .bytes("ShadowCrypto", "ShadowKeys envelope v1 vectors", "shadow/envelope/vectors.json", EnvelopeSuites.vectors),
+        .text(
+            "ShadowCrypto", "NIST GCM encrypt (256, IV 96, tag 128)", "nist-cavp/GCM/gcmEncryptExtIV256.rsp",
+            embedded: false, CryptoSuites.nistGCMEncrypt),
+        .text(
+            "ShadowCrypto", "NIST GCM decrypt (256, IV 96, tag 128)", "nist-cavp/GCM/gcmDecrypt256.rsp",
+            embedded: false, CryptoSuites.nistGCMDecrypt),
+        .wycheproof(
+            "ShadowCrypto", "Wycheproof AES-256-GCM (IV 96, tag 128)", "aes_gcm_test.json", CryptoSuites.aesGCM),
+        .bytes(
+            "ShadowCrypto", "ShadowKeys envelope v1 vectors", "shadow/envelope/vectors.json", EnvelopeSuites.vectors),
         .bytes("ShadowVault", "ShadowKeys vault v1 vectors", "shadow/vault/vectors.json", VaultSuites.vectors),
-        .bytes("ShadowCredentials", "ShadowKeys audit log v1 vectors", "shadow/audit/vectors.json", AuditSuites.vectors),
-        .bytes("ShadowCredentials", "ShadowKeys database store v1 vectors", "shadow/state-db/vectors.json", StateDBSuites.vectors),
+        .bytes(
+            "ShadowCredentials", "ShadowKeys audit log v1 vectors", "shadow/audit/vectors.json", AuditSuites.vectors),
+        .bytes(
+            "ShadowCredentials", "ShadowKeys database store v1 vectors", "shadow/state-db/vectors.json",
+            StateDBSuites.vectors),
     ]
 
     /// Runs every suite. Files not compiled in are read from `directory`; without one, those
@@ -78,7 +116,8 @@ package enum SelfTest {
             } else if let directory, let data = FileManager.default.contents(atPath: directory + "/" + suite.path) {
                 bytes = [UInt8](data)
             } else if let directory {
-                return SuiteResult(module: suite.module, name: suite.name, cases: [], error: "cannot read \(directory)/\(suite.path)")
+                return SuiteResult(
+                    module: suite.module, name: suite.name, cases: [], error: "cannot read \(directory)/\(suite.path)")
             } else {
                 return SuiteResult(module: suite.module, name: suite.name, cases: [], skipped: "no vector folder")
             }
@@ -94,7 +133,9 @@ package enum SelfTest {
     /// checkout the executable was built in (`.build/<config>/shadow-keys`).
     package static func locateVectors(executablePath: String?) -> String? {
         var candidates: [String] = []
-        if let fromEnvironment = ProcessInfo.processInfo.environment["SHADOW_KEYS_VECTORS"] { candidates.append(fromEnvironment) }
+        if let fromEnvironment = ProcessInfo.processInfo.environment["SHADOW_KEYS_VECTORS"] {
+            candidates.append(fromEnvironment)
+        }
         candidates.append(FileManager.default.currentDirectoryPath + "/TestVectors")
         if let executablePath {
             var directory = executablePath
@@ -104,6 +145,9 @@ package enum SelfTest {
                 candidates.append(directory + "/TestVectors")
             }
         }
-        return candidates.first { FileManager.default.fileExists(atPath: $0 + "/README.md") && FileManager.default.fileExists(atPath: $0 + "/wycheproof") }
+        return candidates.first {
+            FileManager.default.fileExists(atPath: $0 + "/README.md")
+                && FileManager.default.fileExists(atPath: $0 + "/wycheproof")
+        }
     }
 }

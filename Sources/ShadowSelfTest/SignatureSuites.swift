@@ -28,10 +28,17 @@ package enum SignatureSuites {
                 do {
                     let key = try p256Key(group)
                     let accepted = accepts(key, try test.bytes("sig"), try test.bytes("msg"), .es256)
-                    return VectorCase(id: "tcId \(test.tcId)", passed: !accepted,
-                        detail: "tcId \(test.tcId) DER signature (\(test.comment)): expected reject, got \(accepted ? "accept" : "reject")")
+                    return VectorCase(
+                        id: "tcId \(test.tcId)", passed: !accepted,
+                        detail:
+                            """
+                            tcId \(test.tcId) DER signature (\(test.comment)): expected reject, got \
+                            \(accepted ? "accept" : "reject")
+                            """
+                    )
                 } catch {
-                    return VectorCase(id: "tcId \(test.tcId)", passed: false, detail: "tcId \(test.tcId): could not run: \(error)")
+                    return VectorCase(
+                        id: "tcId \(test.tcId)", passed: false, detail: "tcId \(test.tcId): could not run: \(error)")
                 }
             }
         }
@@ -46,14 +53,17 @@ package enum SignatureSuites {
         }
     }
 
-    private static func accepts(_ key: JWK, _ signature: [UInt8], _ message: [UInt8], _ algorithm: JWSAlgorithm) -> Bool {
+    private static func accepts(_ key: JWK, _ signature: [UInt8], _ message: [UInt8], _ algorithm: JWSAlgorithm) -> Bool
+    {
         (try? key.verifySignature(signature, signingInput: message, algorithm: algorithm)) != nil
     }
 
     /// The group's key as a JWK: its `publicKeyJwk` when present, else one built from `wx`/`wy`.
     private static func p256Key(_ group: WycheproofFile.Group) throws -> JWK {
         if let jwk = group.fields["publicKeyJwk"]?.objectValue { return try JWK(json: jwk) }
-        guard let key = group.fields["publicKey"]?.objectValue, let wx = key["wx"]?.stringValue, let wy = key["wy"]?.stringValue else {
+        guard let key = group.fields["publicKey"]?.objectValue, let wx = key["wx"]?.stringValue,
+            let wy = key["wy"]?.stringValue
+        else {
             throw VectorFormatError("group without a P-256 public key")
         }
         func coordinate(_ hex: String) throws -> String {
@@ -61,6 +71,8 @@ package enum SignatureSuites {
             guard bytes.count <= 32 else { throw VectorFormatError("coordinate longer than 32 bytes") }
             return Base64URL.encode([UInt8](repeating: 0, count: 32 - bytes.count) + bytes)
         }
-        return try JWK(json: ["kty": "EC", "crv": "P-256", "x": .string(try coordinate(wx)), "y": .string(try coordinate(wy))])
+        return try JWK(json: [
+            "kty": "EC", "crv": "P-256", "x": .string(try coordinate(wx)), "y": .string(try coordinate(wy)),
+        ])
     }
 }

@@ -13,7 +13,11 @@ package enum StateDBSuites {
             return [VectorCase(id: "file", passed: false, detail: "not a state-db vector file")]
         }
         let keys = StoreKeys(secret: secret)
-        var cases = [VectorCase(id: "keys", passed: (try? hex(root["keys"]?.objectValue?["start"])) == keys.audit.start, detail: "the audit chain's c0")]
+        var cases = [
+            VectorCase(
+                id: "keys", passed: (try? hex(root["keys"]?.objectValue?["start"])) == keys.audit.start,
+                detail: "the audit chain's c0")
+        ]
         for (index, row) in objects(root["sealed_secrets"]).enumerated() {
             cases.append(check("sealed secret \(index + 1)") { try sealedSecret(row, secret: secret) })
         }
@@ -21,53 +25,67 @@ package enum StateDBSuites {
             cases.append(check("record \(index + 1)") { try record(row, keys: keys) })
         }
         for (index, row) in objects(root["invalid_records"]).enumerated() {
-            cases.append(check("invalid record \(index + 1)") {
-                do {
-                    _ = try SealedRows.decode(try SealedRows.openRecord(try hex(row["body"]), rowID: try hex(row["row_id"]), keys: keys))
-                    return false
-                } catch let error as CredentialError { return error.code == .corruptedState }
-            })
+            cases.append(
+                check("invalid record \(index + 1)") {
+                    do {
+                        _ = try SealedRows.decode(
+                            try SealedRows.openRecord(try hex(row["body"]), rowID: try hex(row["row_id"]), keys: keys))
+                        return false
+                    } catch let error as CredentialError { return error.code == .corruptedState }
+                })
         }
         for (index, row) in objects(root["tokens"]).enumerated() {
             cases.append(check("token \(index + 1)") { try token(row, keys: keys) })
         }
         let audit = root["audit"]?.objectValue ?? [:]
         for (index, row) in objects(audit["lines"]).enumerated() {
-            cases.append(check("audit line \(index + 1)") {
-                let line = Array((row["line"]?.stringValue ?? "").utf8), sequence = Int(row["seq"]?.numberValue?.int64Value ?? -1), sealed = try hex(row["sealed"])
-                let moved = (try? SealedRows.openAuditLine(sealed, sequence: sequence + 1, keys: keys)) == nil
-                return try SealedRows.sealAuditLine(line, sequence: sequence, keys: keys, nonce: try hex(row["nonce"])) == sealed
-                    && (try SealedRows.openAuditLine(sealed, sequence: sequence, keys: keys)) == line && moved && AuditEntry.parse(line[...]) != nil
-            })
+            cases.append(
+                check("audit line \(index + 1)") {
+                    let line = Array((row["line"]?.stringValue ?? "").utf8),
+                        sequence = Int(row["seq"]?.numberValue?.int64Value ?? -1), sealed = try hex(row["sealed"])
+                    let moved = (try? SealedRows.openAuditLine(sealed, sequence: sequence + 1, keys: keys)) == nil
+                    return try SealedRows.sealAuditLine(
+                        line, sequence: sequence, keys: keys, nonce: try hex(row["nonce"])) == sealed
+                        && (try SealedRows.openAuditLine(sealed, sequence: sequence, keys: keys)) == line && moved
+                        && AuditEntry.parse(line[...]) != nil
+                })
         }
         for (index, row) in objects(audit["heads"]).enumerated() {
-            cases.append(check("audit head \(index + 1)") {
-                let count = Int(row["count"]?.numberValue?.int64Value ?? -1), chain = try hex(row["chain"]), stored = try hex(row["stored"])
-                let decoded = try keys.decodeHead(stored)
-                var bad = stored
-                bad[3] ^= 0x01
-                return keys.encodeHead(count: count, chain: chain) == stored && decoded.count == count && decoded.chain == chain && (try? keys.decodeHead(bad)) == nil
-            })
+            cases.append(
+                check("audit head \(index + 1)") {
+                    let count = Int(row["count"]?.numberValue?.int64Value ?? -1), chain = try hex(row["chain"]),
+                        stored = try hex(row["stored"])
+                    let decoded = try keys.decodeHead(stored)
+                    var bad = stored
+                    bad[3] ^= 0x01
+                    return keys.encodeHead(count: count, chain: chain) == stored && decoded.count == count
+                        && decoded.chain == chain && (try? keys.decodeHead(bad)) == nil
+                })
         }
         return cases
     }
 
     private static func sealedSecret(_ row: JSONObject, secret: [UInt8]) throws -> Bool {
         let stored = try hex(row["stored"]), header = try hex(row["header"])
-        let unlock: VaultUnlock = row["unlock"]?.stringValue == "key"
-            ? .key(SecretBytes(try hex(row["key"]))) : .passphrase(SecretBytes(utf8: row["passphrase"]?.stringValue ?? ""))
-        let made = try SealedStoreSecret.create(unlock: unlock, secret: secret, iterations: Int(row["iterations"]?.numberValue?.int64Value ?? 100_000),
-                                                salt: header.count > 2 ? Array(header[6...]) : nil, nonce: try hex(row["nonce"]))
+        let unlock: VaultUnlock =
+            row["unlock"]?.stringValue == "key"
+            ? .key(SecretBytes(try hex(row["key"])))
+            : .passphrase(SecretBytes(utf8: row["passphrase"]?.stringValue ?? ""))
+        let made = try SealedStoreSecret.create(
+            unlock: unlock, secret: secret, iterations: Int(row["iterations"]?.numberValue?.int64Value ?? 100_000),
+            salt: header.count > 2 ? Array(header[6...]) : nil, nonce: try hex(row["nonce"]))
         var bad = stored
         bad[bad.count / 2] ^= 0x01
-        return try SealedStoreSecret.open(stored, unlock: unlock) == secret && made.stored == stored && (try? SealedStoreSecret.open(bad, unlock: unlock)) == nil
+        return try SealedStoreSecret.open(stored, unlock: unlock) == secret && made.stored == stored
+            && (try? SealedStoreSecret.open(bad, unlock: unlock)) == nil
     }
 
     private static func record(_ row: JSONObject, keys: StoreKeys) throws -> Bool {
         let client = row["client_id"]?.stringValue ?? "", subject = row["subject"]?.stringValue ?? ""
         let id = try hex(row["row_id"]), plaintext = try hex(row["plaintext"]), body = try hex(row["body"])
         let decoded = try SealedRows.decode(plaintext)
-        return try keys.rowID(clientID: client, subject: subject) == id && decoded.clientID == client && decoded.subject == subject
+        return try keys.rowID(clientID: client, subject: subject) == id && decoded.clientID == client
+            && decoded.subject == subject
             && Int64(decoded.record.status.state.rawValue) == row["state"]?.numberValue?.int64Value
             && SealedRows.encode(clientID: client, subject: subject, record: decoded.record) == plaintext
             && (try SealedRows.sealRecord(plaintext, rowID: id, keys: keys, nonce: try hex(row["nonce"]))) == body
@@ -76,22 +94,30 @@ package enum StateDBSuites {
 
     private static func token(_ row: JSONObject, keys: StoreKeys) throws -> Bool {
         let token = try ServerToken(
-            clientID: row["client_id"]?.stringValue ?? "", subject: row["subject"]?.stringValue ?? "", kind: try ServerToken.Kind(row["kind"]?.stringValue ?? ""),
-            value: SecretBytes(utf8: row["value"]?.stringValue ?? ""), expiresAtMilliseconds: row["expires_at_ms"]?.numberValue?.int64Value,
+            clientID: row["client_id"]?.stringValue ?? "", subject: row["subject"]?.stringValue ?? "",
+            kind: try ServerToken.Kind(row["kind"]?.stringValue ?? ""),
+            value: SecretBytes(utf8: row["value"]?.stringValue ?? ""),
+            expiresAtMilliseconds: row["expires_at_ms"]?.numberValue?.int64Value,
             storedAtMilliseconds: row["stored_at_ms"]?.numberValue?.int64Value ?? -1)
         let id = try hex(row["row_id"]), plaintext = try hex(row["plaintext"]), body = try hex(row["body"])
-        let opened = try SealedRows.decodeToken(try SealedRows.openToken(body, rowID: id, kind: token.kind.rawValue, keys: keys))
+        let opened = try SealedRows.decodeToken(
+            try SealedRows.openToken(body, rowID: id, kind: token.kind.rawValue, keys: keys))
         return try SealedRows.encode(token) == plaintext
-            && (try SealedRows.sealToken(plaintext, rowID: id, kind: token.kind, keys: keys, nonce: try hex(row["nonce"]))) == body
+            && (try SealedRows.sealToken(
+                plaintext, rowID: id, kind: token.kind, keys: keys, nonce: try hex(row["nonce"]))) == body
             && opened.text == token.text && opened.expiresAtMilliseconds == token.expiresAtMilliseconds
             && (try? SealedRows.openToken(body, rowID: id, kind: "other", keys: keys)) == nil
     }
 
     private static func check(_ id: String, _ body: () throws -> Bool) -> VectorCase {
-        do { return VectorCase(id: id, passed: try body(), detail: id) } catch { return VectorCase(id: id, passed: false, detail: "\(id): \(error)") }
+        do { return VectorCase(id: id, passed: try body(), detail: id) } catch {
+            return VectorCase(id: id, passed: false, detail: "\(id): \(error)")
+        }
     }
 
-    private static func objects(_ value: JSONValue?) -> [JSONObject] { value?.arrayValue?.compactMap(\.objectValue) ?? [] }
+    private static func objects(_ value: JSONValue?) -> [JSONObject] {
+        value?.arrayValue?.compactMap(\.objectValue) ?? []
+    }
 
     private static func hex(_ value: JSONValue?) throws -> [UInt8] { try Hex.decode(value?.stringValue ?? "") }
 }

@@ -23,20 +23,28 @@ package enum VaultSuites {
 
     /// The vector's `contents` as vault contents.
     private static func contents(_ object: JSONObject?) throws -> VaultContents {
-        guard let object, let generation = object["generation"]?.numberValue?.int64Value else { throw VectorFormatError("no contents") }
-        func date(_ value: JSONValue?) -> Date? { value?.numberValue?.int64Value.map { Date(timeIntervalSince1970: Double($0) / 1000) } }
+        guard let object, let generation = object["generation"]?.numberValue?.int64Value else {
+            throw VectorFormatError("no contents")
+        }
+        func date(_ value: JSONValue?) -> Date? {
+            value?.numberValue?.int64Value.map { Date(timeIntervalSince1970: Double($0) / 1000) }
+        }
         var contents = VaultContents(generation: UInt64(generation))
         for value in object["entries"]?.arrayValue ?? [] {
             guard let entry = value.objectValue, let name = entry["name"]?.stringValue,
                 let provider = entry["provider"]?.stringValue.flatMap(VaultEntry.Provider.init(rawValue:)),
-                let kind = entry["kind"]?.stringValue.flatMap(VaultEntry.Kind.init(rawValue:)), let created = date(entry["created_at_ms"]),
+                let kind = entry["kind"]?.stringValue.flatMap(VaultEntry.Kind.init(rawValue:)),
+                let created = date(entry["created_at_ms"]),
                 let updated = date(entry["updated_at_ms"])
             else { throw VectorFormatError("malformed entry") }
             var labels: [String: String] = [:]
             for member in entry["labels"]?.objectValue ?? [:] { labels[member.name] = member.value.stringValue }
-            contents.insert(VaultEntry(
-                name: name, secret: SecretBytes(try Hex.decode(entry["secret_hex"]?.stringValue ?? "")), provider: provider, kind: kind,
-                subject: entry["subject"]?.stringValue, createdAt: created, updatedAt: updated, expiresAt: date(entry["expires_at_ms"]), labels: labels))
+            contents.insert(
+                VaultEntry(
+                    name: name, secret: SecretBytes(try Hex.decode(entry["secret_hex"]?.stringValue ?? "")),
+                    provider: provider, kind: kind,
+                    subject: entry["subject"]?.stringValue, createdAt: created, updatedAt: updated,
+                    expiresAt: date(entry["expires_at_ms"]), labels: labels))
         }
         for member in object["sections"]?.objectValue ?? [:] { try contents.setSection(member.name, member.value) }
         return contents
@@ -48,8 +56,10 @@ package enum VaultSuites {
         guard a.generation == b.generation, a.names == b.names, a.sectionNames == b.sectionNames else { return false }
         for name in a.sectionNames where try a.section(name) != b.section(name) { return false }
         return zip(a.entries, b.entries).allSatisfy { x, y in
-            x.name.exactlyEquals(y.name) && secret(x) == secret(y) && x.provider == y.provider && x.kind == y.kind && x.subject == y.subject
-                && x.createdAt == y.createdAt && x.updatedAt == y.updatedAt && x.expiresAt == y.expiresAt && x.labels == y.labels
+            x.name.exactlyEquals(y.name) && secret(x) == secret(y) && x.provider == y.provider && x.kind == y.kind
+                && x.subject == y.subject
+                && x.createdAt == y.createdAt && x.updatedAt == y.updatedAt && x.expiresAt == y.expiresAt
+                && x.labels == y.labels
         }
     }
 
@@ -61,12 +71,15 @@ package enum VaultSuites {
             let expected = try contents(vector["contents"]?.objectValue)
             let random = vector["randomness"]?.objectValue
             func field(_ key: String) throws -> [UInt8] { try Hex.decode(random?[key]?.stringValue ?? "") }
-            let randomness = VaultRandomness(vaultID: try field("vault_id"), salt: try field("salt"), nonce: try field("nonce"))
+            let randomness = VaultRandomness(
+                vaultID: try field("vault_id"), salt: try field("salt"), nonce: try field("nonce"))
             let iterations = Int(vector["iterations"]?.numberValue?.int64Value ?? Int64(PBKDF2.defaultIterations))
             let opened = try TokenVault.open(file, unlock: unlock)
             let resealed = try TokenVault.seal(expected, unlock: unlock, iterations: iterations, randomness: randomness)
             let matches = try same(opened, expected)
-            return VectorCase(id: name, passed: matches && resealed == file, detail: "\(name): opens to the contents \(matches), re-seals byte for byte \(resealed == file)")
+            return VectorCase(
+                id: name, passed: matches && resealed == file,
+                detail: "\(name): opens to the contents \(matches), re-seals byte for byte \(resealed == file)")
         } catch {
             return VectorCase(id: name, passed: false, detail: "\(name): \(error)")
         }
@@ -85,7 +98,8 @@ package enum VaultSuites {
             } catch let error as VaultError {
                 outcome = error.code.name
             }
-            return VectorCase(id: name, passed: outcome == expected, detail: "\(name): expected \(expected), got \(outcome)")
+            return VectorCase(
+                id: name, passed: outcome == expected, detail: "\(name): expected \(expected), got \(outcome)")
         } catch {
             return VectorCase(id: name, passed: false, detail: "\(name): \(error)")
         }

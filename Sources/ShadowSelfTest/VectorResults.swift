@@ -18,7 +18,9 @@ package struct VectorCase: Sendable {
     package static func positivesAndNegatives(
         _ bytes: [UInt8], positive: (JSONObject) -> VectorCase, negative: (JSONObject) -> VectorCase
     ) -> [VectorCase] {
-        guard let root = try? StrictJSON.parse(bytes).objectValue else { return [VectorCase(id: "file", passed: false, detail: "not JSON")] }
+        guard let root = try? StrictJSON.parse(bytes).objectValue else {
+            return [VectorCase(id: "file", passed: false, detail: "not JSON")]
+        }
         let positives = root["positive"]?.arrayValue?.compactMap(\.objectValue) ?? []
         let negatives = root["negative"]?.arrayValue?.compactMap(\.objectValue) ?? []
         return positives.map(positive) + negatives.map(negative)

@@ -23,7 +23,9 @@ package struct WycheproofFile: Sendable {
 
         /// A hex field decoded to bytes.
         package func bytes(_ name: String) throws -> [UInt8] {
-            guard let hex = fields[name]?.stringValue else { throw VectorFormatError("tcId \(tcId): no hex field \"\(name)\"") }
+            guard let hex = fields[name]?.stringValue else {
+                throw VectorFormatError("tcId \(tcId): no hex field \"\(name)\"")
+            }
             return try Hex.decode(hex)
         }
     }
@@ -84,7 +86,12 @@ package struct WycheproofFile: Sendable {
                 let want = expected.map { $0 ? "accept" : "reject" } ?? "an undocumented decision"
                 return VectorCase(
                     id: "tcId \(test.tcId)", passed: passed,
-                    detail: "tcId \(test.tcId) [\(test.result.rawValue); \(test.flags.joined(separator: ","))] \(test.comment): expected \(want), got \(accepted ? "accept" : "reject")\(note)")
+                    detail:
+                        """
+                        tcId \(test.tcId) [\(test.result.rawValue); \(test.flags.joined(separator: ","))] \
+                        \(test.comment): expected \(want), got \(accepted ? "accept" : "reject")\(note)
+                        """
+                )
             }
         }
     }

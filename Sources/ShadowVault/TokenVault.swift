@@ -91,7 +91,9 @@ public final class TokenVault: Sendable {
         if let path = environment["SHADOW_KEYS_VAULT"], !path.isEmpty { return path }
         if let xdg = environment["XDG_DATA_HOME"], xdg.hasPrefix("/") { return xdg + "/shadow-keys/vault.skv" }
         if let home = environment["HOME"], home.hasPrefix("/") { return home + "/.local/share/shadow-keys/vault.skv" }
-        throw VaultError(.invalidParameter, "no vault path: give --vault, or set SHADOW_KEYS_VAULT, or XDG_DATA_HOME or HOME to an absolute path")
+        throw VaultError(
+            .invalidParameter,
+            "no vault path: give --vault, or set SHADOW_KEYS_VAULT, or XDG_DATA_HOME or HOME to an absolute path")
     }
 
     /// A handle on the vault at `path`; nothing is read until it is used.
@@ -108,21 +110,31 @@ public final class TokenVault: Sendable {
     /// passphrase's key takes PBKDF2's full cost, so the work runs off the caller's executor,
     /// like every other vault operation.
     @discardableResult
-    public static func create(at path: String, unlock: VaultUnlock, iterations: Int = PBKDF2.defaultIterations, clock: WallClock = .system) async throws -> TokenVault {
+    public static func create(
+        at path: String, unlock: VaultUnlock, iterations: Int = PBKDF2.defaultIterations, clock: WallClock = .system
+    ) async throws -> TokenVault {
         try await runBlocking { try createSync(at: path, unlock: unlock, iterations: iterations, clock: clock) }
     }
 
     /// ``create(at:unlock:iterations:clock:)`` on the calling thread.
     @discardableResult
-    package static func createSync(at path: String, unlock: VaultUnlock, iterations: Int = PBKDF2.defaultIterations, clock: WallClock = .system) throws -> TokenVault {
-        if case .key(let key) = unlock, key.count != 32 { throw VaultError(.invalidParameter, "a vault key is 32 bytes, not \(key.count)") }
+    package static func createSync(
+        at path: String, unlock: VaultUnlock, iterations: Int = PBKDF2.defaultIterations, clock: WallClock = .system
+    ) throws -> TokenVault {
+        if case .key(let key) = unlock, key.count != 32 {
+            throw VaultError(.invalidParameter, "a vault key is 32 bytes, not \(key.count)")
+        }
         guard iterations >= PBKDF2.minimumIterations, iterations <= VaultHeader.maxIterations else {
-            throw VaultError(.invalidParameter, "PBKDF2 iterations must be \(PBKDF2.minimumIterations) to \(VaultHeader.maxIterations)")
+            throw VaultError(
+                .invalidParameter,
+                "PBKDF2 iterations must be \(PBKDF2.minimumIterations) to \(VaultHeader.maxIterations)")
         }
         try io { try Files.makeDirectory(Files.parentDirectory(path)) }
         let vault = TokenVault(path: path, unlock: unlock, clock: clock)
         try vault.withLock {
-            guard try io({ try Files.ownerAndMode(path) }) == nil else { throw VaultError(.alreadyExists, "a vault already exists at \(path)") }
+            guard try io({ try Files.ownerAndMode(path) }) == nil else {
+                throw VaultError(.alreadyExists, "a vault already exists at \(path)")
+            }
             try vault.write(VaultContents(), previous: nil, iterations: UInt32(iterations))
         }
         return vault
@@ -138,7 +150,8 @@ public final class TokenVault: Sendable {
         let (header, _) = try VaultHeader.parse(bytes)
         return VaultHeaderInfo(
             version: Int(VaultHeader.version), keyKind: header.kind == .key ? "key" : "passphrase",
-            iterations: header.kind == .passphrase ? Int(header.iterations) : nil, saltBytes: header.kind == .passphrase ? header.salt.count : nil,
+            iterations: header.kind == .passphrase ? Int(header.iterations) : nil,
+            saltBytes: header.kind == .passphrase ? header.salt.count : nil,
             generation: header.generation, vaultID: Hex.encode(header.vaultID), fileBytes: bytes.count)
     }
 
@@ -164,7 +177,9 @@ public final class TokenVault: Sendable {
 
     /// The entry named `name`.
     package func entrySync(named name: String) throws -> VaultEntry {
-        guard var entry = try contents().entry(named: name) else { throw VaultError(.noSuchEntry, "no entry named \(name.quotedForMessage)") }
+        guard var entry = try contents().entry(named: name) else {
+            throw VaultError(.noSuchEntry, "no entry named \(name.quotedForMessage)")
+        }
         entry.expired = entry.isExpired(at: clock.now)
         return entry
     }
@@ -176,7 +191,11 @@ public final class TokenVault: Sendable {
     package func putSync(_ entries: [VaultEntry]) throws {
         for entry in entries { try entry.validate() }
         let now = clock.now
-        guard Timestamp(now) != nil else { throw VaultError(.invalidParameter, "the clock reads \(now.timeIntervalSince1970) s, outside \(Timestamp.rangeDescription)") }
+        guard Timestamp(now) != nil else {
+            throw VaultError(
+                .invalidParameter,
+                "the clock reads \(now.timeIntervalSince1970) s, outside \(Timestamp.rangeDescription)")
+        }
         try update { contents in
             for entry in entries { contents.put(entry, now: now) }
         }
@@ -185,7 +204,9 @@ public final class TokenVault: Sendable {
     /// Removes an entry.
     package func removeSync(named name: String) throws {
         try update { contents in
-            guard contents.remove(named: name) else { throw VaultError(.noSuchEntry, "no entry named \(name.quotedForMessage)") }
+            guard contents.remove(named: name) else {
+                throw VaultError(.noSuchEntry, "no entry named \(name.quotedForMessage)")
+            }
         }
     }
 
@@ -213,9 +234,13 @@ public final class TokenVault: Sendable {
 
     /// Re-encrypts under a new passphrase or key (a passphrase gets a new salt), atomically.
     package func rekeySync(to newUnlock: VaultUnlock, iterations: Int = PBKDF2.defaultIterations) throws {
-        if case .key(let key) = newUnlock, key.count != 32 { throw VaultError(.invalidParameter, "a vault key is 32 bytes, not \(key.count)") }
+        if case .key(let key) = newUnlock, key.count != 32 {
+            throw VaultError(.invalidParameter, "a vault key is 32 bytes, not \(key.count)")
+        }
         guard iterations >= PBKDF2.minimumIterations, iterations <= VaultHeader.maxIterations else {
-            throw VaultError(.invalidParameter, "PBKDF2 iterations must be \(PBKDF2.minimumIterations) to \(VaultHeader.maxIterations)")
+            throw VaultError(
+                .invalidParameter,
+                "PBKDF2 iterations must be \(PBKDF2.minimumIterations) to \(VaultHeader.maxIterations)")
         }
         try withLock {
             let opened = try open(try Self.readFile(path))
@@ -227,15 +252,19 @@ public final class TokenVault: Sendable {
     // MARK: - Async API
 
     /// The entry named `name`, with ``VaultEntry/expired`` set by the vault's clock.
-    public func entry(named name: String) async throws -> VaultEntry { try await runBlocking { try self.entrySync(named: name) } }
+    public func entry(named name: String) async throws -> VaultEntry {
+        try await runBlocking { try self.entrySync(named: name) }
+    }
 
     /// Every entry's metadata, never secrets, in byte order of names.
     public func list() async throws -> [VaultEntryInfo] {
         try await runBlocking {
             let now = self.clock.now
             return try self.contents().entries.map {
-                VaultEntryInfo(name: $0.name, provider: $0.provider, kind: $0.kind, subject: $0.subject, createdAt: $0.createdAt, updatedAt: $0.updatedAt,
-                               expiresAt: $0.expiresAt, labels: $0.labels, expired: $0.isExpired(at: now))
+                VaultEntryInfo(
+                    name: $0.name, provider: $0.provider, kind: $0.kind, subject: $0.subject, createdAt: $0.createdAt,
+                    updatedAt: $0.updatedAt,
+                    expiresAt: $0.expiresAt, labels: $0.labels, expired: $0.isExpired(at: now))
             }
         }
     }
@@ -244,7 +273,9 @@ public final class TokenVault: Sendable {
     public func put(_ entry: VaultEntry) async throws { try await runBlocking { try self.putSync(entry) } }
 
     /// Adds or replaces several entries in one atomic write.
-    public func put(contentsOf entries: [VaultEntry]) async throws { try await runBlocking { try self.putSync(entries) } }
+    public func put(contentsOf entries: [VaultEntry]) async throws {
+        try await runBlocking { try self.putSync(entries) }
+    }
 
     /// Removes an entry; ``VaultError/Code/noSuchEntry`` when there is none.
     public func remove(named name: String) async throws { try await runBlocking { try self.removeSync(named: name) } }
@@ -262,10 +293,14 @@ public final class TokenVault: Sendable {
 
     static func readFile(_ path: String) throws -> [UInt8] {
         do {
-            guard let bytes = try Files.read(path, limit: maxFileBytes) else { throw VaultError(.corrupted, "the vault file exceeds \(maxFileBytes) bytes") }
+            guard let bytes = try Files.read(path, limit: maxFileBytes) else {
+                throw VaultError(.corrupted, "the vault file exceeds \(maxFileBytes) bytes")
+            }
             return bytes
         } catch let error as FileError {
-            if error.isNotFound { throw VaultError(.notFound, "no vault at \(path); create one with `shadow-keys vault init`") }
+            if error.isNotFound {
+                throw VaultError(.notFound, "no vault at \(path); create one with `shadow-keys vault init`")
+            }
             throw VaultError(.io, error.description)
         }
     }
@@ -274,7 +309,11 @@ public final class TokenVault: Sendable {
     /// for a given salt and count).
     private func masterKey(for header: VaultHeader) throws -> SymmetricKey {
         if case .passphrase(let passphrase) = unlock, header.kind == .passphrase {
-            if let cached = masterCache.withLock({ $0 }), cached.salt == header.salt, cached.iterations == header.iterations { return cached.key }
+            if let cached = masterCache.withLock({ $0 }), cached.salt == header.salt,
+                cached.iterations == header.iterations
+            {
+                return cached.key
+            }
             let key = try Self.masterKey(unlock: .passphrase(passphrase), header: header)
             masterCache.withLock { $0 = (header.salt, header.iterations, key) }
             return key
@@ -285,10 +324,13 @@ public final class TokenVault: Sendable {
     static func masterKey(unlock: VaultUnlock, header: VaultHeader) throws -> SymmetricKey {
         switch (unlock, header.kind) {
         case (.key(let key), .key):
-            guard key.count == 32 else { throw VaultError(.wrongKey, "wrong passphrase or key (a vault key is 32 bytes)") }
+            guard key.count == 32 else {
+                throw VaultError(.wrongKey, "wrong passphrase or key (a vault key is 32 bytes)")
+            }
             return key.symmetricKey
         case (.passphrase(let passphrase), .passphrase):
-            return try PBKDF2.deriveKey(passphrase: passphrase, salt: header.salt, iterations: Int(header.iterations)).symmetricKey
+            return try PBKDF2.deriveKey(passphrase: passphrase, salt: header.salt, iterations: Int(header.iterations))
+                .symmetricKey
         case (.key, .passphrase):
             throw VaultError(.wrongKey, "wrong passphrase or key: this vault is locked with a passphrase, not a key")
         case (.passphrase, .key):
@@ -306,47 +348,72 @@ public final class TokenVault: Sendable {
     }
 
     /// Checks the digest and the key, then decrypts and reads the body.
-    static func open(_ bytes: [UInt8], masterKey: (VaultHeader) throws -> SymmetricKey) throws -> (header: VaultHeader, contents: VaultContents) {
+    static func open(
+        _ bytes: [UInt8], masterKey: (VaultHeader) throws -> SymmetricKey
+    ) throws -> (header: VaultHeader, contents: VaultContents) {
         let (header, length) = try VaultHeader.parse(bytes)
         guard bytes.count - length == Int(header.bodyLength) else {
-            throw VaultError(.corrupted, bytes.count - length < Int(header.bodyLength) ? "the vault file is truncated" : "the vault file has bytes after its body")
+            throw VaultError(
+                .corrupted,
+                bytes.count - length < Int(header.bodyLength)
+                    ? "the vault file is truncated" : "the vault file has bytes after its body")
         }
         let keys = VaultKeys(master: try masterKey(header), vaultID: header.vaultID)
-        guard ConstantTime.equals(keys.keyCheck(header), header.keyCheck) else { throw VaultError(.wrongKey, "wrong passphrase or key") }
+        guard ConstantTime.equals(keys.keyCheck(header), header.keyCheck) else {
+            throw VaultError(.wrongKey, "wrong passphrase or key")
+        }
         let plaintext: [UInt8]
         do {
-            plaintext = try AES256GCM.open(bytes[length...], key: keys.bodyKey, nonce: header.nonce, aad: header.serialized)
+            plaintext = try AES256GCM.open(
+                bytes[length...], key: keys.bodyKey, nonce: header.nonce, aad: header.serialized)
         } catch {
             throw VaultError(.corrupted, "the vault body does not authenticate: the file was altered or damaged")
         }
         let contents = try VaultContents.decode(plaintext)
-        guard contents.generation == header.generation else { throw VaultError(.corrupted, "the body's generation does not match the header's") }
+        guard contents.generation == header.generation else {
+            throw VaultError(.corrupted, "the body's generation does not match the header's")
+        }
         return (header, contents)
     }
 
     /// The bytes of a vault file holding `contents` at `contents.generation`, sealed with the
     /// given random values: the writer's core, and how vectors are reproduced.
-    package static func seal(_ contents: VaultContents, unlock: VaultUnlock, iterations: Int, randomness: VaultRandomness) throws -> [UInt8] {
-        try seal(contents, kind: unlock.headerKind, iterations: UInt32(iterations), randomness: randomness) { try masterKey(unlock: unlock, header: $0) }
+    package static func seal(
+        _ contents: VaultContents, unlock: VaultUnlock, iterations: Int, randomness: VaultRandomness
+    ) throws -> [UInt8] {
+        try seal(contents, kind: unlock.headerKind, iterations: UInt32(iterations), randomness: randomness) {
+            try masterKey(unlock: unlock, header: $0)
+        }
     }
 
     static func seal(
-        _ contents: VaultContents, kind: VaultHeader.Kind, iterations: UInt32, randomness: VaultRandomness, masterKey: (VaultHeader) throws -> SymmetricKey
+        _ contents: VaultContents, kind: VaultHeader.Kind, iterations: UInt32, randomness: VaultRandomness,
+        masterKey: (VaultHeader) throws -> SymmetricKey
     ) throws -> [UInt8] {
         let plaintext = contents.encode()
-        guard randomness.vaultID.count == 16, randomness.nonce.count == 12, kind == .key || (16...64).contains(randomness.salt.count) else {
+        guard randomness.vaultID.count == 16, randomness.nonce.count == 12,
+            kind == .key || (16...64).contains(randomness.salt.count)
+        else {
             throw VaultError(.invalidParameter, "vault randomness has the wrong sizes")
         }
         var header = VaultHeader(
-            kind: kind, vaultID: randomness.vaultID, generation: contents.generation, iterations: kind == .passphrase ? iterations : 0,
-            salt: kind == .passphrase ? randomness.salt : [], nonce: randomness.nonce, bodyLength: UInt32(clamping: plaintext.count + AES256GCM.tagBytes),
+            kind: kind, vaultID: randomness.vaultID, generation: contents.generation,
+            iterations: kind == .passphrase ? iterations : 0,
+            salt: kind == .passphrase ? randomness.salt : [], nonce: randomness.nonce,
+            bodyLength: UInt32(clamping: plaintext.count + AES256GCM.tagBytes),
             keyCheck: [])
         let keys = VaultKeys(master: try masterKey(header), vaultID: header.vaultID)
         header.keyCheck = keys.keyCheck(header)
         let serialized = header.serialized
         // The reader refuses files over maxFileBytes, so the writer never makes one.
         guard serialized.count + Int(header.bodyLength) <= maxFileBytes else {
-            throw VaultError(.invalidParameter, "the vault would be \(serialized.count + Int(header.bodyLength)) bytes, over the \(maxFileBytes)-byte limit; remove entries or keep large secrets elsewhere")
+            throw VaultError(
+                .invalidParameter,
+                """
+                the vault would be \(serialized.count + Int(header.bodyLength)) bytes, over the \(maxFileBytes)-byte \
+                limit; remove entries or keep large secrets elsewhere
+                """
+            )
         }
         return serialized + (try AES256GCM.seal(plaintext, key: keys.bodyKey, nonce: header.nonce, aad: serialized))
     }
@@ -359,9 +426,11 @@ public final class TokenVault: Sendable {
         let kind = unlock.headerKind
         let keepSalt = previous?.kind == .passphrase && kind == .passphrase && iterations == nil
         let randomness = VaultRandomness(
-            vaultID: previous?.vaultID ?? randomBytes(16), salt: keepSalt ? previous?.salt ?? [] : randomBytes(16), nonce: randomBytes(12))
+            vaultID: previous?.vaultID ?? randomBytes(16), salt: keepSalt ? previous?.salt ?? [] : randomBytes(16),
+            nonce: randomBytes(12))
         let rounds = keepSalt ? previous?.iterations ?? 0 : iterations ?? UInt32(PBKDF2.defaultIterations)
-        let bytes = try Self.seal(contents, kind: kind, iterations: rounds, randomness: randomness, masterKey: masterKey(for:))
+        let bytes = try Self.seal(
+            contents, kind: kind, iterations: rounds, randomness: randomness, masterKey: masterKey(for:))
         try Self.io { try Files.writeAtomically(path, bytes, mode: 0o600) }
     }
 
@@ -369,10 +438,13 @@ public final class TokenVault: Sendable {
     /// killed writer left behind, which only a lock holder can safely do.
     private func withLock<R>(_ body: () throws -> R) throws -> R {
         let lock: FileLock?
-        do { lock = try FileLock.acquire(path + ".lock", timeout: lockTimeout.inSeconds) } catch let error as FileError {
+        do { lock = try FileLock.acquire(path + ".lock", timeout: lockTimeout.inSeconds) } catch let error as FileError
+        {
             throw VaultError(.io, error.description)
         }
-        guard let lock else { throw VaultError(.lockTimeout, "another process held the vault's lock for more than \(lockTimeout)") }
+        guard let lock else {
+            throw VaultError(.lockTimeout, "another process held the vault's lock for more than \(lockTimeout)")
+        }
         defer { lock.release() }
         removeStaleTemporaries()
         return try body()

@@ -75,10 +75,13 @@ package struct VaultContents: Sendable {
     /// Sets (or with `nil` removes) the section `name`; refuses what a reader would refuse (a name
     /// outside 1 to 255 bytes, JSON nested deeper than the reader reads).
     package mutating func setSection(_ name: String, _ value: JSONValue?) throws {
-        guard (1...255).contains(name.utf8.count) else { throw VaultError(.invalidParameter, "a section name is 1 to 255 bytes") }
+        guard (1...255).contains(name.utf8.count) else {
+            throw VaultError(.invalidParameter, "a section name is 1 to 255 bytes")
+        }
         let json = value.map { Array($0.serialized().utf8) }
         if let json, (try? StrictJSON.parse(json, limits: Self.sectionLimits)) == nil {
-            throw VaultError(.invalidParameter, "the section \(name.quotedForMessage) is deeper or larger than a vault can hold")
+            throw VaultError(
+                .invalidParameter, "the section \(name.quotedForMessage) is deeper or larger than a vault can hold")
         }
         sectionRecords.removeAll { $0.name.exactlyEquals(name) }
         guard let json else { return }
@@ -107,7 +110,9 @@ package struct VaultContents: Sendable {
 
     package func encode() -> [UInt8] {
         var out: [UInt8] = []
-        out.reserveCapacity(16 + records.reduce(0) { $0 + $1.count } + sectionRecords.reduce(0) { $0 + $1.json.count + $1.name.utf8.count + 5 })
+        out.reserveCapacity(
+            16 + records.reduce(0) { $0 + $1.count }
+                + sectionRecords.reduce(0) { $0 + $1.json.count + $1.name.utf8.count + 5 })
         out.appendBigEndian(generation)
         out.appendBigEndian(UInt32(records.count))
         for record in records { out += record }
@@ -127,7 +132,9 @@ package struct VaultContents: Sendable {
         var reader = ByteReader(bytes)
         var contents = VaultContents(generation: try reader.integer(UInt64.self))
         let count = Int(try reader.integer(UInt32.self))
-        guard count <= bytes.count / EntryCodec.minimumRecordBytes else { throw reader.malformed("an entry count larger than the body") }
+        guard count <= bytes.count / EntryCodec.minimumRecordBytes else {
+            throw reader.malformed("an entry count larger than the body")
+        }
         contents.records.reserveCapacity(count)
         var previous: ArraySlice<UInt8>?
         for _ in 0..<count {
@@ -136,7 +143,9 @@ package struct VaultContents: Sendable {
             let record = bytes[start..<(try reader.skip(length))]
             try EntryCodec.validate(record)
             let name = EntryCodec.name(of: record)
-            if let previous, EntryCodec.compare(previous, name) >= 0 { throw reader.malformed("entry names are not in strictly increasing byte order") }
+            if let previous, EntryCodec.compare(previous, name) >= 0 {
+                throw reader.malformed("entry names are not in strictly increasing byte order")
+            }
             previous = name
             contents.records.append(record)
         }
@@ -144,12 +153,18 @@ package struct VaultContents: Sendable {
         var previousName: [UInt8]?
         for _ in 0..<sections {
             let nameBytes = try reader.bytes(Int(try reader.integer(UInt8.self)))
-            guard !nameBytes.isEmpty, let name = String(validating: nameBytes, as: UTF8.self) else { throw reader.malformed("a section name is empty or not UTF-8") }
-            if let previousName, !previousName.lexicographicallyPrecedes(nameBytes) { throw reader.malformed("section names are not in strictly increasing byte order") }
+            guard !nameBytes.isEmpty, let name = String(validating: nameBytes, as: UTF8.self) else {
+                throw reader.malformed("a section name is empty or not UTF-8")
+            }
+            if let previousName, !previousName.lexicographicallyPrecedes(nameBytes) {
+                throw reader.malformed("section names are not in strictly increasing byte order")
+            }
             previousName = Array(nameBytes)
             let value = try reader.bytes(Int(try reader.integer(UInt32.self)))
             // A section's value must be I-JSON, whoever reads it later.
-            do { _ = try StrictJSON.parse(value, limits: sectionLimits) } catch { throw reader.malformed("section \(name.quotedForMessage) is not valid JSON: \(error)") }
+            do { _ = try StrictJSON.parse(value, limits: sectionLimits) } catch {
+                throw reader.malformed("section \(name.quotedForMessage) is not valid JSON: \(error)")
+            }
             contents.sectionRecords.append((name, value))
         }
         guard reader.offset == bytes.count else { throw reader.malformed("bytes follow the sections") }
@@ -188,7 +203,8 @@ enum EntryCodec {
     /// A time as stored: milliseconds, clamped into the supported range (callers validate times
     /// first, so the clamp only keeps a broken clock from trapping).
     static func milliseconds(_ date: Date) -> Int64 {
-        Timestamp(date)?.milliseconds ?? (date.timeIntervalSince1970 < 0 ? Timestamp.minimum.milliseconds : Timestamp.maximum.milliseconds)
+        Timestamp(date)?.milliseconds
+            ?? (date.timeIntervalSince1970 < 0 ? Timestamp.minimum.milliseconds : Timestamp.maximum.milliseconds)
     }
     static func date(_ milliseconds: Int64) -> Date { Date(timeIntervalSince1970: Double(milliseconds) / 1000) }
 
@@ -276,12 +292,18 @@ enum EntryCodec {
         var previous: ArraySlice<UInt8>?
         for _ in 0..<Int(try reader.integer(UInt16.self)) {
             let key = try reader.bytes(Int(try reader.integer(UInt8.self)))
-            guard !key.isEmpty, String(validating: key, as: UTF8.self) != nil else { throw reader.malformed("a label key is empty or not UTF-8") }
-            if let previous, compare(previous, key) >= 0 { throw reader.malformed("label keys are not in strictly increasing byte order") }
+            guard !key.isEmpty, String(validating: key, as: UTF8.self) != nil else {
+                throw reader.malformed("a label key is empty or not UTF-8")
+            }
+            if let previous, compare(previous, key) >= 0 {
+                throw reader.malformed("label keys are not in strictly increasing byte order")
+            }
             previous = key
             try reader.text(Int(try reader.integer(UInt16.self)), what: "label value")
         }
-        guard reader.offset == record.endIndex else { throw reader.malformed("an entry's length does not match its fields") }
+        guard reader.offset == record.endIndex else {
+            throw reader.malformed("an entry's length does not match its fields")
+        }
     }
 
     /// Builds the entry of a record that ``validate(_:)`` accepted.
@@ -304,7 +326,8 @@ enum EntryCodec {
             labels[key] = text(Int(integer(UInt16.self)))
         }
         return VaultEntry(
-            name: name, secret: secret, provider: provider, kind: kind, subject: subject, createdAt: created, updatedAt: updated, expiresAt: expires,
+            name: name, secret: secret, provider: provider, kind: kind, subject: subject, createdAt: created,
+            updatedAt: updated, expiresAt: expires,
             labels: labels)
     }
 }
@@ -353,6 +376,8 @@ struct ByteReader {
     /// Skips `count` bytes that must be UTF-8.
     mutating func text(_ count: Int, what: String) throws {
         let field = try bytes(count)
-        guard field.allSatisfy({ $0 < 0x80 }) || String(validating: field, as: UTF8.self) != nil else { throw malformed("a \(what) is not UTF-8") }
+        guard field.allSatisfy({ $0 < 0x80 }) || String(validating: field, as: UTF8.self) != nil else {
+            throw malformed("a \(what) is not UTF-8")
+        }
     }
 }

@@ -43,16 +43,19 @@ public struct VaultEntry: Sendable, CustomStringConvertible {
 
     /// An entry to store; the vault sets `createdAt` and `updatedAt` from its clock.
     public init(
-        name: String, secret: SecretBytes, provider: Provider = .other, kind: Kind = .other, subject: String? = nil, expiresAt: Date? = nil,
+        name: String, secret: SecretBytes, provider: Provider = .other, kind: Kind = .other, subject: String? = nil,
+        expiresAt: Date? = nil,
         labels: [String: String] = [:]
     ) {
         self.init(
-            name: name, secret: secret, provider: provider, kind: kind, subject: subject, createdAt: Date(timeIntervalSince1970: 0),
+            name: name, secret: secret, provider: provider, kind: kind, subject: subject,
+            createdAt: Date(timeIntervalSince1970: 0),
             updatedAt: Date(timeIntervalSince1970: 0), expiresAt: expiresAt, labels: labels)
     }
 
     package init(
-        name: String, secret: SecretBytes, provider: Provider, kind: Kind, subject: String?, createdAt: Date, updatedAt: Date, expiresAt: Date?,
+        name: String, secret: SecretBytes, provider: Provider, kind: Kind, subject: String?, createdAt: Date,
+        updatedAt: Date, expiresAt: Date?,
         labels: [String: String]
     ) {
         self.name = name
@@ -75,19 +78,30 @@ public struct VaultEntry: Sendable, CustomStringConvertible {
 
     /// Names are 1 to 255 bytes of UTF-8 without control characters.
     static func isValidName(_ name: String) -> Bool {
-        (1...255).contains(name.utf8.count) && name.unicodeScalars.allSatisfy { $0.value >= 0x20 && $0.value != 0x7F && !(0x80...0x9F).contains($0.value) }
+        (1...255).contains(name.utf8.count)
+            && name.unicodeScalars.allSatisfy {
+                $0.value >= 0x20 && $0.value != 0x7F && !(0x80...0x9F).contains($0.value)
+            }
     }
 
     /// Checks what the file format can hold: the name, a secret of at most 1 MiB, a subject and
     /// label values of at most 65535 bytes, label keys of 1 to 255 bytes, at most 65535 labels.
     func validate() throws {
-        guard Self.isValidName(name) else { throw VaultError(.invalidParameter, "entry names are 1 to 255 bytes of printable text") }
+        guard Self.isValidName(name) else {
+            throw VaultError(.invalidParameter, "entry names are 1 to 255 bytes of printable text")
+        }
         if let expiresAt, Timestamp(expiresAt) == nil {
             throw VaultError(.invalidParameter, "an expiry must lie within \(Timestamp.rangeDescription)")
         }
-        guard secret.count <= EntryCodec.maxSecretBytes else { throw VaultError(.invalidParameter, "a secret is at most \(EntryCodec.maxSecretBytes) bytes") }
-        guard (subject?.utf8.count ?? 0) <= 0xFFFF else { throw VaultError(.invalidParameter, "a subject is at most 65535 bytes") }
-        guard labels.count <= 0xFFFF, labels.allSatisfy({ (1...255).contains($0.key.utf8.count) && $0.value.utf8.count <= 0xFFFF }) else {
+        guard secret.count <= EntryCodec.maxSecretBytes else {
+            throw VaultError(.invalidParameter, "a secret is at most \(EntryCodec.maxSecretBytes) bytes")
+        }
+        guard (subject?.utf8.count ?? 0) <= 0xFFFF else {
+            throw VaultError(.invalidParameter, "a subject is at most 65535 bytes")
+        }
+        guard labels.count <= 0xFFFF,
+            labels.allSatisfy({ (1...255).contains($0.key.utf8.count) && $0.value.utf8.count <= 0xFFFF })
+        else {
             throw VaultError(.invalidParameter, "label keys are 1 to 255 bytes and values at most 65535 bytes")
         }
     }

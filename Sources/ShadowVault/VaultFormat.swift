@@ -60,7 +60,10 @@ struct VaultHeader: Equatable {
     /// Parses the header at the start of `bytes`.
     static func parse(_ bytes: [UInt8]) throws -> (VaultHeader, length: Int) {
         func corrupt(_ why: String) -> VaultError { VaultError(.corrupted, why) }
-        guard bytes.count >= 4 else { throw corrupt(bytes.isEmpty ? "the vault file is empty" : "the vault file is truncated (\(bytes.count) bytes)") }
+        guard bytes.count >= 4 else {
+            throw corrupt(
+                bytes.isEmpty ? "the vault file is empty" : "the vault file is truncated (\(bytes.count) bytes)")
+        }
         guard Array(bytes[0..<4]) == magic else { throw corrupt("not a ShadowKeys vault (bad magic)") }
         var offset = 4
         func take(_ count: Int) throws -> [UInt8] {
@@ -74,11 +77,14 @@ struct VaultHeader: Equatable {
         let version = try take(1)[0]
         guard version == Self.version else { throw corrupt("unsupported vault version \(version)") }
         guard let kind = Kind(rawValue: try take(1)[0]) else { throw corrupt("unknown key kind") }
-        var header = VaultHeader(kind: kind, vaultID: try take(16), generation: try integer(UInt64.self), nonce: [], bodyLength: 0, keyCheck: [])
+        var header = VaultHeader(
+            kind: kind, vaultID: try take(16), generation: try integer(UInt64.self), nonce: [], bodyLength: 0,
+            keyCheck: [])
         if kind == .passphrase {
             header.iterations = try integer(UInt32.self)
             guard Int(header.iterations) >= PBKDF2.minimumIterations, Int(header.iterations) <= maxIterations else {
-                throw corrupt("PBKDF2 iterations \(header.iterations) outside \(PBKDF2.minimumIterations)...\(maxIterations)")
+                throw corrupt(
+                    "PBKDF2 iterations \(header.iterations) outside \(PBKDF2.minimumIterations)...\(maxIterations)")
             }
             let saltLength = Int(try take(1)[0])
             guard (16...64).contains(saltLength) else { throw corrupt("salt length \(saltLength) outside 16...64") }
@@ -102,8 +108,10 @@ struct VaultKeys {
 
     init(master: SymmetricKey, vaultID: [UInt8]) {
         let prk = HKDF<SHA256>.extract(inputKeyMaterial: master, salt: vaultID)
-        checkKey = HKDF<SHA256>.expand(pseudoRandomKey: prk, info: Array("shadow-keys vault v1 key check".utf8), outputByteCount: 32)
-        bodyKey = HKDF<SHA256>.expand(pseudoRandomKey: prk, info: Array("shadow-keys vault v1 body key".utf8), outputByteCount: 32)
+        checkKey = HKDF<SHA256>.expand(
+            pseudoRandomKey: prk, info: Array("shadow-keys vault v1 key check".utf8), outputByteCount: 32)
+        bodyKey = HKDF<SHA256>.expand(
+            pseudoRandomKey: prk, info: Array("shadow-keys vault v1 body key".utf8), outputByteCount: 32)
     }
 
     func keyCheck(_ header: VaultHeader) -> [UInt8] {

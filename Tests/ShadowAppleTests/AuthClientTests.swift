@@ -20,8 +20,11 @@ import Testing
         client = try Self.client(fake: fake, key: key)
     }
 
-    static func client(fake: FakeAppleServer, key: P256.Signing.PrivateKey, clientID: String = "com.example.app", keyID: String? = nil) throws -> AppleAuthClient {
-        let builder = try ClientSecretBuilder(key: AppleSigningKey(key), teamID: fake.teamID, keyID: keyID ?? fake.keyID, clientID: clientID)
+    static func client(
+        fake: FakeAppleServer, key: P256.Signing.PrivateKey, clientID: String = "com.example.app", keyID: String? = nil
+    ) throws -> AppleAuthClient {
+        let builder = try ClientSecretBuilder(
+            key: AppleSigningKey(key), teamID: fake.teamID, keyID: keyID ?? fake.keyID, clientID: clientID)
         var configuration = AppleAuthClient.Configuration()
         configuration.baseURL = fake.baseURL
         configuration.allowLoopbackHTTP = true
@@ -48,13 +51,16 @@ import Testing
 
     @Test func codeExchangeRefreshAndRevoke() async throws {
         let code = fake.issueCode(for: "001234.abc.1234", nonce: "n-123")
-        let tokens = try await client.exchange(code: SecretBytes(utf8: code), redirectURI: "https://example.com/callback", nonce: "n-123")
+        let tokens = try await client.exchange(
+            code: SecretBytes(utf8: code), redirectURI: "https://example.com/callback", nonce: "n-123")
         #expect(tokens.identity?.subject == "001234.abc.1234")
         #expect(tokens.tokenType == "Bearer" && tokens.expiresIn == 3600)
         let refresh = try #require(tokens.refreshToken)
         #expect(!"\(tokens)".contains(refresh.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }))
         let request = try #require(fake.requests.last { $0.path == "/auth/token" })
-        #expect(request.form["grant_type"] == "authorization_code" && request.form["redirect_uri"] == "https://example.com/callback")
+        #expect(
+            request.form["grant_type"] == "authorization_code"
+                && request.form["redirect_uri"] == "https://example.com/callback")
         #expect(request.headers["user-agent"]?.contains("shadow-keys") == true)
         // The code is single-use.
         await expectCode(.invalidGrant) { _ = try await client.exchange(code: SecretBytes(utf8: code)) }
@@ -85,11 +91,17 @@ import Testing
         #expect(request.form["target"] == "RECV123456" && request.form["sub"] == "001234.abc.1234")
         let user = try await client.migratedUser(forTransferSubject: transfer, accessToken: token)
         #expect(user.subject.hasSuffix(".moved") && user.isPrivateEmail == true && user.email != nil)
-        await expectCode(.invalidClient) { _ = try await client.transferSubject(for: "x", to: "RECV123456", accessToken: SecretBytes(utf8: "not-a-migration-token")) }
+        await expectCode(.invalidClient) {
+            _ = try await client.transferSubject(
+                for: "x", to: "RECV123456", accessToken: SecretBytes(utf8: "not-a-migration-token"))
+        }
     }
 
     @Test func appleErrorsAreTyped() async throws {
-        for name in ["invalid_request", "invalid_client", "invalid_grant", "unauthorized_client", "unsupported_grant_type", "invalid_scope", "something_new"] {
+        for name in [
+            "invalid_request", "invalid_client", "invalid_grant", "unauthorized_client", "unsupported_grant_type",
+            "invalid_scope", "something_new",
+        ] {
             fake.inject("/auth/token", [FakeAppleServer.error(name, description: "as Apple says")])
             do {
                 _ = try await client.refresh(SecretBytes(utf8: "r1"))
@@ -131,17 +143,22 @@ import Testing
         quick.allowLoopbackHTTP = true
         quick.timeout = .milliseconds(300)
         quick.backoff = .milliseconds(10)
-        let builder = try ClientSecretBuilder(key: AppleSigningKey(key), teamID: fake.teamID, keyID: fake.keyID, clientID: "com.example.app")
+        let builder = try ClientSecretBuilder(
+            key: AppleSigningKey(key), teamID: fake.teamID, keyID: fake.keyID, clientID: "com.example.app")
         var keys = JWKSProvider.Configuration(url: fake.baseURL + "/auth/keys")
         keys.allowLoopbackHTTP = true
-        let impatient = try AppleAuthClient(configuration: quick, secrets: ClientSecretProvider(builder: builder), transport: DefaultHTTPTransport(allowLoopbackHTTP: true),
-                                            identityTokenKeys: JWKSProvider(configuration: keys, transport: nil))
+        let impatient = try AppleAuthClient(
+            configuration: quick, secrets: ClientSecretProvider(builder: builder),
+            transport: DefaultHTTPTransport(allowLoopbackHTTP: true),
+            identityTokenKeys: JWKSProvider(configuration: keys, transport: nil))
         await expectCode(.transport) { try await impatient.revoke(SecretBytes(utf8: "t"), kind: .accessToken) }
         #expect(fake.requests.filter { $0.path == "/auth/revoke" }.count == 4)
     }
 
     @Test func formBodiesAreEscaped() {
-        let body = String(decoding: FormEncoding.encode([("redirect_uri", "https://example.com/cb?a=1&b=2"), ("x", "a b+c/é")]), as: UTF8.self)
+        let body = String(
+            decoding: FormEncoding.encode([("redirect_uri", "https://example.com/cb?a=1&b=2"), ("x", "a b+c/é")]),
+            as: UTF8.self)
         #expect(body == "redirect_uri=https%3A%2F%2Fexample.com%2Fcb%3Fa%3D1%26b%3D2&x=a+b%2Bc%2F%C3%A9")
     }
 

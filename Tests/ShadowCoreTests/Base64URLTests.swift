@@ -3,7 +3,10 @@ import ShadowTestSupport
 import Testing
 
 @Suite struct Base64URLTests {
-    @Test(arguments: [("", ""), ("f", "Zg"), ("fo", "Zm8"), ("foo", "Zm9v"), ("foob", "Zm9vYg"), ("fooba", "Zm9vYmE"), ("foobar", "Zm9vYmFy")])
+    @Test(arguments: [
+        ("", ""), ("f", "Zg"), ("fo", "Zm8"), ("foo", "Zm9v"), ("foob", "Zm9vYg"), ("fooba", "Zm9vYmE"),
+        ("foobar", "Zm9vYmFy"),
+    ])
     func rfc4648Vectors(plain: String, encoded: String) throws {
         #expect(Base64URL.encode(Array(plain.utf8)) == encoded)
         #expect(try Base64URL.decode(encoded) == Array(plain.utf8))

@@ -8,7 +8,10 @@ import Testing
     }
 
     @Test func readsEveryKind() throws {
-        let value = try parse(#" { "s": "a\"b\\c\/\n\u00e9\ud83d\ude00", "n": -12.5e2, "i": 1700000000, "t": true, "f": false, "z": null, "a": [1, [], {}] } "#)
+        let value = try parse(
+            #" { "s": "a\"b\\c\/\n\u00e9\ud83d\ude00", "n": -12.5e2, "i": 1700000000, "#
+                + #""t": true, "f": false, "z": null, "a": [1, [], {}] } "#
+        )
         let object = try #require(value.objectValue)
         #expect(object["s"] == .string("a\"b\\c/\né😀"))
         #expect(object["n"]?.numberValue?.doubleValue == -1250)
@@ -65,7 +68,10 @@ import Testing
     }
 
     @Test func rejectsInvalidUTF8() {
-        for bytes: [UInt8] in [[0x22, 0xC3, 0x28, 0x22], [0x22, 0xED, 0xA0, 0x80, 0x22], [0x22, 0xC0, 0xAF, 0x22], [0x22, 0xF5, 0x80, 0x80, 0x80, 0x22]] {
+        for bytes: [UInt8] in [
+            [0x22, 0xC3, 0x28, 0x22], [0x22, 0xED, 0xA0, 0x80, 0x22], [0x22, 0xC0, 0xAF, 0x22],
+            [0x22, 0xF5, 0x80, 0x80, 0x80, 0x22],
+        ] {
             #expect(throws: JSONParseError.self, "\(bytes)") { try StrictJSON.parse(bytes) }
         }
     }
@@ -89,8 +95,12 @@ import Testing
 
     @Test func enforcesDepthLimit() throws {
         let limits = StrictJSON.Limits(maxBytes: 1 << 20, maxDepth: 8)
-        #expect(throws: Never.self) { try parse(String(repeating: "[", count: 8) + String(repeating: "]", count: 8), limits: limits) }
-        #expect(throws: JSONParseError.self) { try parse(String(repeating: "[", count: 9) + String(repeating: "]", count: 9), limits: limits) }
+        #expect(throws: Never.self) {
+            try parse(String(repeating: "[", count: 8) + String(repeating: "]", count: 8), limits: limits)
+        }
+        #expect(throws: JSONParseError.self) {
+            try parse(String(repeating: "[", count: 9) + String(repeating: "]", count: 9), limits: limits)
+        }
         // A hostile depth far past the limit fails fast instead of exhausting the stack.
         #expect(throws: JSONParseError.self) { try parse(String(repeating: "[", count: 100_000), limits: .document) }
     }
@@ -98,7 +108,9 @@ import Testing
     @Test func enforcesSizeLimit() {
         let limits = StrictJSON.Limits(maxBytes: 10, maxDepth: 8)
         #expect(throws: Never.self) { try parse(#"{"a":"bc"}"#, limits: limits) }
-        #expect(throws: JSONParseError(reason: .tooLarge(size: 11, limit: 10), offset: 0)) { try parse(#"{"a":"bcd"}"#, limits: limits) }
+        #expect(throws: JSONParseError(reason: .tooLarge(size: 11, limit: 10), offset: 0)) {
+            try parse(#"{"a":"bcd"}"#, limits: limits)
+        }
     }
 
     @Test func serializesCompactAndPretty() throws {
@@ -126,7 +138,8 @@ import Testing
 @Suite struct MemberFingerprintTests {
     @Test func namesSharingAFingerprintStayDistinct() throws {
         // "iss" and "ixs" have the same length, first and last byte; so do "exp" and "eap".
-        let object = try #require(try StrictJSON.parse(#"{"iss":1,"ixs":2,"exp":3,"eap":4,"a":5,"ab":6,"b":7}"#).objectValue)
+        let object = try #require(
+            try StrictJSON.parse(#"{"iss":1,"ixs":2,"exp":3,"eap":4,"a":5,"ab":6,"b":7}"#).objectValue)
         #expect(object.map(\.name) == ["iss", "ixs", "exp", "eap", "a", "ab", "b"])
         #expect(object["iss"]?.numberValue?.int64Value == 1)
         #expect(object["ixs"]?.numberValue?.int64Value == 2)

@@ -25,7 +25,10 @@ import Testing
         #expect(try Timestamp.parse(input).seconds == seconds)
     }
 
-    @Test(arguments: ["", "yesterday", "2023-11-14", "2023-02-30T00:00:00Z", "2023-11-14T25:00:00Z", "2023-11-14T22:13:20", "2023-11-14T22:13:20+1:00", "1e9x", "1e20", "1.", ".5", "--5", "+5"])
+    @Test(arguments: [
+        "", "yesterday", "2023-11-14", "2023-02-30T00:00:00Z", "2023-11-14T25:00:00Z", "2023-11-14T22:13:20",
+        "2023-11-14T22:13:20+1:00", "1e9x", "1e20", "1.", ".5", "--5", "+5",
+    ])
     func rejectsMalformed(input: String) throws {
         let error = try #require(throws: Timestamp.ParseError.self) { try Timestamp.parse(input) }
         #expect(!error.outOfRange)
@@ -33,7 +36,8 @@ import Testing
 
     /// Times the attack suite sent as options: each must be an error, never a trap.
     @Test(arguments: [
-        "99999999999999999999", "100000000000000000000", "253402300800", "-62135596801", "9223372036854775807", "-9223372036854775808",
+        "99999999999999999999", "100000000000000000000", "253402300800", "-62135596801", "9223372036854775807",
+        "-9223372036854775808",
         "0000-12-31T23:59:59Z", "9999-12-31T23:59:59-01:00", "0001-01-01T00:00:00+00:01",
     ])
     func rejectsOutOfRange(input: String) throws {
@@ -69,7 +73,8 @@ import Testing
     @Test func roundTripsThroughRFC3339() throws {
         var generator = SeededGenerator(seed: 0x5EED_7135)
         for _ in 0..<2000 {
-            let seconds = Int64.random(in: Timestamp.minimum.wholeSeconds...Timestamp.maximum.wholeSeconds, using: &generator)
+            let seconds = Int64.random(
+                in: Timestamp.minimum.wholeSeconds...Timestamp.maximum.wholeSeconds, using: &generator)
             let time = try #require(Timestamp(wholeSeconds: seconds))
             #expect(try Timestamp.parse(time.rfc3339) == time, "seed 0x5EED7135, \(seconds)")
         }

@@ -24,15 +24,20 @@ import Testing
         keys = try JWKSet(json: Array(TestKeys.jwksJSON([try signer.publicJWK()]).utf8))
     }
 
-    func body(_ type: String, subject: String = "001.aaa.1", jti: String, issuedAt: Int64 = now - 5, eventTimeMs: Int64 = now * 1000 - 5000, audience: String = client,
-              expiresAt: Int64? = nil, signer: JWSSigner? = nil, extra: JSONObject = [:]) throws -> [UInt8] {
+    func body(
+        _ type: String, subject: String = "001.aaa.1", jti: String, issuedAt: Int64 = now - 5,
+        eventTimeMs: Int64 = now * 1000 - 5000, audience: String = client,
+        expiresAt: Int64? = nil, signer: JWSSigner? = nil, extra: JSONObject = [:]
+    ) throws -> [UInt8] {
         var events: JSONObject = ["type": .string(type), "sub": .string(subject), "event_time": .int(eventTimeMs)]
         for member in extra { events.set(member.name, member.value) }
         let claims: JSONObject = [
-            "iss": "https://appleid.apple.com", "aud": .string(audience), "iat": .int(issuedAt), "exp": .int(expiresAt ?? issuedAt + 86400), "jti": .string(jti),
+            "iss": "https://appleid.apple.com", "aud": .string(audience), "iat": .int(issuedAt),
+            "exp": .int(expiresAt ?? issuedAt + 86400), "jti": .string(jti),
             "events": .string(JSONValue.object(events).serialized()),
         ]
-        return Array(JSONValue.object(["payload": .string(try (signer ?? self.signer).sign(claims: claims))]).serialized().utf8)
+        return Array(
+            JSONValue.object(["payload": .string(try (signer ?? self.signer).sign(claims: claims))]).serialized().utf8)
     }
 
     func receiver(_ store: any CredentialStateStore) -> AppleNotificationReceiver {
@@ -40,20 +45,29 @@ import Testing
     }
 
     @Test func everyEventTypeIsAppliedOnceAndRepeatsAreDuplicates() async throws {
-        let store = try await SQLiteCredentialStore.open(path: directory.path + "/state.sqlite", unlock: .key(SecretBytes((0..<32).map { UInt8($0) })))
+        let store = try await SQLiteCredentialStore.open(
+            path: directory.path + "/state.sqlite", unlock: .key(SecretBytes((0..<32).map { UInt8($0) })))
         defer { Task { await store.close() } }
         let receiver = receiver(store)
         let cases: [(type: String, subject: String, extra: JSONObject, state: CredentialState, forwarding: Bool?)] = [
             ("consent-revoked", "u.consent", [:], .revoked, nil),
             ("account-delete", "u.delete", [:], .revoked, nil),
             ("account-deleted", "u.deleted", [:], .revoked, nil),
-            ("email-disabled", "u.mail", ["email": "x@privaterelay.appleid.com", "is_private_email": "true"], .notFound, false),
-            ("email-enabled", "u.mail2", ["email": "y@privaterelay.appleid.com", "is_private_email": true], .notFound, true),
+            (
+                "email-disabled", "u.mail", ["email": "x@privaterelay.appleid.com", "is_private_email": "true"],
+                .notFound, false
+            ),
+            (
+                "email-enabled", "u.mail2", ["email": "y@privaterelay.appleid.com", "is_private_email": true],
+                .notFound, true
+            ),
         ]
         for (index, item) in cases.enumerated() {
             let request = try body(item.type, subject: item.subject, jti: "jti-\(index)", extra: item.extra)
             let first = await receiver.receive(request)
-            #expect(first.status == 200 && first.outcome == .applied, "\(item.type): \(first.outcome) \(String(decoding: first.body, as: UTF8.self))")
+            #expect(
+                first.status == 200 && first.outcome == .applied,
+                "\(item.type): \(first.outcome) \(String(decoding: first.body, as: UTF8.self))")
             let status = try await store.status(clientID: Self.client, subject: item.subject)
             #expect(status.state == item.state && status.emailForwarding == item.forwarding, "\(item.type)")
             let again = await receiver.receive(request)
@@ -63,9 +77,12 @@ import Testing
         // Each transition logged exactly once.
         #expect(try await store.verifyAudit().entries == cases.count)
         // A second receiver on the same store (another instance) also sees the repeat as a duplicate.
-        let other = try await SQLiteCredentialStore.open(path: directory.path + "/state.sqlite", unlock: .key(SecretBytes((0..<32).map { UInt8($0) })))
+        let other = try await SQLiteCredentialStore.open(
+            path: directory.path + "/state.sqlite", unlock: .key(SecretBytes((0..<32).map { UInt8($0) })))
         defer { Task { await other.close() } }
-        #expect(await self.receiver(other).receive(try body("consent-revoked", subject: "u.consent", jti: "jti-0")).outcome == .duplicate)
+        #expect(
+            await self.receiver(other).receive(try body("consent-revoked", subject: "u.consent", jti: "jti-0")).outcome
+                == .duplicate)
         // An undocumented type: 200, nothing applied.
         let unknown = await receiver.receive(try body("account-paused", subject: "u.unknown", jti: "jti-u"))
         #expect(unknown.status == 200 && unknown.outcome == .ignored)
@@ -74,7 +91,8 @@ import Testing
     }
 
     @Test func refusalsCarryTheirStatusAndChangeNothing() async throws {
-        let store = try await SQLiteCredentialStore.open(path: directory.path + "/state.sqlite", unlock: .key(SecretBytes((0..<32).map { UInt8($0) })))
+        let store = try await SQLiteCredentialStore.open(
+            path: directory.path + "/state.sqlite", unlock: .key(SecretBytes((0..<32).map { UInt8($0) })))
         defer { Task { await store.close() } }
         let receiver = receiver(store)
         let forger = try JWSSigner.rs256(TestKeys.rsa2, keyID: "apple-1")
@@ -82,7 +100,11 @@ import Testing
             ("forged signature", try body("consent-revoked", jti: "f", signer: forger), 401, "invalid_signature"),
             ("expired", try body("consent-revoked", jti: "e", issuedAt: Self.now - 3 * 86400), 401, "claims_rejected"),
             ("wrong aud", try body("consent-revoked", jti: "a", audience: "com.other.app"), 401, "claims_rejected"),
-            ("stale iat, unexpired", try body("consent-revoked", jti: "s", issuedAt: Self.now - 3 * 86400, expiresAt: Self.now + 3600), 401, "stale"),
+            (
+                "stale iat, unexpired",
+                try body("consent-revoked", jti: "s", issuedAt: Self.now - 3 * 86400, expiresAt: Self.now + 3600), 401,
+                "stale"
+            ),
             ("not JSON", Array("payload=abc".utf8), 400, "malformed_token"),
             ("no payload", Array(#"{"payloads":"x"}"#.utf8), 400, "malformed_token"),
             ("malformed token", Array(#"{"payload":"a.b"}"#.utf8), 400, "malformed_token"),

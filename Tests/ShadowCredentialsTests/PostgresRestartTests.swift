@@ -15,7 +15,11 @@ import Testing
         let url = try cluster.createDatabase("restart")
         let key = SecretBytes((0..<32).map { UInt8($0) })
         var writers: [PostgresCredentialStore] = []
-        for _ in 0..<4 { writers.append(try await PostgresCredentialStore.connect(try PostgresLocation(url: url), unlock: .key(key), retryFor: .seconds(120))) }
+        for _ in 0..<4 {
+            writers.append(
+                try await PostgresCredentialStore.connect(
+                    try PostgresLocation(url: url), unlock: .key(key), retryFor: .seconds(120)))
+        }
         let started = ContinuousClock.now
         let acknowledged = try await withThrowingTaskGroup(of: [String].self) { group in
             for (index, store) in writers.enumerated() {
@@ -24,7 +28,11 @@ import Testing
                     var batch = 0
                     while ContinuousClock.now - started < .seconds(6) {
                         let subjects = (0..<10).map { "w\(index).b\(batch).u\($0)" }
-                        let events = try subjects.map { try CredentialEvent(kind: .signIn, clientID: "com.example.app", subject: $0, timeMilliseconds: 1_700_000_000_000, id: "s") }
+                        let events = try subjects.map {
+                            try CredentialEvent(
+                                kind: .signIn, clientID: "com.example.app", subject: $0,
+                                timeMilliseconds: 1_700_000_000_000, id: "s")
+                        }
                         _ = try await store.apply(events)
                         done += subjects
                         batch += 1
@@ -44,7 +52,9 @@ import Testing
         #expect(acknowledged.count > 100)
         let reader = try await PostgresCredentialStore.connect(try PostgresLocation(url: url), unlock: .key(key))
         for subject in acknowledged {
-            #expect(try await reader.status(clientID: "com.example.app", subject: subject).state == .authorized, "\(subject) was acknowledged and lost")
+            #expect(
+                try await reader.status(clientID: "com.example.app", subject: subject).state == .authorized,
+                "\(subject) was acknowledged and lost")
         }
         #expect(try await reader.verifyAudit().entries == acknowledged.count)
         #expect(try await reader.counts()[.authorized] == acknowledged.count)

@@ -26,14 +26,19 @@ import Testing
     }
 
     static func tables(_ path: String) async throws -> [String] {
-        try await query(path, "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name").compactMap { $0.column("name")?.string }
+        try await query(path, "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name").compactMap {
+            $0.column("name")?.string
+        }
     }
 
     /// A store with one user, written and closed.
     static func writtenStore() async throws -> StoreFixture {
         let fixture = try StoreFixture(.sqlite)
         let store = try await SQLiteCredentialStore.open(path: fixture.location, unlock: .key(fixture.key))
-        _ = try await store.apply([Table.event(.signIn, at: Table.t, subject: "u1"), Table.event(.consentRevoked, at: Table.t + 1000, subject: "u1")])
+        _ = try await store.apply([
+            Table.event(.signIn, at: Table.t, subject: "u1"),
+            Table.event(.consentRevoked, at: Table.t + 1000, subject: "u1"),
+        ])
         await store.close()
         return fixture
     }
@@ -44,16 +49,24 @@ import Testing
         let reader = try await SQLiteCredentialStore.openForReading(path: fixture.location, unlock: .key(fixture.key))
         #expect(try await reader.status(clientID: Table.client, subject: "u1").state == .revoked)
         #expect(try await reader.verifyAudit().entries == 2)
-        await #expect(throws: CredentialError.self) { _ = try await reader.apply([Table.event(.signIn, at: Table.t + 2000, subject: "u2")]) }
+        await #expect(throws: CredentialError.self) {
+            _ = try await reader.apply([Table.event(.signIn, at: Table.t + 2000, subject: "u2")])
+        }
         await reader.close()
-        #expect(try Data(contentsOf: URL(fileURLWithPath: fixture.location)) == before, "the reader changed the database file")
-        #expect(((try? Data(contentsOf: URL(fileURLWithPath: fixture.location + "-wal"))) ?? Data()).isEmpty, "the reader wrote to the WAL")
+        #expect(
+            try Data(contentsOf: URL(fileURLWithPath: fixture.location)) == before,
+            "the reader changed the database file")
+        #expect(
+            ((try? Data(contentsOf: URL(fileURLWithPath: fixture.location + "-wal"))) ?? Data()).isEmpty,
+            "the reader wrote to the WAL")
     }
 
     @Test func aMissingFileIsNoStoreAndStaysMissing() async throws {
         let directory = try TemporaryDirectory()
         let path = directory.path + "/none.sqlite"
-        await #expect(throws: CredentialError(.noStore, "")) { _ = try await SQLiteCredentialStore.openForReading(path: path, unlock: .key(StoreFixture.defaultKey)) }
+        await #expect(throws: CredentialError(.noStore, "")) {
+            _ = try await SQLiteCredentialStore.openForReading(path: path, unlock: .key(StoreFixture.defaultKey))
+        }
         #expect(!FileManager.default.fileExists(atPath: path))
     }
 
@@ -61,11 +74,15 @@ import Testing
         let directory = try TemporaryDirectory()
         let empty = directory.path + "/empty.sqlite"
         FileManager.default.createFile(atPath: empty, contents: Data())
-        await #expect(throws: CredentialError(.notAStore, "")) { _ = try await SQLiteCredentialStore.openForReading(path: empty, unlock: .key(StoreFixture.defaultKey)) }
+        await #expect(throws: CredentialError(.notAStore, "")) {
+            _ = try await SQLiteCredentialStore.openForReading(path: empty, unlock: .key(StoreFixture.defaultKey))
+        }
         #expect(try Data(contentsOf: URL(fileURLWithPath: empty)).isEmpty, "the empty file was written")
         let foreign = directory.path + "/app.sqlite"
         _ = try await Self.query(foreign, "CREATE TABLE notes (id INTEGER PRIMARY KEY, text TEXT)")
-        await #expect(throws: CredentialError(.notAStore, "")) { _ = try await SQLiteCredentialStore.openForReading(path: foreign, unlock: .key(StoreFixture.defaultKey)) }
+        await #expect(throws: CredentialError(.notAStore, "")) {
+            _ = try await SQLiteCredentialStore.openForReading(path: foreign, unlock: .key(StoreFixture.defaultKey))
+        }
         #expect(try await Self.tables(foreign) == ["notes"])
     }
 
@@ -77,20 +94,28 @@ import Testing
         await #expect(throws: CredentialError(.corruptedState, "")) {
             _ = try await SQLiteCredentialStore.openForReading(path: fixture.location, unlock: .key(fixture.key))
         }
-        await #expect(throws: CredentialError(.corruptedState, "")) { _ = try await SQLiteCredentialStore.open(path: fixture.location, unlock: .key(fixture.key)) }
-        #expect(try await Self.query(fixture.location, "SELECT name FROM shadow_meta WHERE name = 'secret'").isEmpty, "a new secret was written")
+        await #expect(throws: CredentialError(.corruptedState, "")) {
+            _ = try await SQLiteCredentialStore.open(path: fixture.location, unlock: .key(fixture.key))
+        }
+        #expect(
+            try await Self.query(fixture.location, "SELECT name FROM shadow_meta WHERE name = 'secret'").isEmpty,
+            "a new secret was written")
     }
 
     /// A schema-1 store (before the revocation queue) is read as it is, not migrated.
     @Test func anOlderSchemaIsReadNotMigrated() async throws {
         let fixture = try await Self.writtenStore()
         _ = try await Self.query(fixture.location, "DROP TABLE shadow_revocations")
-        _ = try await Self.query(fixture.location, "UPDATE shadow_meta SET value = CAST('1' AS BLOB) WHERE name = 'schema_version'")
+        _ = try await Self.query(
+            fixture.location, "UPDATE shadow_meta SET value = CAST('1' AS BLOB) WHERE name = 'schema_version'")
         let reader = try await SQLiteCredentialStore.openForReading(path: fixture.location, unlock: .key(fixture.key))
         #expect(try await reader.status(clientID: Table.client, subject: "u1").state == .revoked)
         await reader.close()
-        #expect(!(try await Self.tables(fixture.location)).contains("shadow_revocations"), "the reader migrated the schema")
-        let version = try await Self.query(fixture.location, "SELECT value FROM shadow_meta WHERE name = 'schema_version'").first?.column("value")?.blob
+        #expect(
+            !(try await Self.tables(fixture.location)).contains("shadow_revocations"), "the reader migrated the schema")
+        let version = try await Self.query(
+            fixture.location, "SELECT value FROM shadow_meta WHERE name = 'schema_version'"
+        ).first?.column("value")?.blob
         #expect(version.map { String(buffer: $0) } == "1")
     }
 }

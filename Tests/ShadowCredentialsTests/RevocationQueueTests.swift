@@ -29,13 +29,21 @@ import Testing
             store = try #require(try await fixture.open(clock: clock.clock) as? any DatabaseCredentialStore)
         }
 
-        func event(_ kind: CredentialEvent.Kind, _ subject: String, at offset: Double, id: String) throws -> CredentialEvent {
-            try CredentialEvent(kind: kind, clientID: RevocationQueueTests.client, subject: subject, time: clock.now.addingTimeInterval(offset), id: id)
+        func event(
+            _ kind: CredentialEvent.Kind, _ subject: String, at offset: Double, id: String
+        ) throws -> CredentialEvent {
+            try CredentialEvent(
+                kind: kind, clientID: RevocationQueueTests.client, subject: subject,
+                time: clock.now.addingTimeInterval(offset), id: id)
         }
 
-        func token(_ subject: String, _ kind: ServerToken.Kind = .refresh, value: String? = nil, storedAt offset: Double = -60) throws -> ServerToken {
-            try ServerToken(clientID: RevocationQueueTests.client, subject: subject, kind: kind, value: SecretBytes(utf8: value ?? "r.\(subject).\(kind)"),
-                            storedAt: clock.now.addingTimeInterval(offset))
+        func token(
+            _ subject: String, _ kind: ServerToken.Kind = .refresh, value: String? = nil, storedAt offset: Double = -60
+        ) throws -> ServerToken {
+            try ServerToken(
+                clientID: RevocationQueueTests.client, subject: subject, kind: kind,
+                value: SecretBytes(utf8: value ?? "r.\(subject).\(kind)"),
+                storedAt: clock.now.addingTimeInterval(offset))
         }
     }
 
@@ -56,8 +64,12 @@ import Testing
             try await store.put(setup.token("alice", .refresh))
             try await store.put(setup.token("alice", .access))
             try await store.put(setup.token("bob"))
-            _ = try await store.apply([setup.event(.signIn, "alice", at: -120, id: "s1"), setup.event(.signIn, "bob", at: -120, id: "s2")])
-            #expect(try await store.revocationCounts() == RevocationCounts(pending: 0, done: 0, failed: 0), "a sign-in queues nothing")
+            _ = try await store.apply([
+                setup.event(.signIn, "alice", at: -120, id: "s1"), setup.event(.signIn, "bob", at: -120, id: "s2"),
+            ])
+            #expect(
+                try await store.revocationCounts() == RevocationCounts(pending: 0, done: 0, failed: 0),
+                "a sign-in queues nothing")
 
             let deletion = try setup.event(.accountDeleted, "alice", at: 0, id: "n1")
             _ = try await store.apply([deletion])
@@ -68,10 +80,13 @@ import Testing
             let due = try await store.dueRevocations(limit: 10, lease: .seconds(60))
             #expect(Set(due.map { "\($0.token.subject)/\($0.token.kind)" }) == ["alice/refresh", "alice/access"])
             #expect(due.allSatisfy { $0.attempts == 1 && $0.eventTime == deletion.time })
-            #expect(try await store.dueRevocations(limit: 10, lease: .seconds(60)).isEmpty, "claimed revocations are leased")
+            #expect(
+                try await store.dueRevocations(limit: 10, lease: .seconds(60)).isEmpty, "claimed revocations are leased"
+            )
 
             for revocation in due { try await store.completeRevocation(revocation, .revoked) }
-            #expect(try await store.tokens(clientID: Self.client, subject: "alice").isEmpty, "revoked tokens are deleted")
+            #expect(
+                try await store.tokens(clientID: Self.client, subject: "alice").isEmpty, "revoked tokens are deleted")
             #expect(try await store.tokens(clientID: Self.client, subject: "bob").count == 1)
             #expect(try await store.revocationCounts() == RevocationCounts(pending: 0, done: 2, failed: 0))
         }
@@ -86,19 +101,25 @@ import Testing
 
             let first = try #require(try await store.dueRevocations(limit: 5, lease: .seconds(60)).first)
             setup.clock.advance(by: 61)
-            let again = try #require(try await store.dueRevocations(limit: 5, lease: .seconds(60)).first, "an expired lease is claimed again")
+            let again = try #require(
+                try await store.dueRevocations(limit: 5, lease: .seconds(60)).first, "an expired lease is claimed again"
+            )
             #expect(again.attempts == 2 && first.attempts == 1)
 
-            try await store.completeRevocation(again, .retry(after: setup.clock.now.addingTimeInterval(30), reason: "Apple answered 503"))
+            try await store.completeRevocation(
+                again, .retry(after: setup.clock.now.addingTimeInterval(30), reason: "Apple answered 503"))
             setup.clock.advance(by: 29)
-            #expect(try await store.dueRevocations(limit: 5, lease: .seconds(60)).isEmpty, "not due before the retry time")
+            #expect(
+                try await store.dueRevocations(limit: 5, lease: .seconds(60)).isEmpty, "not due before the retry time")
             setup.clock.advance(by: 2)
             let third = try #require(try await store.dueRevocations(limit: 5, lease: .seconds(60)).first)
             #expect(third.attempts == 3)
 
             try await store.completeRevocation(third, .failed(reason: "too many attempts"))
             #expect(try await store.revocationCounts() == RevocationCounts(pending: 0, done: 0, failed: 1))
-            #expect(try await store.tokens(clientID: Self.client, subject: "carol").count == 1, "a token given up on is kept")
+            #expect(
+                try await store.tokens(clientID: Self.client, subject: "carol").count == 1,
+                "a token given up on is kept")
         }
     }
 
@@ -133,8 +154,12 @@ import Testing
     @Test(arguments: databases)
     func claimsAreBounded(kind: StoreKind) async throws {
         try await Self.with(kind) { setup in
-            await #expect(throws: CredentialError(.invalidParameter, "")) { try await setup.store.dueRevocations(limit: 0, lease: .seconds(60)) }
-            await #expect(throws: CredentialError(.invalidParameter, "")) { try await setup.store.dueRevocations(limit: 10, lease: .zero) }
+            await #expect(throws: CredentialError(.invalidParameter, "")) {
+                try await setup.store.dueRevocations(limit: 0, lease: .seconds(60))
+            }
+            await #expect(throws: CredentialError(.invalidParameter, "")) {
+                try await setup.store.dueRevocations(limit: 10, lease: .zero)
+            }
         }
     }
 
@@ -145,10 +170,12 @@ import Testing
         await setup.store.close()
         let connection = try await SQLiteConnection.open(storage: .file(path: setup.fixture.location))
         _ = try await connection.query("DROP TABLE shadow_revocations", [])
-        _ = try await connection.query("UPDATE shadow_meta SET value = CAST('1' AS BLOB) WHERE name = 'schema_version'", [])
+        _ = try await connection.query(
+            "UPDATE shadow_meta SET value = CAST('1' AS BLOB) WHERE name = 'schema_version'", [])
         try await connection.close()
 
-        let reopened = try await SQLiteCredentialStore.open(path: setup.fixture.location, unlock: .key(setup.fixture.key), clock: setup.clock.clock)
+        let reopened = try await SQLiteCredentialStore.open(
+            path: setup.fixture.location, unlock: .key(setup.fixture.key), clock: setup.clock.clock)
         _ = try await reopened.apply([setup.event(.accountDeleted, "frank", at: 0, id: "n1")])
         let pending = try await reopened.revocationCounts().pending
         await reopened.close()
@@ -167,28 +194,40 @@ import Testing
             configuration.baseURL = apple.baseURL
             configuration.allowLoopbackHTTP = true
             configuration.retries = 0
-            let builder = try ClientSecretBuilder(key: AppleSigningKey(p8), teamID: apple.teamID, keyID: apple.keyID, clientID: Self.client)
-            let client = try AppleAuthClient(configuration: configuration, secrets: ClientSecretProvider(builder: builder),
-                                             transport: try AsyncHTTPClientTransport(options: .init(allowLoopbackHTTP: true)),
-                                             identityTokenKeys: JWKSProvider.serving(JWKSet(keys: [apple.identitySigner.publicJWK()])))
+            let builder = try ClientSecretBuilder(
+                key: AppleSigningKey(p8), teamID: apple.teamID, keyID: apple.keyID, clientID: Self.client)
+            let client = try AppleAuthClient(
+                configuration: configuration, secrets: ClientSecretProvider(builder: builder),
+                transport: try AsyncHTTPClientTransport(options: .init(allowLoopbackHTTP: true)),
+                identityTokenKeys: JWKSProvider.serving(JWKSet(keys: [apple.identitySigner.publicJWK()])))
             var settings = RevocationWorker.Configuration()
             settings.firstRetryDelay = .seconds(30)
-            let worker = RevocationWorker(queue: store, configuration: settings, clock: setup.clock.clock, revoke: RevocationWorker.apple([Self.client: client]))
+            let worker = RevocationWorker(
+                queue: store, configuration: settings, clock: setup.clock.clock,
+                revoke: RevocationWorker.apple([Self.client: client]))
 
             for user in ["u1", "u2", "u3"] { try await store.put(setup.token(user)) }
-            _ = try await store.apply(["u1", "u2", "u3"].enumerated().map { try setup.event(.accountDeleted, $1, at: 0, id: "n\($0)") })
-            apple.inject("/auth/revoke", [FakeAppleServer.error("server_error", status: 503), FakeAppleServer.error("invalid_grant")])
+            _ = try await store.apply(
+                ["u1", "u2", "u3"].enumerated().map { try setup.event(.accountDeleted, $1, at: 0, id: "n\($0)") })
+            apple.inject(
+                "/auth/revoke",
+                [FakeAppleServer.error("server_error", status: 503), FakeAppleServer.error("invalid_grant")])
 
             #expect(try await worker.runOnce() == 3)
             var counts = try await store.revocationCounts()
-            #expect(counts == RevocationCounts(pending: 1, done: 2, failed: 0), "one 503 is retried later; invalid_grant is done")
+            #expect(
+                counts == RevocationCounts(pending: 1, done: 2, failed: 0),
+                "one 503 is retried later; invalid_grant is done")
             #expect(try await worker.runOnce() == 0, "the failed one waits for its retry time")
             setup.clock.advance(by: 31)
             #expect(try await worker.runOnce() == 1)
             counts = try await store.revocationCounts()
             #expect(counts == RevocationCounts(pending: 0, done: 3, failed: 0))
-            #expect(apple.revokeCalls.values.allSatisfy { $0 == 1 } && apple.revokeCalls.count == 2, "\(apple.revokeCalls)")
-            for user in ["u1", "u2", "u3"] { #expect(try await store.tokens(clientID: Self.client, subject: user).isEmpty) }
+            #expect(
+                apple.revokeCalls.values.allSatisfy { $0 == 1 } && apple.revokeCalls.count == 2, "\(apple.revokeCalls)")
+            for user in ["u1", "u2", "u3"] {
+                #expect(try await store.tokens(clientID: Self.client, subject: user).isEmpty)
+            }
         }
     }
 }

@@ -10,15 +10,21 @@ import Testing
     static let client = "com.example.app"
     static let t: Int64 = 1_700_000_000_000
 
-    static func event(_ kind: CredentialEvent.Kind, at time: Int64, id: String? = nil, subject: String = "001.aaa.1") -> CredentialEvent {
-        try! CredentialEvent(kind: kind, clientID: client, subject: subject, timeMilliseconds: time, id: id ?? "\(kind.rawValue)@\(time)",
-                             linkedSubject: kind == .transferred ? "002.bbb.2" : nil)
+    static func event(
+        _ kind: CredentialEvent.Kind, at time: Int64, id: String? = nil, subject: String = "001.aaa.1"
+    ) -> CredentialEvent {
+        try! CredentialEvent(
+            kind: kind, clientID: client, subject: subject, timeMilliseconds: time,
+            id: id ?? "\(kind.rawValue)@\(time)",
+            linkedSubject: kind == .transferred ? "002.bbb.2" : nil)
     }
 
     /// The status the table gives for `events`: sorted, duplicates dropped, folded.
     static func fold(_ events: [CredentialEvent]) -> CredentialStatus {
         var seen = Set<CredentialEvent>()
-        return events.sorted(by: CredentialEvent.appliesBefore).filter { seen.insert($0).inserted }.reduce(.notFound) { $0.applying($1) }
+        return events.sorted(by: CredentialEvent.appliesBefore).filter { seen.insert($0).inserted }.reduce(.notFound) {
+            $0.applying($1)
+        }
     }
 
     static func record(_ events: [CredentialEvent]) -> CredentialRecord {
@@ -37,14 +43,24 @@ import Testing
     /// second after (+1) the event that set the starting state. Written out by hand, as in
     /// Docs/credential-state.md.
     static let table: [CredentialState: [CredentialEvent.Kind.Effect: [CredentialState]]] = [
-        .notFound: [.authorize: [.authorized, .authorized, .authorized], .revoke: [.revoked, .revoked, .revoked],
-                    .transfer: [.transferred, .transferred, .transferred], .metadata: [.notFound, .notFound, .notFound]],
-        .authorized: [.authorize: [.authorized, .authorized, .authorized], .revoke: [.authorized, .revoked, .revoked],
-                      .transfer: [.transferred, .transferred, .transferred], .metadata: [.authorized, .authorized, .authorized]],
-        .revoked: [.authorize: [.revoked, .revoked, .authorized], .revoke: [.revoked, .revoked, .revoked],
-                   .transfer: [.transferred, .transferred, .transferred], .metadata: [.revoked, .revoked, .revoked]],
-        .transferred: [.authorize: [.transferred, .transferred, .transferred], .revoke: [.transferred, .transferred, .transferred],
-                       .transfer: [.transferred, .transferred, .transferred], .metadata: [.transferred, .transferred, .transferred]],
+        .notFound: [
+            .authorize: [.authorized, .authorized, .authorized], .revoke: [.revoked, .revoked, .revoked],
+            .transfer: [.transferred, .transferred, .transferred], .metadata: [.notFound, .notFound, .notFound],
+        ],
+        .authorized: [
+            .authorize: [.authorized, .authorized, .authorized], .revoke: [.authorized, .revoked, .revoked],
+            .transfer: [.transferred, .transferred, .transferred], .metadata: [.authorized, .authorized, .authorized],
+        ],
+        .revoked: [
+            .authorize: [.revoked, .revoked, .authorized], .revoke: [.revoked, .revoked, .revoked],
+            .transfer: [.transferred, .transferred, .transferred], .metadata: [.revoked, .revoked, .revoked],
+        ],
+        .transferred: [
+            .authorize: [.transferred, .transferred, .transferred],
+            .revoke: [.transferred, .transferred, .transferred],
+            .transfer: [.transferred, .transferred, .transferred],
+            .metadata: [.transferred, .transferred, .transferred],
+        ],
     ]
 
     @Test(arguments: CredentialEvent.Kind.allCases)
@@ -56,7 +72,9 @@ import Testing
                 let expected = try #require(Self.table[start]?[kind.effect]?[column])
                 let record = Self.record(setup + [event])
                 #expect(record.status.state == expected, "\(start) + \(kind) at \(offset) ms")
-                #expect(record.status == Self.fold(setup + [event]), "\(start) + \(kind) at \(offset) ms: record and fold disagree")
+                #expect(
+                    record.status == Self.fold(setup + [event]),
+                    "\(start) + \(kind) at \(offset) ms: record and fold disagree")
                 // Arrival order does not matter.
                 #expect(Self.record([event] + setup) == record, "\(start) + \(kind) at \(offset) ms, arriving first")
                 if kind.effect == .metadata { #expect(record.status.emailForwarding == (kind == .emailEnabled)) }
@@ -66,10 +84,19 @@ import Testing
 
     @Test func statusCarriesTheDecidingEvent() throws {
         let revoke = Self.event(.consentRevoked, at: Self.t, id: "jti-1")
-        let record = Self.record([Self.event(.signIn, at: Self.t - 5000), revoke, Self.event(.emailDisabled, at: Self.t - 1)])
-        #expect(record.status == CredentialStatus(state: .revoked, since: revoke.time, cause: .consentRevoked, eventID: "jti-1", emailForwarding: false))
-        let transfer = Self.record([Self.event(.transferred, at: Self.t + 7), Self.event(.transferred, at: Self.t + 3, id: "earlier")]).status
-        #expect(transfer.state == .transferred && transfer.eventID == "earlier" && transfer.linkedSubject == "002.bbb.2")
+        let record = Self.record([
+            Self.event(.signIn, at: Self.t - 5000), revoke, Self.event(.emailDisabled, at: Self.t - 1),
+        ])
+        #expect(
+            record.status
+                == CredentialStatus(
+                    state: .revoked, since: revoke.time, cause: .consentRevoked, eventID: "jti-1",
+                    emailForwarding: false))
+        let transfer = Self.record([
+            Self.event(.transferred, at: Self.t + 7), Self.event(.transferred, at: Self.t + 3, id: "earlier"),
+        ]).status
+        #expect(
+            transfer.state == .transferred && transfer.eventID == "earlier" && transfer.linkedSubject == "002.bbb.2")
         #expect(CredentialRecord().status == .notFound)
     }
 
@@ -88,7 +115,10 @@ import Testing
     }
 
     @Test func supersedingIsAtOrAfterTheTokensIssue() {
-        let record = Self.record([Self.event(.signIn, at: Self.t - 60_000), Self.event(.consentRevoked, at: Self.t + 400), Self.event(.signIn, at: Self.t + 5000)])
+        let record = Self.record([
+            Self.event(.signIn, at: Self.t - 60_000), Self.event(.consentRevoked, at: Self.t + 400),
+            Self.event(.signIn, at: Self.t + 5000),
+        ])
         #expect(record.status.state == .authorized)
         let issued = { (seconds: Int64) in Date(timeIntervalSince1970: Double(seconds)) }
         #expect(record.superseding(issuedAt: issued(Self.t / 1000 - 60))?.kind == .consentRevoked)
@@ -105,8 +135,15 @@ import Testing
             { try CredentialEvent(kind: .signIn, clientID: "c", subject: "s", timeMilliseconds: 1, id: "") },
             { try CredentialEvent(kind: .signIn, clientID: "c", subject: "s", timeMilliseconds: -1, id: "i") },
             { try CredentialEvent(kind: .transferred, clientID: "c", subject: "s", timeMilliseconds: 1, id: "i") },
-            { try CredentialEvent(kind: .signIn, clientID: "c", subject: "s", timeMilliseconds: 1, id: "i", linkedSubject: "n") },
-            { try CredentialEvent(kind: .signIn, clientID: String(repeating: "c", count: 256), subject: "s", timeMilliseconds: 1, id: "i") },
+            {
+                try CredentialEvent(
+                    kind: .signIn, clientID: "c", subject: "s", timeMilliseconds: 1, id: "i", linkedSubject: "n")
+            },
+            {
+                try CredentialEvent(
+                    kind: .signIn, clientID: String(repeating: "c", count: 256), subject: "s", timeMilliseconds: 1,
+                    id: "i")
+            },
         ]
         for (index, make) in cases.enumerated() {
             #expect(throws: CredentialError(.invalidEvent, ""), "case \(index)") { try make() }
@@ -127,12 +164,16 @@ import Testing
                 events.append(Self.event(kind, at: time, id: id, subject: subjects.randomElement(using: &random)!))
             }
             var delivered = events
-            for _ in 0..<Int.random(in: 0...4, using: &random) { delivered.append(events.randomElement(using: &random)!) }
+            for _ in 0..<Int.random(in: 0...4, using: &random) {
+                delivered.append(events.randomElement(using: &random)!)
+            }
             delivered.shuffle(using: &random)
             for subject in subjects {
                 let mine = { (list: [CredentialEvent]) in list.filter { $0.subject == subject } }
                 let expected = Self.fold(mine(events))
-                #expect(Self.record(mine(delivered)).status == expected, "round \(round) (seed 0x5EEDC0DE), \(subject): \(delivered)")
+                #expect(
+                    Self.record(mine(delivered)).status == expected,
+                    "round \(round) (seed 0x5EEDC0DE), \(subject): \(delivered)")
             }
         }
     }

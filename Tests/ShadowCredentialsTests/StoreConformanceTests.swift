@@ -44,7 +44,9 @@ struct StoreFixture: Sendable {
         switch kind {
         case .vault: return VaultCredentialStore(vault: TokenVault(path: location, unlock: unlock), clock: clock)
         case .sqlite: return try await SQLiteCredentialStore.open(path: location, unlock: unlock, clock: clock)
-        case .postgres: return try await PostgresCredentialStore.connect(try PostgresLocation(url: location), unlock: unlock, clock: clock)
+        case .postgres:
+            return try await PostgresCredentialStore.connect(
+                try PostgresLocation(url: location), unlock: unlock, clock: clock)
         }
     }
 }
@@ -77,7 +79,9 @@ func close(_ store: any AuditedCredentialStore) async {
                     let expected = try #require(Table.table[start]?[eventKind.effect]?[column])
                     let status = try await store.status(clientID: Table.client, subject: subject)
                     #expect(status.state == expected, "\(kind): \(start) + \(eventKind) at \(offset) ms")
-                    #expect(status == Table.fold(moved + [event]), "\(kind): \(start) + \(eventKind) at \(offset) ms: store and fold disagree")
+                    #expect(
+                        status == Table.fold(moved + [event]),
+                        "\(kind): \(start) + \(eventKind) at \(offset) ms: store and fold disagree")
                     #expect(changes.count == 1 && changes[0].new == status)
                 }
             }
@@ -99,10 +103,15 @@ func close(_ store: any AuditedCredentialStore) async {
             for _ in 0..<Int.random(in: 1...12, using: &random) {
                 let eventKind = CredentialEvent.Kind.allCases.randomElement(using: &random)!
                 let time = Table.t + Int64.random(in: 0...4, using: &random) * 1000
-                events.append(Table.event(eventKind, at: time, id: ["a", "b", "c"].randomElement(using: &random)!, subject: subjects.randomElement(using: &random)!))
+                events.append(
+                    Table.event(
+                        eventKind, at: time, id: ["a", "b", "c"].randomElement(using: &random)!,
+                        subject: subjects.randomElement(using: &random)!))
             }
             var delivered = events
-            for _ in 0..<Int.random(in: 0...4, using: &random) { delivered.append(events.randomElement(using: &random)!) }
+            for _ in 0..<Int.random(in: 0...4, using: &random) {
+                delivered.append(events.randomElement(using: &random)!)
+            }
             delivered.shuffle(using: &random)
             var rest = delivered[...]
             while !rest.isEmpty {
@@ -112,7 +121,9 @@ func close(_ store: any AuditedCredentialStore) async {
             }
             for subject in subjects {
                 let expected = Table.fold(events.filter { $0.subject == subject })
-                #expect(try await store.status(clientID: Table.client, subject: subject) == expected, "\(kind) round \(round) (seed 0xD1CE5EED), \(subject)")
+                #expect(
+                    try await store.status(clientID: Table.client, subject: subject) == expected,
+                    "\(kind) round \(round) (seed 0xD1CE5EED), \(subject)")
             }
         }
         let entries = try await store.auditEntries()
@@ -125,29 +136,45 @@ func close(_ store: any AuditedCredentialStore) async {
     func concurrentWritersAgreeAndLogOnce(kind: StoreKind) async throws {
         let fixture = try StoreFixture(kind)
         let first = try await fixture.open(), second = try await fixture.open()
-        defer { Task { await close(first); await close(second) } }
+        defer {
+            Task {
+                await close(first)
+                await close(second)
+            }
+        }
         var random = SeededGenerator(seed: 0xC0C0_4EED)
         let subjects = (0..<20).map { "c.\($0)" }
         var events: [CredentialEvent] = []
         for index in 0..<400 {
             let eventKind = CredentialEvent.Kind.allCases.randomElement(using: &random)!
-            events.append(Table.event(eventKind, at: Table.t + Int64.random(in: 0...20, using: &random) * 1000, id: "e\(index % 50)",
-                                      subject: subjects.randomElement(using: &random)!))
+            events.append(
+                Table.event(
+                    eventKind, at: Table.t + Int64.random(in: 0...20, using: &random) * 1000, id: "e\(index % 50)",
+                    subject: subjects.randomElement(using: &random)!))
         }
         let streams = [events.shuffled(using: &random), events.shuffled(using: &random)]
         try await withThrowingTaskGroup(of: Void.self) { group in
             for (store, stream) in zip([first, second], streams) {
                 group.addTask {
-                    for chunk in stride(from: 0, to: stream.count, by: 10) { _ = try await store.apply(Array(stream[chunk..<min(chunk + 10, stream.count)])) }
+                    for chunk in stride(from: 0, to: stream.count, by: 10) {
+                        _ = try await store.apply(Array(stream[chunk..<min(chunk + 10, stream.count)]))
+                    }
                 }
             }
             try await group.waitForAll()
         }
         for subject in subjects {
-            #expect(try await first.status(clientID: Table.client, subject: subject) == Table.fold(events.filter { $0.subject == subject }), "\(kind) \(subject)")
+            #expect(
+                try await first.status(clientID: Table.client, subject: subject)
+                    == Table.fold(events.filter { $0.subject == subject }), "\(kind) \(subject)")
         }
         let entries = try await second.auditEntries()
-        let keys = entries.map { "\($0.subjectHash) \($0.old)>\($0.new) \($0.cause.rawValue) \($0.eventID) \($0.eventTimeMilliseconds) \($0.emailForwarding.map(String.init) ?? "-")" }
+        let keys = entries.map {
+            """
+            \($0.subjectHash) \($0.old)>\($0.new) \($0.cause.rawValue) \($0.eventID) \($0.eventTimeMilliseconds) \
+            \($0.emailForwarding.map(String.init) ?? "-")
+            """
+        }
         #expect(Set(keys).count == keys.count, "\(kind): a transition was logged twice")
         #expect(!entries.isEmpty)
     }
@@ -166,7 +193,9 @@ func close(_ store: any AuditedCredentialStore) async {
         }
         if kind != .vault {
             await #expect(throws: CredentialError(.wrongKey, "")) { _ = try await fixture.open(unlock: .key(other)) }
-            await #expect(throws: CredentialError(.wrongKey, "")) { _ = try await fixture.open(unlock: .passphrase(SecretBytes(utf8: "a passphrase"))) }
+            await #expect(throws: CredentialError(.wrongKey, "")) {
+                _ = try await fixture.open(unlock: .passphrase(SecretBytes(utf8: "a passphrase")))
+            }
         }
     }
 
@@ -175,8 +204,13 @@ func close(_ store: any AuditedCredentialStore) async {
         let fixture = try StoreFixture(kind)
         let store = try await fixture.open()
         defer { Task { await close(store) } }
-        let transfer = try CredentialEvent(kind: .transferred, clientID: Table.client, subject: "old.1", timeMilliseconds: Table.t + 5000, id: "t1", linkedSubject: "new.1")
-        _ = try await store.apply([Table.event(.signIn, at: Table.t, subject: "old.1"), transfer, Table.event(.signIn, at: Table.t, subject: "other")])
+        let transfer = try CredentialEvent(
+            kind: .transferred, clientID: Table.client, subject: "old.1", timeMilliseconds: Table.t + 5000, id: "t1",
+            linkedSubject: "new.1")
+        _ = try await store.apply([
+            Table.event(.signIn, at: Table.t, subject: "old.1"), transfer,
+            Table.event(.signIn, at: Table.t, subject: "other"),
+        ])
         let old = try await store.history(clientID: Table.client, subject: "old.1")
         #expect(old.map { "\($0.old)>\($0.new)" } == ["notFound>authorized", "authorized>transferred"])
         let new = try await store.history(clientID: Table.client, subject: "new.1")

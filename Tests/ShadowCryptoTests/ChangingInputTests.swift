@@ -21,7 +21,9 @@ import Testing
         var generator = SeededGenerator(seed: 0xC4A9_6E)
         var bytes = [UInt8](repeating: 0, count: megabytes << 20)
         bytes.withUnsafeMutableBytes { raw in
-            for offset in stride(from: 0, to: raw.count, by: 8) { raw.storeBytes(of: generator.next(), toByteOffset: offset, as: UInt64.self) }
+            for offset in stride(from: 0, to: raw.count, by: 8) {
+                raw.storeBytes(of: generator.next(), toByteOffset: offset, as: UInt64.self)
+            }
         }
         return try directory.write("plain.bin", Data(bytes))
     }
@@ -61,7 +63,8 @@ import Testing
         defer { close(fd) }
         let output = directory.path + "/out.bin"
         let error = #expect(throws: ShadowCryptoError.self) {
-            try EnvelopeFiles.decrypt(input: fd, toFile: output, kek: kek, progress: onFirstProgress { _ = truncate(input, 3 << 20) })
+            try EnvelopeFiles.decrypt(
+                input: fd, toFile: output, kek: kek, progress: onFirstProgress { _ = truncate(input, 3 << 20) })
         }
         #expect(error?.code == .inputChanged, "\(String(describing: error))")
         #expect(try leftovers(besides: ["plain.bin", "sealed.skev"]).isEmpty)
@@ -73,11 +76,13 @@ import Testing
         defer { close(fd) }
         let output = directory.path + "/out.bin"
         let error = #expect(throws: ShadowCryptoError.self) {
-            try EnvelopeFiles.decrypt(input: fd, toFile: output, kek: kek, progress: onFirstProgress {
-                let append = open(input, O_WRONLY | O_APPEND)
-                _ = write(append, [UInt8](repeating: 0, count: 4096), 4096)
-                close(append)
-            })
+            try EnvelopeFiles.decrypt(
+                input: fd, toFile: output, kek: kek,
+                progress: onFirstProgress {
+                    let append = open(input, O_WRONLY | O_APPEND)
+                    _ = write(append, [UInt8](repeating: 0, count: 4096), 4096)
+                    close(append)
+                })
         }
         #expect(error?.code == .inputChanged)
         #expect(try leftovers(besides: ["plain.bin", "sealed.skev"]).isEmpty)
@@ -89,7 +94,8 @@ import Testing
         defer { close(fd) }
         let output = directory.path + "/sealed.skev"
         let error = #expect(throws: ShadowCryptoError.self) {
-            try EnvelopeFiles.encrypt(input: fd, toFile: output, kek: kek, progress: onFirstProgress { _ = truncate(input, 1 << 20) })
+            try EnvelopeFiles.encrypt(
+                input: fd, toFile: output, kek: kek, progress: onFirstProgress { _ = truncate(input, 1 << 20) })
         }
         #expect(error?.code == .inputChanged)
         #expect(try leftovers(besides: ["plain.bin"]).isEmpty)

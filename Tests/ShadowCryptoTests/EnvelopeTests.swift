@@ -11,7 +11,9 @@ import Testing
 
     /// Seeded, so a failure repeats exactly: every message below names the seed.
     static let seed: UInt64 = 0xE1_7E10
-    private func random(_ count: Int, _ generator: inout SeededGenerator) -> [UInt8] { (0..<count).map { _ in UInt8.random(in: 0...255, using: &generator) } }
+    private func random(_ count: Int, _ generator: inout SeededGenerator) -> [UInt8] {
+        (0..<count).map { _ in UInt8.random(in: 0...255, using: &generator) }
+    }
 
     private func expectCode(_ code: ShadowCryptoError.Code, _ body: () throws -> Void) {
         do {
@@ -39,7 +41,8 @@ import Testing
         expectCode(.invalidParameter) { _ = try Envelope.seal([UInt8](repeating: 0, count: (1 << 20) + 1), kek: kek) }
     }
 
-    @Test(arguments: [(64, 0), (64, 1), (64, 64), (64, 65), (64, 640), (4096, 100_000), (65536, 200_001)] as [(Int, Int)])
+    @Test(
+        arguments: [(64, 0), (64, 1), (64, 64), (64, 65), (64, 640), (4096, 100_000), (65536, 200_001)] as [(Int, Int)])
     func streamsRoundTripWhateverTheSplits(chunkSize: Int, size: Int) throws {
         var generator = SeededGenerator(seed: Self.seed ^ UInt64(chunkSize) ^ UInt64(size) << 20)
         let plaintext = random(size, &generator)
@@ -70,13 +73,20 @@ import Testing
     /// stream sealed (with the key) to end in an empty chunk after full ones is refused, so a
     /// plaintext has exactly one encoding.
     @Test func anEmptyFinalChunkAfterFullChunksIsRefused() throws {
-        let randomness = EnvelopeRandomness(dataKey: Array(repeating: 1, count: 32), objectID: Array(repeating: 2, count: 16), wrapNonce: Array(repeating: 3, count: 12), salt: [])
-        let sealer = try EnvelopeSealer(form: .stream, chunkSize: 64, kek: kek, context: context, randomness: randomness)
+        let randomness = EnvelopeRandomness(
+            dataKey: Array(repeating: 1, count: 32), objectID: Array(repeating: 2, count: 16),
+            wrapNonce: Array(repeating: 3, count: 12), salt: [])
+        let sealer = try EnvelopeSealer(
+            form: .stream, chunkSize: 64, kek: kek, context: context, randomness: randomness)
         let full = [UInt8](repeating: 0x61, count: 64)
-        let canonical = sealer.header.serialized + (try sealer.seal(full, counter: 0, last: false)) + (try sealer.seal(full, counter: 1, last: true))
+        let canonical =
+            sealer.header.serialized + (try sealer.seal(full, counter: 0, last: false))
+            + (try sealer.seal(full, counter: 1, last: true))
         var reader = EnvelopeStreamDecryptor(kek: kek, context: context)
         #expect(try reader.update(canonical) + reader.finish() == full + full)
-        let padded = sealer.header.serialized + (try sealer.seal(full, counter: 0, last: false)) + (try sealer.seal(full, counter: 1, last: false))
+        let padded =
+            sealer.header.serialized + (try sealer.seal(full, counter: 0, last: false))
+            + (try sealer.seal(full, counter: 1, last: false))
             + (try sealer.seal([UInt8](), counter: 2, last: true))
         var strict = EnvelopeStreamDecryptor(kek: kek, context: context)
         expectCode(.authenticationFailed) { _ = try strict.update(padded) + strict.finish() }
@@ -146,16 +156,24 @@ import Testing
         var old = EnvelopeStreamDecryptor(kek: kek, context: context)
         expectCode(.invalidParameter) { _ = try old.update(rewrapped) }
         // Rewrapping needs the old key and the right context.
-        expectCode(.authenticationFailed) { _ = try Envelope.rewrap(envelope, from: otherKEK, to: passphrase, context: context) }
-        expectCode(.authenticationFailed) { _ = try Envelope.rewrap(envelope, from: kek, to: passphrase, context: .none) }
+        expectCode(.authenticationFailed) {
+            _ = try Envelope.rewrap(envelope, from: otherKEK, to: passphrase, context: context)
+        }
+        expectCode(.authenticationFailed) {
+            _ = try Envelope.rewrap(envelope, from: kek, to: passphrase, context: .none)
+        }
     }
 
     @Test func describeNeedsNoKey() throws {
         let record = try Envelope.seal([1, 2, 3], kek: kek)
         let description = try Envelope.describe(record)
-        #expect(description.form == .record && description.keyKind == .raw && description.keyID == "kek-a" && description.chunkSize == nil)
+        #expect(
+            description.form == .record && description.keyKind == .raw && description.keyID == "kek-a"
+                && description.chunkSize == nil)
         expectCode(.malformedInput) { _ = try Envelope.describe(Array("SKEV".utf8)) }
-        expectCode(.malformedInput) { _ = try Envelope.describe(Array("PK\u{3}\u{4}and more bytes than a header prefix".utf8)) }
+        expectCode(.malformedInput) {
+            _ = try Envelope.describe(Array("PK\u{3}\u{4}and more bytes than a header prefix".utf8))
+        }
     }
 
     @Test func keyKindsMustMatch() throws {
@@ -170,7 +188,10 @@ import Testing
         expectCode(.invalidParameter) { _ = try KeyEncryptionKey.raw(SecretBytes([UInt8](repeating: 0, count: 16))) }
         expectCode(.weakParameters) { _ = try KeyEncryptionKey.passphrase(SecretBytes(utf8: "pw"), iterations: 99_999) }
         expectCode(.invalidParameter) { _ = try KeyEncryptionKey.passphrase(SecretBytes([UInt8]())) }
-        expectCode(.invalidParameter) { _ = try KeyEncryptionKey.raw(SecretBytes([UInt8](repeating: 0, count: 32)), id: String(repeating: "x", count: 256)) }
+        expectCode(.invalidParameter) {
+            _ = try KeyEncryptionKey.raw(
+                SecretBytes([UInt8](repeating: 0, count: 32)), id: String(repeating: "x", count: 256))
+        }
         for size in [0, 32, 100, 1 << 25] {
             expectCode(.invalidParameter) { _ = try EnvelopeStreamEncryptor(kek: kek, chunkSize: size) }
         }
@@ -208,7 +229,9 @@ import Testing
         let truncated = try directory.write("truncated", sealed)
         let truncatedFD = open(truncated, O_RDONLY)
         defer { close(truncatedFD) }
-        #expect(throws: ShadowCryptoError.self) { try EnvelopeFiles.decrypt(input: truncatedFD, toFile: directory.path + "/never", kek: kek, context: context) }
+        #expect(throws: ShadowCryptoError.self) {
+            try EnvelopeFiles.decrypt(input: truncatedFD, toFile: directory.path + "/never", kek: kek, context: context)
+        }
         let names = try FileManager.default.contentsOfDirectory(atPath: directory.path)
         #expect(!names.contains("never"))
         #expect(!names.contains { $0.hasPrefix(".never") }, "\(names)")
@@ -217,9 +240,16 @@ import Testing
 
 @Suite struct PBKDF2AndIntegrityTests {
     @Test func safeAPIRefusesWeakParameters() {
-        #expect(throws: ShadowCryptoError.self) { try PBKDF2.deriveKey(passphrase: SecretBytes(utf8: "pw"), salt: [UInt8](repeating: 1, count: 16), iterations: 99_999) }
-        #expect(throws: ShadowCryptoError.self) { try PBKDF2.deriveKey(passphrase: SecretBytes(utf8: "pw"), salt: [UInt8](repeating: 1, count: 15)) }
-        #expect(throws: Never.self) { try PBKDF2.deriveKey(passphrase: SecretBytes(utf8: "pw"), salt: [UInt8](repeating: 1, count: 16)) }
+        #expect(throws: ShadowCryptoError.self) {
+            try PBKDF2.deriveKey(
+                passphrase: SecretBytes(utf8: "pw"), salt: [UInt8](repeating: 1, count: 16), iterations: 99_999)
+        }
+        #expect(throws: ShadowCryptoError.self) {
+            try PBKDF2.deriveKey(passphrase: SecretBytes(utf8: "pw"), salt: [UInt8](repeating: 1, count: 15))
+        }
+        #expect(throws: Never.self) {
+            try PBKDF2.deriveKey(passphrase: SecretBytes(utf8: "pw"), salt: [UInt8](repeating: 1, count: 16))
+        }
     }
 
     @Test func outputLengthIsConfigurable() throws {
@@ -244,7 +274,9 @@ import Testing
     @Test func hmacMatchesRFC4231() {
         // RFC 4231 §4.2, test case 1.
         let key = SecretBytes([UInt8](repeating: 0x0b, count: 20))
-        #expect(Integrity.hex(Integrity.hmacSHA256(key: key, Array("Hi There".utf8))) == "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7")
+        #expect(
+            Integrity.hex(Integrity.hmacSHA256(key: key, Array("Hi There".utf8)))
+                == "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7")
         #expect(Integrity.base64(Integrity.sha256(Array("abc".utf8))) == "ungWv48Bz+pBQUDeXa4iI7ADYaOWF3qctBD/YfIAFa0=")
         #expect(Integrity.matches([1, 2], [1, 2]) && !Integrity.matches([1, 2], [1, 3]))
     }

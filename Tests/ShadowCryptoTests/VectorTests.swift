@@ -7,7 +7,9 @@ import Testing
 
 /// Standard and ShadowKeys vectors through ShadowCrypto; each case reports its id when it fails.
 @Suite struct CryptoVectorTests {
-    private func text(_ path: String) throws -> String { String(decoding: try PackagePaths.vector(path), as: UTF8.self) }
+    private func text(_ path: String) throws -> String {
+        String(decoding: try PackagePaths.vector(path), as: UTF8.self)
+    }
 
     private func expectAllPass(_ cases: [VectorCase], count: Int, _ name: String) {
         #expect(cases.count == count, "\(name) ran \(cases.count) cases")
@@ -23,10 +25,14 @@ import Testing
 
     @Test func aesGCM() throws {
         let decrypt = try text("nist-cavp/GCM/gcmDecrypt256.rsp")
-        let failing = NISTResponseFile(decrypt).cases.filter { $0.section["IVlen"] == "96" && $0.section["Taglen"] == "128" && $0.fails }
+        let failing = NISTResponseFile(decrypt).cases.filter {
+            $0.section["IVlen"] == "96" && $0.section["Taglen"] == "128" && $0.fails
+        }
         #expect(failing.count > 100, "the decrypt file's FAIL cases must be exercised")
         expectAllPass(CryptoSuites.nistGCMDecrypt(decrypt), count: 375, "NIST GCM decrypt")
-        expectAllPass(CryptoSuites.nistGCMEncrypt(try text("nist-cavp/GCM/gcmEncryptExtIV256.rsp")), count: 375, "NIST GCM encrypt")
+        expectAllPass(
+            CryptoSuites.nistGCMEncrypt(try text("nist-cavp/GCM/gcmEncryptExtIV256.rsp")), count: 375,
+            "NIST GCM encrypt")
         let wycheproof = try WycheproofFile(json: PackagePaths.vector("wycheproof/aes_gcm_test.json"))
         let cases = CryptoSuites.aesGCM(wycheproof)
         #expect(cases.count == 66)
@@ -34,7 +40,8 @@ import Testing
     }
 
     @Test func pbkdf2AndHKDF() throws {
-        let pbkdf2 = CryptoSuites.pbkdf2(try WycheproofFile(json: PackagePaths.vector("wycheproof/pbkdf2_hmacsha256_test.json")))
+        let pbkdf2 = CryptoSuites.pbkdf2(
+            try WycheproofFile(json: PackagePaths.vector("wycheproof/pbkdf2_hmacsha256_test.json")))
         expectAllPass(pbkdf2, count: 60, "PBKDF2")
         let hkdf = CryptoSuites.hkdf(try WycheproofFile(json: PackagePaths.vector("wycheproof/hkdf_sha256_test.json")))
         expectAllPass(hkdf, count: 86, "HKDF")
@@ -42,8 +49,13 @@ import Testing
 
     @Test func rfc7914PBKDF2() throws {
         // RFC 7914 §11, first vector: P = "passwd", S = "salt", c = 1, dkLen = 64.
-        let key = try PBKDF2.deriveKeyUnsafe(passphrase: SecretBytes(utf8: "passwd"), salt: Array("salt".utf8), unsafeIterations: 1, length: 64)
-        #expect(key.withUnsafeBytes { Hex.encode($0) } == "55ac046e56e3089fec1691c22544b605f94185216dde0465e68b9d57c20dacbc49ca9cccf179b645991664b39d77ef317c71b845b1e30bd509112041d3a19783")
+        let key = try PBKDF2.deriveKeyUnsafe(
+            passphrase: SecretBytes(utf8: "passwd"), salt: Array("salt".utf8), unsafeIterations: 1, length: 64)
+        #expect(
+            key.withUnsafeBytes { Hex.encode($0) }
+                == "55ac046e56e3089fec1691c22544b605f94185216dde0465e68b9d57c20dacbc"
+                + "49ca9cccf179b645991664b39d77ef317c71b845b1e30bd509112041d3a19783"
+        )
     }
 
     @Test func envelopeVectors() throws {

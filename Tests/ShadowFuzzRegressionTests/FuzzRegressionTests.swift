@@ -29,7 +29,9 @@ import Testing
     @Test func everyCorpusFolderHasAHarness() throws {
         let names = Set(FuzzTargets.all.map(\.name))
         for folder in ["Corpus", "FailCases"] {
-            let present = (try? FileManager.default.contentsOfDirectory(atPath: Self.root.appendingPathComponent(folder).path)) ?? []
+            let present =
+                (try? FileManager.default.contentsOfDirectory(atPath: Self.root.appendingPathComponent(folder).path))
+                ?? []
             for name in present where !name.hasPrefix(".") && !name.hasSuffix(".md") {
                 #expect(names.contains(name), "FuzzTesting/\(folder)/\(name) has no harness")
             }

@@ -30,34 +30,46 @@ import Testing
 
     func identityToken(subject: String, issuedAt: Int64) throws -> String {
         try signer.sign(claims: [
-            "iss": "https://appleid.apple.com", "aud": .string(Self.client), "sub": .string(subject), "iat": .int(issuedAt), "exp": .int(issuedAt + 600),
+            "iss": "https://appleid.apple.com", "aud": .string(Self.client), "sub": .string(subject),
+            "iat": .int(issuedAt), "exp": .int(issuedAt + 600),
         ])
     }
 
     func notification(_ type: String, subject: String, jti: String) throws -> ByteBuffer {
         let events: JSONObject = ["type": .string(type), "sub": .string(subject), "event_time": .int((now - 1) * 1000)]
         let claims: JSONObject = [
-            "iss": "https://appleid.apple.com", "aud": .string(Self.client), "iat": .int(now - 1), "exp": .int(now + 600), "jti": .string(jti),
+            "iss": "https://appleid.apple.com", "aud": .string(Self.client), "iat": .int(now - 1),
+            "exp": .int(now + 600), "jti": .string(jti),
             "events": .string(JSONValue.object(events).serialized()),
         ]
         return ByteBuffer(string: JSONValue.object(["payload": .string(try signer.sign(claims: claims))]).serialized())
     }
 
     @Test func notificationsRevokeAndTheMiddlewareRefusesRevokedUsers() async throws {
-        let store = try await SQLiteCredentialStore.open(path: directory.path + "/state.sqlite", unlock: .key(SecretBytes((0..<32).map { UInt8($0) })))
+        let store = try await SQLiteCredentialStore.open(
+            path: directory.path + "/state.sqlite", unlock: .key(SecretBytes((0..<32).map { UInt8($0) })))
         defer { Task { await store.close() } }
         let router = Router(context: AppleIdentityContext.self)
-        router.addAppleNotifications(receiver: AppleNotificationReceiver(clientIDs: [Self.client], keys: keys, store: store))
+        router.addAppleNotifications(
+            receiver: AppleNotificationReceiver(clientIDs: [Self.client], keys: keys, store: store))
         let validator = AppleIdentityTokenValidator(clientIDs: [Self.client])
-        router.group("api").add(middleware: AppleIdentityMiddleware(validator: validator, keys: keys, states: store)).get("me") { _, context -> String in
-            "\(context.appleIdentity?.token.subject ?? "-") \(context.appleIdentity?.status?.state.description ?? "-")"
-        }
+        router.group("api").add(middleware: AppleIdentityMiddleware(validator: validator, keys: keys, states: store))
+            .get("me") { _, context -> String in
+                """
+                \(context.appleIdentity?.token.subject ?? "-") \
+                \(context.appleIdentity?.status?.state.description ?? "-")
+                """
+            }
         let app = Application(router: router)
         let subject = "001.hb.1"
-        _ = try await store.apply([try CredentialEvent(kind: .signIn, clientID: Self.client, subject: subject, timeMilliseconds: (now - 100) * 1000, id: "s1")])
+        _ = try await store.apply([
+            try CredentialEvent(
+                kind: .signIn, clientID: Self.client, subject: subject, timeMilliseconds: (now - 100) * 1000, id: "s1")
+        ])
         let token = try identityToken(subject: subject, issuedAt: now - 50)
         try await app.test(.router) { client in
-            try await client.execute(uri: "/api/me", method: .get, headers: [.authorization: "Bearer \(token)"]) { response in
+            try await client.execute(uri: "/api/me", method: .get, headers: [.authorization: "Bearer \(token)"]) {
+                response in
                 #expect(response.status == .ok)
                 #expect(String(buffer: response.body) == "\(subject) authorized")
             }
@@ -65,16 +77,20 @@ import Testing
                 #expect(response.status == .unauthorized && response.headers[.wwwAuthenticate] == "Bearer")
                 #expect(String(buffer: response.body).contains("missing_token"))
             }
-            try await client.execute(uri: "/api/me", method: .get, headers: [.authorization: "Bearer x.y.z"]) { response in
+            try await client.execute(uri: "/api/me", method: .get, headers: [.authorization: "Bearer x.y.z"]) {
+                response in
                 #expect(response.status == .unauthorized)
             }
             // The scheme in any case; anything else is no bearer token at all.
-            try await client.execute(uri: "/api/me", method: .get, headers: [.authorization: "bEARER \(token)"]) { response in
+            try await client.execute(uri: "/api/me", method: .get, headers: [.authorization: "bEARER \(token)"]) {
+                response in
                 #expect(response.status == .ok)
             }
             for header in ["Basic \(token)", "Bearer", "Bearer ", "Bearer\t\(token)", "Bearér \(token)"] {
                 try await client.execute(uri: "/api/me", method: .get, headers: [.authorization: header]) { response in
-                    #expect(response.status == .unauthorized && String(buffer: response.body).contains("missing_token"), "\(header.prefix(10))")
+                    #expect(
+                        response.status == .unauthorized && String(buffer: response.body).contains("missing_token"),
+                        "\(header.prefix(10))")
                 }
             }
             // Apple revokes consent: 200 applied, then 200 duplicate; the token is refused from then on.
@@ -85,14 +101,18 @@ import Testing
             try await client.execute(uri: "/apple/notifications", method: .post, body: body) { response in
                 #expect(response.status == .ok && String(buffer: response.body) == #"{"outcome":"duplicate"}"#)
             }
-            try await client.execute(uri: "/api/me", method: .get, headers: [.authorization: "Bearer \(token)"]) { response in
+            try await client.execute(uri: "/api/me", method: .get, headers: [.authorization: "Bearer \(token)"]) {
+                response in
                 #expect(response.status == .unauthorized)
                 #expect(String(buffer: response.body).contains("credential_revoked"))
             }
-            try await client.execute(uri: "/apple/notifications", method: .post, body: ByteBuffer(string: "not json")) { response in
+            try await client.execute(uri: "/apple/notifications", method: .post, body: ByteBuffer(string: "not json")) {
+                response in
                 #expect(response.status == .badRequest)
             }
-            try await client.execute(uri: "/apple/notifications", method: .post, body: ByteBuffer(repeating: 0x20, count: 64 * 1024 + 10)) { response in
+            try await client.execute(
+                uri: "/apple/notifications", method: .post, body: ByteBuffer(repeating: 0x20, count: 64 * 1024 + 10)
+            ) { response in
                 #expect(response.status == .contentTooLarge)
             }
         }

@@ -123,8 +123,16 @@ import Testing
     }
 
     @Test func everyFailedRuleIsReported() {
-        let policy = ClaimPolicy(issuer: "i", audiences: ["a"], maxAge: 10, requiredClaims: ["sub"], nonce: .equals("n"))
-        let claims: JSONObject = ["iss": "x", "aud": "y", "exp": .int(Int64(now) - 100), "nbf": .int(Int64(now) + 100), "iat": .int(Int64(now) - 1000)]
-        #expect(rules(claims, policy) == ["iss:mismatch", "aud:mismatch", "exp:expired", "nbf:not_yet_valid", "iat:too_old", "sub:missing", "nonce:missing"])
+        let policy = ClaimPolicy(
+            issuer: "i", audiences: ["a"], maxAge: 10, requiredClaims: ["sub"], nonce: .equals("n"))
+        let claims: JSONObject = [
+            "iss": "x", "aud": "y", "exp": .int(Int64(now) - 100), "nbf": .int(Int64(now) + 100),
+            "iat": .int(Int64(now) - 1000),
+        ]
+        #expect(
+            rules(claims, policy) == [
+                "iss:mismatch", "aud:mismatch", "exp:expired", "nbf:not_yet_valid", "iat:too_old", "sub:missing",
+                "nonce:missing",
+            ])
     }
 }

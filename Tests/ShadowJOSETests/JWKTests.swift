@@ -50,7 +50,9 @@ import Testing
         #expect(key.json["n"]?.stringValue == modulus(bits: 2048), "the canonical form drops the zero")
     }
 
-    @Test(arguments: [("AQ", "between 3"), ("Ag", "odd"), ("AAE", "between 3"), ("AQAAAAE", "between 3"), ("", "between 3")])
+    @Test(arguments: [
+        ("AQ", "between 3"), ("Ag", "odd"), ("AAE", "between 3"), ("AQAAAAE", "between 3"), ("", "between 3"),
+    ])
     func refusesUnusualExponents(e: String, reason: String) {
         expectInvalidKey(reason) { try rsa(n: modulus(bits: 2048), e: e) }
     }
@@ -122,7 +124,8 @@ import Testing
     }
 
     @Test func thumbprintMatchesRFC7638() throws {
-        let file = try #require(try StrictJSON.parse(PackagePaths.vector("rfc/rfc7638-3.1-thumbprint.json")).objectValue)
+        let file = try #require(
+            try StrictJSON.parse(PackagePaths.vector("rfc/rfc7638-3.1-thumbprint.json")).objectValue)
         let jwk = try JWK(json: try #require(file["jwk"]?.objectValue))
         #expect(jwk.thumbprint == "NzbLsXh8uDCcd-6MNwXF4W_7noWXFZAfHkxZsRGC9Xs")
         #expect(jwk.thumbprint == file["thumbprint"]?.stringValue)
@@ -132,7 +135,8 @@ import Testing
         let plain = try TestKeys.jwk(TestKeys.p256, kid: nil, alg: nil)
         let labelled = try TestKeys.jwk(TestKeys.p256, kid: "some-kid", alg: .es256)
         #expect(plain.thumbprint == labelled.thumbprint)
-        let reordered = try JWK(jsonText: #"{"y":"\#(plain.json["y"]?.stringValue ?? "")","x":"\#(plain.json["x"]?.stringValue ?? "")","crv":"P-256","kty":"EC"}"#)
+        let (x, y) = (plain.json["x"]?.stringValue ?? "", plain.json["y"]?.stringValue ?? "")
+        let reordered = try JWK(jsonText: #"{"y":"\#(y)","x":"\#(x)","crv":"P-256","kty":"EC"}"#)
         #expect(reordered.thumbprint == plain.thumbprint)
     }
 }
@@ -157,7 +161,9 @@ import Testing
         #expect(set.skipped[2].reason.contains("RS512"))
         // A kid that names a skipped entry says why it cannot be used.
         #expect(throws: JOSEError(.unknownKey, "")) { try set.key(for: "rs512", algorithm: .rs256) }
-        do { _ = try set.key(for: "rs512", algorithm: .rs256) } catch let error as JOSEError { #expect(error.reason.contains("skipped")) }
+        do { _ = try set.key(for: "rs512", algorithm: .rs256) } catch let error as JOSEError {
+            #expect(error.reason.contains("skipped"))
+        }
     }
 
     @Test func refusesDuplicateKeyIDs() throws {
@@ -204,7 +210,9 @@ import Testing
         let ec = try TestKeys.jwk(TestKeys.p256, kid: "e")
         #expect(try JWKSet(keys: [rsa, ec]).key(for: nil, algorithm: .es256).keyID == "e")
         #expect(try JWKSet(keys: [rsa, ec]).key(for: nil, algorithm: .rs256).keyID == "r")
-        #expect(throws: JOSEError(.unknownKey, "")) { try JWKSet(keys: [rsa, rsa2, ec]).key(for: nil, algorithm: .rs256) }
+        #expect(throws: JOSEError(.unknownKey, "")) {
+            try JWKSet(keys: [rsa, rsa2, ec]).key(for: nil, algorithm: .rs256)
+        }
         #expect(throws: JOSEError(.unknownKey, "")) { try JWKSet(keys: [rsa]).key(for: nil, algorithm: .es256) }
     }
 }

@@ -7,7 +7,10 @@ import Testing
 
 /// Standard vectors through the JWS layer; each case reports its tcId when it fails.
 @Suite struct VectorTests {
-    @Test(arguments: ["ecdsa_secp256r1_sha256_p1363_test.json", "ecdsa_secp256r1_sha256_test.json", "rsa_signature_2048_sha256_test.json"])
+    @Test(arguments: [
+        "ecdsa_secp256r1_sha256_p1363_test.json", "ecdsa_secp256r1_sha256_test.json",
+        "rsa_signature_2048_sha256_test.json",
+    ])
     func wycheproof(file: String) throws {
         let vectors = try WycheproofFile(json: PackagePaths.vector("wycheproof/" + file))
         let cases: [VectorCase]
@@ -26,7 +29,9 @@ import Testing
 
     @Test func rsaAcceptableMissingNullIsRejectedAsDocumented() throws {
         let vectors = try WycheproofFile(json: PackagePaths.vector("wycheproof/rsa_signature_2048_sha256_test.json"))
-        let acceptable = vectors.groups.flatMap { group in group.tests.filter { $0.result == .acceptable }.map { (group, $0) } }
+        let acceptable = vectors.groups.flatMap { group in
+            group.tests.filter { $0.result == .acceptable }.map { (group, $0) }
+        }
         #expect(acceptable.map(\.1.tcId) == [8])
         for (group, test) in acceptable {
             let key = try JWK(json: try #require(group.fields["keyJwk"]?.objectValue))
@@ -42,10 +47,14 @@ import Testing
         let group = try #require(vectors.groups.first)
         let key = try JWK(json: try #require(group.fields["publicKeyJwk"]?.objectValue))
         let valid = try #require(group.tests.first { $0.result == .valid })
-        #expect(throws: Never.self) { try key.verifySignature(try valid.bytes("sig"), signingInput: try valid.bytes("msg"), algorithm: .es256) }
+        #expect(throws: Never.self) {
+            try key.verifySignature(try valid.bytes("sig"), signingInput: try valid.bytes("msg"), algorithm: .es256)
+        }
         var message = try valid.bytes("msg")
         message.append(0)
-        #expect(throws: JOSEError.self) { try key.verifySignature(try valid.bytes("sig"), signingInput: message, algorithm: .es256) }
+        #expect(throws: JOSEError.self) {
+            try key.verifySignature(try valid.bytes("sig"), signingInput: message, algorithm: .es256)
+        }
     }
 
     @Test(arguments: ["rfc/rfc7515-a2-rs256.json", "rfc/rfc7515-a3-es256.json", "rfc/rfc7638-3.1-thumbprint.json"])
@@ -71,16 +80,23 @@ import Testing
         }
         var onDisk: Set<String> = []
         for folder in EmbeddedVectors.folders {
-            let names = try FileManager.default.contentsOfDirectory(atPath: PackagePaths.vectors.appendingPathComponent(folder).path)
+            let names = try FileManager.default.contentsOfDirectory(
+                atPath: PackagePaths.vectors.appendingPathComponent(folder).path)
             onDisk.formUnion(names.filter { $0.hasSuffix(".json") }.map { "\(folder)/\($0)" })
         }
-        #expect(onDisk == Set(EmbeddedVectors.files.keys), "not embedded: \(onDisk.subtracting(EmbeddedVectors.files.keys).sorted()); run Scripts/embed-vectors")
+        #expect(
+            onDisk == Set(EmbeddedVectors.files.keys),
+            "not embedded: \(onDisk.subtracting(EmbeddedVectors.files.keys).sorted()); run Scripts/embed-vectors")
     }
 
     @Test func selftestRunsEverySuiteFromTheVectorDirectory() {
         let results = SelfTest.run(vectorsDirectory: PackagePaths.vectors.path)
         #expect(results.count == SelfTest.suites.count)
-        for result in results { #expect(result.succeeded, "\(result.name): \(result.error ?? "") \(result.cases.filter { !$0.passed }.map(\.detail))") }
+        for result in results {
+            #expect(
+                result.succeeded,
+                "\(result.name): \(result.error ?? "") \(result.cases.filter { !$0.passed }.map(\.detail))")
+        }
         let missing = SelfTest.run(vectorsDirectory: "/nonexistent")
         #expect(missing.contains { $0.error != nil && !$0.succeeded })
     }

@@ -22,7 +22,9 @@ import Testing
             clock: .fixed(Date(timeIntervalSince1970: TimeInterval(now))))
     }
 
-    private func expectRejected(_ token: String, _ code: JOSEError.Code, mentioning text: String? = nil, verifier: JWTVerifier? = nil) {
+    private func expectRejected(
+        _ token: String, _ code: JOSEError.Code, mentioning text: String? = nil, verifier: JWTVerifier? = nil
+    ) {
         do {
             let verified = try (verifier ?? self.verifier).verify(token, keys: keys)
             Issue.record("accepted; claims \(verified.claims.json.serialized())")
@@ -58,7 +60,9 @@ import Testing
                         var newParts = parts
                         newParts[segment] = Base64URL.encode(changed)
                         let tampered = newParts.joined(separator: ".")
-                        #expect(throws: JOSEError.self, "\(signer.algorithm) segment \(segment) byte \(byte) bit \(bit)") {
+                        #expect(
+                            throws: JOSEError.self, "\(signer.algorithm) segment \(segment) byte \(byte) bit \(bit)"
+                        ) {
                             try verifier.verify(tampered, keys: keys)
                         }
                     }
@@ -84,7 +88,9 @@ import Testing
         let publicKey = TestKeys.rsa.publicKey
         for secret in [Array(publicKey.pemRepresentation.utf8), Array(publicKey.derRepresentation)] {
             for alg in ["HS256", "HS384", "HS512"] {
-                let input = Base64URL.encode(Array(#"{"alg":"\#(alg)","kid":"rsa-1"}"#.utf8)) + "." + Base64URL.encode(Array(TokenFactory.claims(now: now).serialized().utf8))
+                let input =
+                    Base64URL.encode(Array(#"{"alg":"\#(alg)","kid":"rsa-1"}"#.utf8)) + "."
+                    + Base64URL.encode(Array(TokenFactory.claims(now: now).serialized().utf8))
                 let mac = HMAC<SHA256>.authenticationCode(for: Array(input.utf8), using: SymmetricKey(data: secret))
                 expectRejected(input + "." + Base64URL.encode(Array(mac)), .disallowedAlgorithm, mentioning: "HMAC")
             }
@@ -110,16 +116,22 @@ import Testing
         rsaOnly.algorithms = [.rs256]
         expectRejected(token, .disallowedAlgorithm, mentioning: "allowed", verifier: rsaOnly)
         for alg in ["RS384", "PS256", "ES384", "EdDSA", "rs256"] {
-            let forged = try TokenFactory.raw(header: #"{"alg":"\#(alg)","kid":"rsa-1"}"#, payload: TokenFactory.claims(now: now).serialized(), rsa: TestKeys.rsa)
+            let forged = try TokenFactory.raw(
+                header: #"{"alg":"\#(alg)","kid":"rsa-1"}"#, payload: TokenFactory.claims(now: now).serialized(),
+                rsa: TestKeys.rsa)
             expectRejected(forged, .disallowedAlgorithm, mentioning: alg)
         }
     }
 
     @Test func headerAlgMustMatchTheKey() throws {
         // ES256 header naming the RSA key, and RS256 naming the EC key.
-        let es = try TokenFactory.raw(header: #"{"alg":"ES256","kid":"rsa-1"}"#, payload: TokenFactory.claims(now: now).serialized(), p256: TestKeys.p256)
+        let es = try TokenFactory.raw(
+            header: #"{"alg":"ES256","kid":"rsa-1"}"#, payload: TokenFactory.claims(now: now).serialized(),
+            p256: TestKeys.p256)
         expectRejected(es, .algorithmKeyMismatch, mentioning: "cannot verify ES256")
-        let rs = try TokenFactory.raw(header: #"{"alg":"RS256","kid":"ec-1"}"#, payload: TokenFactory.claims(now: now).serialized(), rsa: TestKeys.rsa)
+        let rs = try TokenFactory.raw(
+            header: #"{"alg":"RS256","kid":"ec-1"}"#, payload: TokenFactory.claims(now: now).serialized(),
+            rsa: TestKeys.rsa)
         expectRejected(rs, .algorithmKeyMismatch, mentioning: "cannot verify RS256")
     }
 
@@ -140,9 +152,11 @@ import Testing
 
     @Test func criticalHeaders() throws {
         let claims = TokenFactory.claims(now: now).serialized()
-        let unknown = try TokenFactory.raw(header: #"{"alg":"RS256","kid":"rsa-1","crit":["exp"],"exp":1}"#, payload: claims, rsa: TestKeys.rsa)
+        let unknown = try TokenFactory.raw(
+            header: #"{"alg":"RS256","kid":"rsa-1","crit":["exp"],"exp":1}"#, payload: claims, rsa: TestKeys.rsa)
         expectRejected(unknown, .unsupportedCriticalHeader, mentioning: "\"exp\"")
-        let b64 = try TokenFactory.raw(header: #"{"alg":"RS256","kid":"rsa-1","crit":["b64"],"b64":false}"#, payload: claims, rsa: TestKeys.rsa)
+        let b64 = try TokenFactory.raw(
+            header: #"{"alg":"RS256","kid":"rsa-1","crit":["b64"],"b64":false}"#, payload: claims, rsa: TestKeys.rsa)
         expectRejected(b64, .unsupportedCriticalHeader, mentioning: "\"b64\"")
         var understanding = verifier
         understanding.understoodCriticalHeaders = ["exp"]
@@ -152,16 +166,20 @@ import Testing
             #"{"alg":"RS256","kid":"rsa-1","crit":["alg"]}"#, #"{"alg":"RS256","kid":"rsa-1","crit":["absent"]}"#,
             #"{"alg":"RS256","kid":"rsa-1","crit":[1]}"#,
         ] {
-            expectRejected(try TokenFactory.raw(header: header, payload: claims, rsa: TestKeys.rsa), .malformedToken, mentioning: "crit")
+            expectRejected(
+                try TokenFactory.raw(header: header, payload: claims, rsa: TestKeys.rsa), .malformedToken,
+                mentioning: "crit")
         }
     }
 
     @Test func duplicateMembersAreRejected() throws {
         let claims = TokenFactory.claims(now: now).serialized()
-        let header = try TokenFactory.raw(header: #"{"alg":"RS256","kid":"rsa-1","alg":"none"}"#, payload: claims, rsa: TestKeys.rsa)
+        let header = try TokenFactory.raw(
+            header: #"{"alg":"RS256","kid":"rsa-1","alg":"none"}"#, payload: claims, rsa: TestKeys.rsa)
         expectRejected(header, .malformedToken, mentioning: "duplicate member name \"alg\"")
         let payload = try TokenFactory.raw(
-            header: #"{"alg":"RS256","kid":"rsa-1"}"#, payload: #"{"iss":"https://issuer.example","aud":"app.example","exp":1700003600,"sub":"a","sub":"admin"}"#,
+            header: #"{"alg":"RS256","kid":"rsa-1"}"#,
+            payload: #"{"iss":"https://issuer.example","aud":"app.example","exp":1700003600,"sub":"a","sub":"admin"}"#,
             rsa: TestKeys.rsa)
         expectRejected(payload, .malformedToken, mentioning: "duplicate member name \"sub\"")
     }
@@ -175,11 +193,15 @@ import Testing
         #expect(throws: Never.self) { try roomy.verify(big, keys: keys) }
         var tight = verifier
         tight.maxTokenBytes = 100
-        expectRejected(try rsaSigner.sign(claims: TokenFactory.claims(now: now)), .malformedToken, mentioning: "limit is 100", verifier: tight)
+        expectRejected(
+            try rsaSigner.sign(claims: TokenFactory.claims(now: now)), .malformedToken, mentioning: "limit is 100",
+            verifier: tight)
     }
 
     @Test func paddedSegmentsAreRejected() throws {
-        let token = try ecSigner.sign(claims: ["iss": "https://issuer.example", "aud": "app.example", "exp": .int(now + 60), "x": "ab"])
+        let token = try ecSigner.sign(claims: [
+            "iss": "https://issuer.example", "aud": "app.example", "exp": .int(now + 60), "x": "ab",
+        ])
         let parts = TokenFactory.segments(token)
         for segment in 0..<3 where parts[segment].count % 4 != 0 {
             var padded = parts
@@ -198,7 +220,8 @@ import Testing
         let parts = TokenFactory.segments(token)
         expectRejected(parts[0] + "." + parts[1], .malformedToken, mentioning: "2 segments")
         expectRejected(token + "." + parts[2], .malformedToken, mentioning: "4 segments")
-        expectRejected([parts[0], "", parts[1], parts[2], parts[2]].joined(separator: "."), .malformedToken, mentioning: "JWE")
+        expectRejected(
+            [parts[0], "", parts[1], parts[2], parts[2]].joined(separator: "."), .malformedToken, mentioning: "JWE")
         expectRejected("", .malformedToken, mentioning: "empty")
         expectRejected(" " + token, .malformedToken)
         let array = try TokenFactory.raw(header: #"{"alg":"RS256","kid":"rsa-1"}"#, payload: "[1,2]", rsa: TestKeys.rsa)
@@ -232,7 +255,8 @@ import Testing
         let order: [UInt8] = try Hex.decode("ffffffff00000000ffffffffffffffffbce6faada7179e84f3b9cac2fc632551")
         var generator = SeededGenerator(seed: 0xEC_D5A)
         for index in 0..<16 {
-            let token = try ecSigner.sign(claims: TokenFactory.claims(now: now, extra: ["n": .int(Int64(generator.next() >> 1))]))
+            let token = try ecSigner.sign(
+                claims: TokenFactory.claims(now: now, extra: ["n": .int(Int64(generator.next() >> 1))]))
             var parts = TokenFactory.segments(token)
             let signature = try Base64URL.decode(parts[2])
             // n - s, big-endian, with borrows.
@@ -264,24 +288,38 @@ import Testing
         var typed = verifier
         typed.expectedType = "JWT"
         for typ in ["JWT", "jwt", "application/jwt", "Application/JWT"] {
-            #expect(throws: Never.self, "\(typ)") { try typed.verify(try rsaSigner.sign(claims: TokenFactory.claims(now: now), header: ["typ": .string(typ)]), keys: keys) }
+            #expect(throws: Never.self, "\(typ)") {
+                try typed.verify(
+                    try rsaSigner.sign(claims: TokenFactory.claims(now: now), header: ["typ": .string(typ)]), keys: keys
+                )
+            }
         }
-        expectRejected(try rsaSigner.sign(claims: TokenFactory.claims(now: now), header: ["typ": "at+jwt"]), .claimsRejected, mentioning: "typ", verifier: typed)
-        expectRejected(try rsaSigner.sign(claims: TokenFactory.claims(now: now)), .claimsRejected, mentioning: "typ", verifier: typed)
-        #expect(throws: Never.self) { try verifier.verify(try rsaSigner.sign(claims: TokenFactory.claims(now: now), header: ["typ": "anything"]), keys: keys) }
+        expectRejected(
+            try rsaSigner.sign(claims: TokenFactory.claims(now: now), header: ["typ": "at+jwt"]), .claimsRejected,
+            mentioning: "typ", verifier: typed)
+        expectRejected(
+            try rsaSigner.sign(claims: TokenFactory.claims(now: now)), .claimsRejected, mentioning: "typ",
+            verifier: typed)
+        #expect(throws: Never.self) {
+            try verifier.verify(
+                try rsaSigner.sign(claims: TokenFactory.claims(now: now), header: ["typ": "anything"]), keys: keys)
+        }
     }
 
     @Test func embeddedHeaderKeysAreIgnored() throws {
         // A token carrying its own key in "jwk" must still verify only against the set.
         let attacker = P256.Signing.PrivateKey()
         let jwk = try JWK(p256: attacker.publicKey).json
-        let token = try JWSSigner.es256(attacker, keyID: "ec-1").sign(claims: TokenFactory.claims(now: now), header: ["jwk": .object(jwk)])
+        let token = try JWSSigner.es256(attacker, keyID: "ec-1").sign(
+            claims: TokenFactory.claims(now: now), header: ["jwk": .object(jwk)])
         expectRejected(token, .invalidSignature)
     }
 
     @Test func signersRefuseToOverrideAlgOrKid() throws {
         #expect(throws: JOSEError.self) { try rsaSigner.sign(claims: [:], header: ["alg": "none"]) }
-        #expect(throws: JOSEError.self) { try JWSSigner.rs256(_RSA.Signing.PrivateKey(unsafeKeySize: .init(bitCount: 1024))) }
+        #expect(throws: JOSEError.self) {
+            try JWSSigner.rs256(_RSA.Signing.PrivateKey(unsafeKeySize: .init(bitCount: 1024)))
+        }
         let signature = try Base64URL.decode(TokenFactory.segments(try ecSigner.sign(claims: [:]))[2])
         #expect(signature.count == 64)
     }
@@ -317,7 +355,9 @@ import Testing
         let token = try signer.sign(claims: TokenFactory.claims(now: now, extra: ["role": "admin"]))
         let session = try verifier.verify(token, as: Session.self, keys: keys)
         #expect(session == Session(sub: "user-1", aud: "app.example", exp: Int(now) + 3600, role: "admin"))
-        func viaSource(_ source: some JWKSource) async throws -> Session { try await verifier.verify(token, as: Session.self, keys: source) }
+        func viaSource(_ source: some JWKSource) async throws -> Session {
+            try await verifier.verify(token, as: Session.self, keys: source)
+        }
         #expect(try await viaSource(keys) == session)
     }
 
@@ -334,8 +374,12 @@ import Testing
 
     @Test func nothingIsDecodedFromATokenThatFailsVerification() throws {
         let expired = try signer.sign(claims: TokenFactory.claims(now: now - 7200))
-        #expect { try verifier.verify(expired, as: Session.self, keys: keys) } throws: { ($0 as? JOSEError)?.code == .claimsRejected }
+        #expect { try verifier.verify(expired, as: Session.self, keys: keys) } throws: {
+            ($0 as? JOSEError)?.code == .claimsRejected
+        }
         let other = try JWSSigner.es256(TestKeys.p256b, keyID: "ec-1").sign(claims: TokenFactory.claims(now: now))
-        #expect { try verifier.verify(other, as: Session.self, keys: keys) } throws: { ($0 as? JOSEError)?.code == .invalidSignature }
+        #expect { try verifier.verify(other, as: Session.self, keys: keys) } throws: {
+            ($0 as? JOSEError)?.code == .invalidSignature
+        }
     }
 }

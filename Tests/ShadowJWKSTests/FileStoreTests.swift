@@ -30,7 +30,10 @@ import Testing
         #expect(try Files.ownerAndMode(store.path)?.mode == 0o600)
         #expect(try Files.ownerAndMode(directory.path + "/cache/jwks")?.mode == 0o700)
         // No temporary files are left behind.
-        #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path + "/cache/jwks").filter { $0.hasPrefix(".") }.isEmpty)
+        #expect(
+            try FileManager.default.contentsOfDirectory(atPath: directory.path + "/cache/jwks").filter {
+                $0.hasPrefix(".")
+            }.isEmpty)
     }
 
     @Test func refusesTamperedLooseOrForeignFiles() throws {
@@ -57,18 +60,29 @@ import Testing
     }
 
     @Test func formatMatchesTheBundledVector() throws {
-        let vector = try #require(try StrictJSON.parse(PackagePaths.vector("shadow/jwks-cache/cache-v1.json")).objectValue)
-        let fileText = String(decoding: try PackagePaths.vector("shadow/jwks-cache/" + (vector["file"]?.stringValue ?? "")), as: UTF8.self)
+        let vector = try #require(
+            try StrictJSON.parse(PackagePaths.vector("shadow/jwks-cache/cache-v1.json")).objectValue)
+        let fileText = String(
+            decoding: try PackagePaths.vector("shadow/jwks-cache/" + (vector["file"]?.stringValue ?? "")), as: UTF8.self
+        )
         let snapshot = try FileKeySetStore.decode(Array(fileText.utf8), url: vector["url"]?.stringValue ?? "")
         #expect(snapshot.etag == vector["etag"]?.stringValue)
         #expect(snapshot.body.map { String(decoding: $0, as: UTF8.self) } == vector["body"]?.stringValue)
-        #expect(snapshot.fetchedAt?.timeIntervalSince1970 == vector["fetchedAtMs"]?.numberValue.map { $0.doubleValue / 1000 })
+        #expect(
+            snapshot.fetchedAt?.timeIntervalSince1970
+                == vector["fetchedAtMs"]?.numberValue.map { $0.doubleValue / 1000 })
         // Our encoder produces the vector byte for byte.
         #expect(FileKeySetStore.encode(snapshot, url: vector["url"]?.stringValue ?? "") == fileText)
-        let tampered = String(decoding: try PackagePaths.vector("shadow/jwks-cache/" + (vector["tamperedFile"]?.stringValue ?? "")), as: UTF8.self)
-        #expect(throws: (any Error).self) { try FileKeySetStore.decode(Array(tampered.utf8), url: vector["url"]?.stringValue ?? "") }
+        let tampered = String(
+            decoding: try PackagePaths.vector("shadow/jwks-cache/" + (vector["tamperedFile"]?.stringValue ?? "")),
+            as: UTF8.self)
+        #expect(throws: (any Error).self) {
+            try FileKeySetStore.decode(Array(tampered.utf8), url: vector["url"]?.stringValue ?? "")
+        }
         let flipped = fileText.replacingOccurrences(of: "\"version\":1", with: "\"version\":2")
-        #expect(throws: (any Error).self) { try FileKeySetStore.decode(Array(flipped.utf8), url: vector["url"]?.stringValue ?? "") }
+        #expect(throws: (any Error).self) {
+            try FileKeySetStore.decode(Array(flipped.utf8), url: vector["url"]?.stringValue ?? "")
+        }
     }
 
     @Test func cooldownAndNegativeCacheHoldAcrossProviders() async throws {
@@ -78,8 +92,9 @@ import Testing
         var configuration = JWKSProvider.Configuration(url: server.url("/keys"))
         configuration.allowLoopbackHTTP = true
         func freshProvider() throws -> JWKSProvider {
-            try JWKSProvider(configuration: configuration, transport: DefaultHTTPTransport(allowLoopbackHTTP: true),
-                             store: FileKeySetStore(url: configuration.url, directory: directory.path), clock: clock.clock)
+            try JWKSProvider(
+                configuration: configuration, transport: DefaultHTTPTransport(allowLoopbackHTTP: true),
+                store: FileKeySetStore(url: configuration.url, directory: directory.path), clock: clock.clock)
         }
         _ = try await freshProvider().keySet()
         #expect(server.requestCount == 1)

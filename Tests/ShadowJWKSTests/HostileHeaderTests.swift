@@ -17,40 +17,45 @@ import Testing
         return headers
     }
 
-    @Test(arguments: [
-        ([("Cache-Control", "=")], nil),
-        ([("Cache-Control", "=,=,,  ,=5")], nil),
-        ([("Cache-Control", "max-age=")], 0),
-        ([("Cache-Control", "max-age=\"")], 0),
-        ([("Cache-Control", "max-age=-1")], 0),
-        ([("Cache-Control", "max-age=99999999999999999999999999999")], 2_147_483_648),
-        ([("Cache-Control", "max-age=\"120\"")], 120),
-        ([("Cache-Control", "MAX-AGE=7, max-age=9")], 7),
-        ([("Cache-Control", "private=\"a,b\", max-age=30")], 30),
-        ([("Cache-Control", "no-store, max-age=30")], 0),
-        ([("Expires", "Sun, 06 Nov 99999999999999 08:49:37 GMT")], 0),
-        ([("Expires", "Sun, 06 Nov 1994 08:49:37 GMT"), ("Date", "Sun, 06 Nov 99999999999999 08:49:37 GMT")], 0),
-        ([("Expires", "Tue, 14 Nov 2023 23:13:20 GMT"), ("Date", "Tue, 14 Nov 99999999999999 22:13:20 GMT")], 3600),
-        ([("Expires", "Tue, 14 Nov 2023 23:13:20 GMT"), ("Date", "Tuesday, 14-Nov-23 22:13:20 GMT")], 3600),
-        ([("Expires", "Tue Nov 14 23:13:20 2023")], 3600),
-        ([("Expires", "Fri, 31 Dec 9999 23:59:59 GMT")], 253_402_300_799 - 1_700_000_000),
-        ([("Expires", "Sat, 01 Jan 10000 00:00:00 GMT")], 0),
-        ([("Expires", "Sun, 31 Feb 2023 00:00:00 GMT")], 0),
-        ([("Expires", String(repeating: "9", count: 10_000))], 0),
-    ] as [([(String, String)], Double?)])
+    @Test(
+        arguments: [
+            ([("Cache-Control", "=")], nil),
+            ([("Cache-Control", "=,=,,  ,=5")], nil),
+            ([("Cache-Control", "max-age=")], 0),
+            ([("Cache-Control", "max-age=\"")], 0),
+            ([("Cache-Control", "max-age=-1")], 0),
+            ([("Cache-Control", "max-age=99999999999999999999999999999")], 2_147_483_648),
+            ([("Cache-Control", "max-age=\"120\"")], 120),
+            ([("Cache-Control", "MAX-AGE=7, max-age=9")], 7),
+            ([("Cache-Control", "private=\"a,b\", max-age=30")], 30),
+            ([("Cache-Control", "no-store, max-age=30")], 0),
+            ([("Expires", "Sun, 06 Nov 99999999999999 08:49:37 GMT")], 0),
+            ([("Expires", "Sun, 06 Nov 1994 08:49:37 GMT"), ("Date", "Sun, 06 Nov 99999999999999 08:49:37 GMT")], 0),
+            (
+                [("Expires", "Tue, 14 Nov 2023 23:13:20 GMT"), ("Date", "Tue, 14 Nov 99999999999999 22:13:20 GMT")],
+                3600
+            ),
+            ([("Expires", "Tue, 14 Nov 2023 23:13:20 GMT"), ("Date", "Tuesday, 14-Nov-23 22:13:20 GMT")], 3600),
+            ([("Expires", "Tue Nov 14 23:13:20 2023")], 3600),
+            ([("Expires", "Fri, 31 Dec 9999 23:59:59 GMT")], 253_402_300_799 - 1_700_000_000),
+            ([("Expires", "Sat, 01 Jan 10000 00:00:00 GMT")], 0),
+            ([("Expires", "Sun, 31 Feb 2023 00:00:00 GMT")], 0),
+            ([("Expires", String(repeating: "9", count: 10_000))], 0),
+        ] as [([(String, String)], Double?)])
     func freshnessNeverTraps(pairs: [(String, String)], expected: Double?) {
         #expect(HTTPCaching.freshnessLifetime(headers(pairs), now: now) == expected, "\(pairs)")
     }
 
-    @Test(arguments: [
-        ("Sun, 06 Nov 99999999999999 08:49:37 GMT", nil),
-        ("99999999999999999999999", 2_147_483_648),
-        ("120", 120),
-        ("-5", nil),
-        ("Tue, 14 Nov 2023 22:23:20 GMT", 600),
-        ("Tue, 14 Nov 2023 22:03:20 GMT", 0),
-        ("", nil),
-    ] as [(String, Double?)])
+    @Test(
+        arguments: [
+            ("Sun, 06 Nov 99999999999999 08:49:37 GMT", nil),
+            ("99999999999999999999999", 2_147_483_648),
+            ("120", 120),
+            ("-5", nil),
+            ("Tue, 14 Nov 2023 22:23:20 GMT", 600),
+            ("Tue, 14 Nov 2023 22:03:20 GMT", 0),
+            ("", nil),
+        ] as [(String, Double?)])
     func retryAfterNeverTraps(value: String, expected: Double?) {
         #expect(HTTPCaching.retryAfter(headers([("Retry-After", value)]), now: now) == expected, "\(value)")
     }
@@ -59,7 +64,8 @@ import Testing
     @Test func httpDatesRoundTrip() throws {
         var generator = SeededGenerator(seed: 0x0DA7_E5)
         for _ in 0..<1000 {
-            let seconds = Int64.random(in: Timestamp.minimum.wholeSeconds...Timestamp.maximum.wholeSeconds, using: &generator)
+            let seconds = Int64.random(
+                in: Timestamp.minimum.wholeSeconds...Timestamp.maximum.wholeSeconds, using: &generator)
             let time = try #require(Timestamp(wholeSeconds: seconds))
             #expect(HTTPCaching.parseHTTPDate(HTTPCaching.formatHTTPDate(time)) == time, "seed 0x0DA7E5, \(seconds)")
         }
@@ -79,13 +85,15 @@ import Testing
         let signer = try JWSSigner.rs256(TestKeys.rsa, keyID: "key-a")
         let body = TestKeys.jwksJSON([try signer.publicJWK()])
         let hostile: [(String, String)] = [
-            ("Cache-Control", "="), ("Expires", "Sun, 06 Nov 99999999999999 08:49:37 GMT"), ("Date", "Sun, 06 Nov 99999999999999 08:49:37 GMT"),
+            ("Cache-Control", "="), ("Expires", "Sun, 06 Nov 99999999999999 08:49:37 GMT"),
+            ("Date", "Sun, 06 Nov 99999999999999 08:49:37 GMT"),
             ("Retry-After", "Sun, 06 Nov 99999999999999 08:49:37 GMT"),
         ]
         let server = try LoopbackHTTPServer { _ in .json(body, headers: [("Cache-Control", "max-age=60")]) }
         var configuration = JWKSProvider.Configuration(url: server.url("/keys"))
         configuration.allowLoopbackHTTP = true
-        let provider = try JWKSProvider(configuration: configuration, transport: DefaultHTTPTransport(allowLoopbackHTTP: true), clock: clock.clock)
+        let provider = try JWKSProvider(
+            configuration: configuration, transport: DefaultHTTPTransport(allowLoopbackHTTP: true), clock: clock.clock)
         let verifier = JWTVerifier(policy: ClaimPolicy(issuer: "https://issuer.example"), clock: clock.clock)
         _ = try await provider.keySet()
 
@@ -99,7 +107,8 @@ import Testing
         // A 200 with the same headers is a good fetch whose freshness is clamped, not a crash.
         server.setHandler { _ in .json(body, headers: hostile) }
         clock.advance(by: 301)
-        _ = try await verifier.verify(try signer.sign(claims: TokenFactory.claims(now: Int64(clock.now.timeIntervalSince1970))), keys: provider)
+        _ = try await verifier.verify(
+            try signer.sign(claims: TokenFactory.claims(now: Int64(clock.now.timeIntervalSince1970))), keys: provider)
         #expect(server.requestCount == 3)
         #expect(try provider.status.snapshot.expiresAt == clock.now.addingTimeInterval(60))
     }

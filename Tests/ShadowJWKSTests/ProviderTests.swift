@@ -6,7 +6,8 @@ import ShadowTestSupport
 import ShadowHTTP
 import Testing
 
-/// The key-set provider against a real loopback server, through the platform's real transport (AsyncHTTPClient on Linux).
+/// The key-set provider against a real loopback server, through the platform's real transport
+/// (AsyncHTTPClient on Linux).
 @Suite struct ProviderTests {
     let clock = ManualClock()
     let signerA: JWSSigner
@@ -16,7 +17,8 @@ import Testing
     init() throws {
         signerA = try JWSSigner.rs256(TestKeys.rsa, keyID: "key-a")
         signerB = try JWSSigner.rs256(TestKeys.rsa2, keyID: "key-b")
-        verifier = JWTVerifier(policy: ClaimPolicy(issuer: "https://issuer.example", audiences: ["app.example"]), clock: clock.clock)
+        verifier = JWTVerifier(
+            policy: ClaimPolicy(issuer: "https://issuer.example", audiences: ["app.example"]), clock: clock.clock)
     }
 
     func jwks(_ signers: [JWSSigner]) throws -> String { TestKeys.jwksJSON(try signers.map { try $0.publicJWK() }) }
@@ -25,12 +27,17 @@ import Testing
         try signer.sign(claims: TokenFactory.claims(now: Int64(clock.now.timeIntervalSince1970)))
     }
 
-    func provider(_ server: LoopbackHTTPServer, configure: (inout JWKSProvider.Configuration) -> Void = { _ in }, store: (any KeySetStore)? = nil) throws -> JWKSProvider {
+    func provider(
+        _ server: LoopbackHTTPServer, configure: (inout JWKSProvider.Configuration) -> Void = { _ in },
+        store: (any KeySetStore)? = nil
+    ) throws -> JWKSProvider {
         var configuration = JWKSProvider.Configuration(url: server.url("/keys"))
         configuration.allowLoopbackHTTP = true
         configuration.timeout = .seconds(2)
         configure(&configuration)
-        return try JWKSProvider(configuration: configuration, transport: DefaultHTTPTransport(allowLoopbackHTTP: true), store: store, clock: clock.clock)
+        return try JWKSProvider(
+            configuration: configuration, transport: DefaultHTTPTransport(allowLoopbackHTTP: true), store: store,
+            clock: clock.clock)
     }
 
     func expectCode(_ code: JOSEError.Code, _ body: () async throws -> Void) async {
@@ -64,15 +71,16 @@ import Testing
         #expect(server.requestCount == 2)
     }
 
-    @Test(arguments: [
-        (["Cache-Control: max-age=5"], 60.0),
-        (["Cache-Control: max-age=999999"], 86400),
-        (["Cache-Control: no-cache"], 60),
-        ([], 3600),
-        (["Expires: Tue, 14 Nov 2023 22:43:20 GMT", "Date: Tue, 14 Nov 2023 22:13:20 GMT"], 1800),
-        (["Expires: garbage"], 60),
-        (["Cache-Control: max-age=120", "Expires: Tue, 14 Nov 2023 22:43:20 GMT"], 120),
-    ] as [([String], Double)])
+    @Test(
+        arguments: [
+            (["Cache-Control: max-age=5"], 60.0),
+            (["Cache-Control: max-age=999999"], 86400),
+            (["Cache-Control: no-cache"], 60),
+            ([], 3600),
+            (["Expires: Tue, 14 Nov 2023 22:43:20 GMT", "Date: Tue, 14 Nov 2023 22:13:20 GMT"], 1800),
+            (["Expires: garbage"], 60),
+            (["Cache-Control: max-age=120", "Expires: Tue, 14 Nov 2023 22:43:20 GMT"], 120),
+        ] as [([String], Double)])
     func freshnessFromHeadersIsClamped(headerLines: [String], ttl: Double) async throws {
         let body = try jwks([signerA])
         let headers = headerLines.map { line in
@@ -88,8 +96,15 @@ import Testing
     @Test func conditionalRefreshAnd304ExtendFreshness() async throws {
         let body = try jwks([signerA])
         let server = try LoopbackHTTPServer { request in
-            if request.headers["if-none-match"] == "\"v1\"" { return .respond(status: 304, headers: [("Cache-Control", "max-age=300")], body: []) }
-            return .json(body, headers: [("ETag", "\"v1\""), ("Last-Modified", "Tue, 14 Nov 2023 22:13:20 GMT"), ("Cache-Control", "max-age=60")])
+            if request.headers["if-none-match"] == "\"v1\"" {
+                return .respond(status: 304, headers: [("Cache-Control", "max-age=300")], body: [])
+            }
+            return .json(
+                body,
+                headers: [
+                    ("ETag", "\"v1\""), ("Last-Modified", "Tue, 14 Nov 2023 22:13:20 GMT"),
+                    ("Cache-Control", "max-age=60"),
+                ])
         }
         let provider = try provider(server)
         _ = try await provider.keySet()
@@ -110,14 +125,16 @@ import Testing
         clock.advance(by: 31)
         // Many random kids: the first refreshes, every other is answered at once.
         for index in 0..<500 {
-            let forged = try JWSSigner.rs256(TestKeys.rsa, keyID: "random-\(index)").sign(claims: TokenFactory.claims(now: Int64(clock.now.timeIntervalSince1970)))
+            let forged = try JWSSigner.rs256(TestKeys.rsa, keyID: "random-\(index)").sign(
+                claims: TokenFactory.claims(now: Int64(clock.now.timeIntervalSince1970)))
             await expectCode(.unknownKey) { _ = try await verifier.verify(forged, keys: provider) }
         }
         #expect(server.requestCount == 2)
         let negative = try provider.status.snapshot.unknownKeyIDs
         #expect(negative.count == 500)
         clock.advance(by: 31)
-        let again = try JWSSigner.rs256(TestKeys.rsa, keyID: "random-new").sign(claims: TokenFactory.claims(now: Int64(clock.now.timeIntervalSince1970)))
+        let again = try JWSSigner.rs256(TestKeys.rsa, keyID: "random-new").sign(
+            claims: TokenFactory.claims(now: Int64(clock.now.timeIntervalSince1970)))
         await expectCode(.unknownKey) { _ = try await verifier.verify(again, keys: provider) }
         #expect(server.requestCount == 3)
     }
@@ -127,7 +144,9 @@ import Testing
         let server = try LoopbackHTTPServer { _ in .json(body) }
         let provider = try provider(server) { $0.negativeCacheSize = 10 }
         _ = try await provider.keySet()
-        for index in 0..<50 { await expectCode(.unknownKey) { _ = try await provider.key(for: "k\(index)", algorithm: .rs256) } }
+        for index in 0..<50 {
+            await expectCode(.unknownKey) { _ = try await provider.key(for: "k\(index)", algorithm: .rs256) }
+        }
         let negative = try provider.status.snapshot.unknownKeyIDs
         #expect(negative.count == 10)
         #expect(negative.last?.keyID == "k49")
@@ -148,7 +167,9 @@ import Testing
         await expectCode(.unknownKey) { _ = try await verifier.verify(try token(signerA), keys: provider) }
     }
 
-    @Test(arguments: ["500", "429", "hang", "reset", "close", "oversize", "invalid-json", "unsupported-only", "empty", "redirect"])
+    @Test(arguments: [
+        "500", "429", "hang", "reset", "close", "oversize", "invalid-json", "unsupported-only", "empty", "redirect",
+    ])
     func failedRefreshServesStaleThenFailsClosed(fault: String) async throws {
         let body = try jwks([signerA])
         let server = try LoopbackHTTPServer { _ in .json(body, headers: [("Cache-Control", "max-age=60")]) }
@@ -163,7 +184,9 @@ import Testing
             case "close": return .close
             case "oversize": return .json(String(repeating: " ", count: 300 * 1024) + body)
             case "invalid-json": return .json("{\"keys\":[")
-            case "unsupported-only": return .json(#"{"keys":[{"kty":"oct","k":"c2VjcmV0","kid":"h"},{"kty":"EC","crv":"P-521","x":"AA","y":"AA"}]}"#)
+            case "unsupported-only":
+                return .json(
+                    #"{"keys":[{"kty":"oct","k":"c2VjcmV0","kid":"h"},{"kty":"EC","crv":"P-521","x":"AA","y":"AA"}]}"#)
             case "empty": return .json(#"{"keys":[]}"#)
             default: return .respond(status: 302, headers: [("Location", "https://elsewhere.example/keys")], body: [])
             }
@@ -206,8 +229,12 @@ import Testing
     }
 
     @Test func onlyHTTPSOrOptedInLoopbackHTTP() throws {
-        #expect(throws: HTTPTransportError.self) { try JWKSProvider(configuration: .init(url: "http://example.com/keys"), transport: nil) }
-        #expect(throws: HTTPTransportError.self) { try JWKSProvider(configuration: .init(url: "http://127.0.0.1:1/keys"), transport: nil) }
+        #expect(throws: HTTPTransportError.self) {
+            try JWKSProvider(configuration: .init(url: "http://example.com/keys"), transport: nil)
+        }
+        #expect(throws: HTTPTransportError.self) {
+            try JWKSProvider(configuration: .init(url: "http://127.0.0.1:1/keys"), transport: nil)
+        }
         var loopback = JWKSProvider.Configuration(url: "http://127.0.0.1:1/keys")
         loopback.allowLoopbackHTTP = true
         #expect(throws: Never.self) { try JWKSProvider(configuration: loopback, transport: nil) }
@@ -215,11 +242,17 @@ import Testing
         named.allowLoopbackHTTP = true
         #expect(throws: HTTPTransportError.self) { try JWKSProvider(configuration: named, transport: nil) }
         for url in ["ftp://example.com/keys", "https://user:pw@example.com/keys", "not a url", "https:///keys"] {
-            #expect(throws: HTTPTransportError.self, "\(url)") { try JWKSProvider(configuration: .init(url: url), transport: nil) }
+            #expect(throws: HTTPTransportError.self, "\(url)") {
+                try JWKSProvider(configuration: .init(url: url), transport: nil)
+            }
         }
-        #expect(throws: Never.self) { try JWKSProvider(configuration: .init(url: "https://appleid.apple.com/auth/keys"), transport: nil) }
+        #expect(throws: Never.self) {
+            try JWKSProvider(configuration: .init(url: "https://appleid.apple.com/auth/keys"), transport: nil)
+        }
         #expect(URLPolicy.isLoopback("127.0.0.1") && URLPolicy.isLoopback("[::1]") && URLPolicy.isLoopback("127.1.2.3"))
-        #expect(!URLPolicy.isLoopback("128.0.0.1") && !URLPolicy.isLoopback("127.0.0.1.example.com") && !URLPolicy.isLoopback("localhost"))
+        #expect(
+            !URLPolicy.isLoopback("128.0.0.1") && !URLPolicy.isLoopback("127.0.0.1.example.com")
+                && !URLPolicy.isLoopback("localhost"))
     }
 
     @Test func shutdownStopsTheProvider() async throws {
@@ -227,7 +260,9 @@ import Testing
         let server = try LoopbackHTTPServer { _ in .json(body) }
         var configuration = JWKSProvider.Configuration(url: server.url("/keys"))
         configuration.allowLoopbackHTTP = true
-        let count = try await withJWKSProvider(configuration: configuration, transport: DefaultHTTPTransport(allowLoopbackHTTP: true)) { provider in
+        let count = try await withJWKSProvider(
+            configuration: configuration, transport: DefaultHTTPTransport(allowLoopbackHTTP: true)
+        ) { provider in
             try await provider.keySet().keys.count
         }
         #expect(count == 1)

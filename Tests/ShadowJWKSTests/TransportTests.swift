@@ -20,10 +20,12 @@ import Testing
     static let megabyte = [UInt8](repeating: UInt8(ascii: "x"), count: 1 << 20)
 
     /// Sends a GET to `server` and returns the error it threw and the seconds it took.
-    func failure(_ server: LoopbackHTTPServer, timeout: Duration = .seconds(120)) async -> (HTTPTransportError?, Double) {
+    func failure(_ server: LoopbackHTTPServer, timeout: Duration = .seconds(120)) async -> (HTTPTransportError?, Double)
+    {
         let started = Date()
         do {
-            let response = try await transport.send(HTTPRequest(url: server.url("/keys"), timeout: timeout, maxResponseBytes: Self.cap))
+            let response = try await transport.send(
+                HTTPRequest(url: server.url("/keys"), timeout: timeout, maxResponseBytes: Self.cap))
             Issue.record("expected a failure, got status \(response.status) with \(response.body.count) bytes")
             return (nil, Date().timeIntervalSince(started))
         } catch let error as HTTPTransportError {
@@ -34,7 +36,9 @@ import Testing
         }
     }
 
-    static func head(_ fields: String) -> [UInt8] { Array("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\(fields)\r\n".utf8) }
+    static func head(_ fields: String) -> [UInt8] {
+        Array("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\(fields)\r\n".utf8)
+    }
 
     @Test func anEndlessBodyStopsAtTheCap() async throws {
         let server = try LoopbackHTTPServer { _ in
@@ -48,7 +52,9 @@ import Testing
 
     @Test func aHugeContentLengthFailsBeforeTheBody() async throws {
         let server = try LoopbackHTTPServer { _ in
-            .stream(interval: 0, limit: 20) { index in index == 0 ? Self.head("Content-Length: 1000000000000\r\n") : Self.megabyte }
+            .stream(interval: 0, limit: 20) { index in
+                index == 0 ? Self.head("Content-Length: 1000000000000\r\n") : Self.megabyte
+            }
         }
         let (error, _) = await failure(server)
         #expect(error?.kind == .bodyTooLarge)
@@ -59,7 +65,8 @@ import Testing
     @Test func aChunkedBodyWithoutAnEndStopsAtTheCap() async throws {
         let chunk = Array("100000\r\n".utf8) + Self.megabyte + Array("\r\n".utf8)
         let server = try LoopbackHTTPServer { _ in
-            .stream(interval: 0, limit: 20) { index in index == 0 ? Self.head("Transfer-Encoding: chunked\r\n") : chunk }
+            .stream(interval: 0, limit: 20) { index in index == 0 ? Self.head("Transfer-Encoding: chunked\r\n") : chunk
+            }
         }
         let (error, _) = await failure(server)
         #expect(error?.kind == .bodyTooLarge)
@@ -68,7 +75,9 @@ import Testing
 
     @Test func aBodyDrippingOneByteASecondHitsTheDeadline() async throws {
         let server = try LoopbackHTTPServer { _ in
-            .stream(interval: 1, limit: 30) { index in index == 0 ? Self.head("Content-Length: 100\r\n") : [UInt8(ascii: "{")] }
+            .stream(interval: 1, limit: 30) { index in
+                index == 0 ? Self.head("Content-Length: 100\r\n") : [UInt8(ascii: "{")]
+            }
         }
         let (error, seconds) = await failure(server, timeout: .seconds(2))
         #expect(error?.kind == .timeout)
@@ -94,7 +103,8 @@ import Testing
 
     @Test func redirectsAreAnswersNotFollowed() async throws {
         let server = try LoopbackHTTPServer { request in
-            request.path == "/keys" ? .respond(status: 302, headers: [("Location", "/elsewhere")], body: []) : .json("{\"keys\":[]}")
+            request.path == "/keys"
+                ? .respond(status: 302, headers: [("Location", "/elsewhere")], body: []) : .json("{\"keys\":[]}")
         }
         let response = try await transport.send(HTTPRequest(url: server.url("/keys"), timeout: .seconds(120)))
         #expect(response.status == 302)
@@ -105,7 +115,8 @@ import Testing
     @Test func aBodyAtTheCapIsAccepted() async throws {
         let body = [UInt8](repeating: UInt8(ascii: "a"), count: Self.cap)
         let server = try LoopbackHTTPServer { _ in .respond(status: 200, headers: [], body: body) }
-        let response = try await transport.send(HTTPRequest(url: server.url("/keys"), timeout: .seconds(120), maxResponseBytes: Self.cap))
+        let response = try await transport.send(
+            HTTPRequest(url: server.url("/keys"), timeout: .seconds(120), maxResponseBytes: Self.cap))
         #expect(response.body == body)
         let over = try LoopbackHTTPServer { _ in .respond(status: 200, headers: [], body: body + [0x61]) }
         let (error, _) = await failure(over)
@@ -114,7 +125,10 @@ import Testing
 
     @Test func plainHTTPNeedsTheOptInAndALoopbackAddress() async throws {
         let strict = AsyncHTTPClientTransport(allowLoopbackHTTP: false)
-        for url in ["http://127.0.0.1:1/keys", "http://example.com/keys", "ftp://127.0.0.1/keys", "https://user:pw@example.com/keys"] {
+        for url in [
+            "http://127.0.0.1:1/keys", "http://example.com/keys", "ftp://127.0.0.1/keys",
+            "https://user:pw@example.com/keys",
+        ] {
             do {
                 _ = try await strict.send(HTTPRequest(url: url))
                 Issue.record("\(url) was sent")
@@ -127,7 +141,8 @@ import Testing
     @Test func httpsTrustsTheSystemStoreAndTheGivenCAOnly() async throws {
         let body = Array(#"{"keys":[]}"#.utf8)
         let server = try LoopbackHTTPSServer(body: body)
-        let trusting = try AsyncHTTPClientTransport(options: .init(additionalTrustRootsFile: LoopbackHTTPSServer.caFile, proxy: .none))
+        let trusting = try AsyncHTTPClientTransport(
+            options: .init(additionalTrustRootsFile: LoopbackHTTPSServer.caFile, proxy: .none))
         let response = try await trusting.send(HTTPRequest(url: server.url("/keys"), timeout: .seconds(120)))
         #expect(response.status == 200 && response.body == body)
 
@@ -154,7 +169,8 @@ import Testing
 
     @Test func aCallersClientThatFollowsRedirectsIsCaught() async throws {
         let server = try LoopbackHTTPServer { request in
-            request.path == "/keys" ? .respond(status: 302, headers: [("Location", "/elsewhere")], body: []) : .json("{}")
+            request.path == "/keys"
+                ? .respond(status: 302, headers: [("Location", "/elsewhere")], body: []) : .json("{}")
         }
         let client = HTTPClient(configuration: .init(redirectConfiguration: .follow(max: 3, allowCycles: false)))
         let shared = AsyncHTTPClientTransport(client: client, allowLoopbackHTTP: true)
@@ -175,13 +191,15 @@ extension TransportTests {
         @Test func aThousandColdVerificationsMakeOneRequest() async throws {
             let signer = try JWSSigner.rs256(TestKeys.rsa, keyID: "k1")
             let server = try LoopbackHTTPSServer(body: Array(TestKeys.jwksJSON([try signer.publicJWK()]).utf8))
-            let transport = try AsyncHTTPClientTransport(options: .init(additionalTrustRootsFile: LoopbackHTTPSServer.caFile, proxy: .none))
+            let transport = try AsyncHTTPClientTransport(
+                options: .init(additionalTrustRootsFile: LoopbackHTTPSServer.caFile, proxy: .none))
             var configuration = JWKSProvider.Configuration(url: server.url("/keys"))
             configuration.timeout = .seconds(60)  // the suite's other tests can hold the shared thread pool for seconds
             let provider = try JWKSProvider(configuration: configuration, transport: transport)
             let now = Int64(Date().timeIntervalSince1970)
             let token = try signer.sign(claims: TokenFactory.claims(now: now))
-            let verifier = JWTVerifier(policy: ClaimPolicy(issuer: "https://issuer.example", audiences: ["app.example"]))
+            let verifier = JWTVerifier(
+                policy: ClaimPolicy(issuer: "https://issuer.example", audiences: ["app.example"]))
             try await withThrowingTaskGroup(of: Void.self) { group in
                 for _ in 0..<1000 { group.addTask { _ = try await verifier.verify(token, keys: provider) } }
                 try await group.waitForAll()
@@ -194,7 +212,9 @@ extension TransportTests {
 
 @Suite struct ProxySettingsTests {
     @Test func theProxyVariablesAreReadInCurlsOrder() throws {
-        let lower = ProxySettings.fromEnvironment(["https_proxy": "http://lower:3128", "HTTPS_PROXY": "http://upper:3128", "ALL_PROXY": "all:1"])
+        let lower = ProxySettings.fromEnvironment([
+            "https_proxy": "http://lower:3128", "HTTPS_PROXY": "http://upper:3128", "ALL_PROXY": "all:1",
+        ])
         #expect(try lower.server(forHost: "example.com") == .init(host: "lower", port: 3128))
         let upper = ProxySettings.fromEnvironment(["https_proxy": "", "HTTPS_PROXY": "upper:8080"])
         #expect(try upper.server(forHost: "example.com") == .init(host: "upper", port: 8080))
@@ -202,12 +222,16 @@ extension TransportTests {
         #expect(try all.server(forHost: "example.com") == .init(host: "fallback", port: 1080))
         #expect(try ProxySettings.fromEnvironment([:]).server(forHost: "example.com") == nil)
         // curl reads only the lower-case http_proxy, and plain http never goes through a proxy here.
-        #expect(try ProxySettings.fromEnvironment(["HTTP_PROXY": "p:1", "http_proxy": "p:1"]).server(forHost: "example.com") == nil)
+        #expect(
+            try ProxySettings.fromEnvironment(["HTTP_PROXY": "p:1", "http_proxy": "p:1"]).server(forHost: "example.com")
+                == nil)
     }
 
     @Test func credentialsAndBracketedHostsAreParsed() throws {
         let settings = ProxySettings.fromEnvironment(["HTTPS_PROXY": "http://us%40er:p%3Ass@[::1]:3128/ignored"])
-        #expect(try settings.server(forHost: "example.com") == .init(host: "::1", port: 3128, username: "us@er", password: "p:ss"))
+        #expect(
+            try settings.server(forHost: "example.com")
+                == .init(host: "::1", port: 3128, username: "us@er", password: "p:ss"))
     }
 
     @Test func aProxyPasswordIsNeverPrinted() throws {
@@ -220,15 +244,22 @@ extension TransportTests {
     }
 
     @Test func unusableProxiesAreRefusedByName() {
-        for value in ["https://proxy:443", "socks5://proxy:1080", "http://proxy:0", "http://proxy:65536", "http://proxy:x", "http://", "http://[::1", "http://a%zz@p:1"] {
+        for value in [
+            "https://proxy:443", "socks5://proxy:1080", "http://proxy:0", "http://proxy:65536", "http://proxy:x",
+            "http://", "http://[::1", "http://a%zz@p:1",
+        ] {
             let settings = ProxySettings.fromEnvironment(["HTTPS_PROXY": value])
             #expect(throws: HTTPTransportError.self, "\(value)") { try settings.server(forHost: "example.com") }
-            if case .failure(let error)? = settings.https { #expect(error.message.hasPrefix("HTTPS_PROXY "), "\(error.message)") }
+            if case .failure(let error)? = settings.https {
+                #expect(error.message.hasPrefix("HTTPS_PROXY "), "\(error.message)")
+            }
         }
     }
 
     @Test func noProxyMatchesHostsDomainsAndRanges() throws {
-        let settings = ProxySettings.fromEnvironment(["HTTPS_PROXY": "p:1", "no_proxy": " example.com, .internal ,10.0.0.0/8,[::1],", "NO_PROXY": "ignored.test"])
+        let settings = ProxySettings.fromEnvironment([
+            "HTTPS_PROXY": "p:1", "no_proxy": " example.com, .internal ,10.0.0.0/8,[::1],", "NO_PROXY": "ignored.test",
+        ])
         for host in ["example.com", "EXAMPLE.com.", "api.example.com", "svc.internal", "internal", "10.1.2.3"] {
             #expect(try settings.server(forHost: host) == nil, "\(host)")
         }

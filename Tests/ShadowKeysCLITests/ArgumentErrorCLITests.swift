@@ -7,31 +7,40 @@ import Testing
     /// An unknown option is reported as such, with a suggestion, before any other validation (here
     /// the misspelled option's value would otherwise be taken for an argument, or a required
     /// option would be reported missing).
-    @Test(arguments: [
-        (["verify-token", "--token-file", "t.jwt", "--jwk", "jwks.json"], "--jwk", "'--jwks'"),
-        (["encrypt", "--passphrase", "hunter2", "in.txt"], "--passphrase", "'--passphrase-env'"),
-        (["decrypt", "in.skev", "-o", "out", "--keyfile", "k.key"], "--keyfile", "'--key-file'"),
-        (["vault", "put", "name", "--vaul", "v.skv"], "--vaul", "'--vault'"),
-        (["state", "show", "--client-id", "c", "--subject", "s"], "--subject", nil),
-        (["jwks", "fetch", "https://example.com/keys", "--allow-http-loopbak"], "--allow-http-loopbak", "'--allow-http-loopback'"),
-        (["apple", "token", "--cod", "x"], "--cod", "'--code"),
-        (["hash", "--chek", "SUMS"], "--chek", "'--check'"),
-        (["keygen", "k.key", "--force"], "--force", nil),
-    ] as [([String], String, String?)])
+    @Test(
+        arguments: [
+            (["verify-token", "--token-file", "t.jwt", "--jwk", "jwks.json"], "--jwk", "'--jwks'"),
+            (["encrypt", "--passphrase", "hunter2", "in.txt"], "--passphrase", "'--passphrase-env'"),
+            (["decrypt", "in.skev", "-o", "out", "--keyfile", "k.key"], "--keyfile", "'--key-file'"),
+            (["vault", "put", "name", "--vaul", "v.skv"], "--vaul", "'--vault'"),
+            (["state", "show", "--client-id", "c", "--subject", "s"], "--subject", nil),
+            (
+                ["jwks", "fetch", "https://example.com/keys", "--allow-http-loopbak"], "--allow-http-loopbak",
+                "'--allow-http-loopback'"
+            ),
+            (["apple", "token", "--cod", "x"], "--cod", "'--code"),
+            (["hash", "--chek", "SUMS"], "--chek", "'--check'"),
+            (["keygen", "k.key", "--force"], "--force", nil),
+        ] as [([String], String, String?)])
     func unknownOptionsComeFirst(arguments: [String], option: String, suggestion: String?) throws {
         let folder = try TemporaryDirectory()
         let result = try CLIRunner.run(arguments, stdin: "", currentDirectory: folder.url)
         #expect(result.status == 64, "\(arguments): \(result.stderr)")
         let firstLine = result.stderr.split(separator: "\n").first.map(String.init) ?? ""
         #expect(firstLine.hasPrefix("Error: Unknown option '\(option)'."), "\(arguments): \(result.stderr)")
-        if let suggestion { #expect(firstLine.contains("Did you mean") && firstLine.contains(suggestion), "\(firstLine)") }
-        #expect(try FileManager.default.contentsOfDirectory(atPath: folder.path).isEmpty, "\(arguments) left files behind")
+        if let suggestion {
+            #expect(firstLine.contains("Did you mean") && firstLine.contains(suggestion), "\(firstLine)")
+        }
+        #expect(
+            try FileManager.default.contentsOfDirectory(atPath: folder.path).isEmpty, "\(arguments) left files behind")
     }
 
     @Test func optionValuesThatLookLikeOptionsAreNotFlagged() throws {
         // `--context` takes a value; a value starting with '-' is that value, not an option.
         let folder = try TemporaryDirectory()
-        let result = try CLIRunner.run(["decrypt", "absent.skev", "-o", "out", "--passphrase-env", "K", "--context", "-x=1"], currentDirectory: folder.url)
+        let result = try CLIRunner.run(
+            ["decrypt", "absent.skev", "-o", "out", "--passphrase-env", "K", "--context", "-x=1"],
+            currentDirectory: folder.url)
         #expect(!result.stderr.contains("Unknown option"), "\(result.stderr)")
     }
 

@@ -18,7 +18,9 @@ import Testing
     }
 
     func run(_ input: String, _ arguments: [String] = []) throws -> CLIResult {
-        try CLIRunner.run(["verify-token", "--each-line", "--jwks", jwks, "--now", String(now), "--aud", "app.example"] + arguments, stdin: input)
+        try CLIRunner.run(
+            ["verify-token", "--each-line", "--jwks", jwks, "--now", String(now), "--aud", "app.example"] + arguments,
+            stdin: input)
     }
 
     /// Tokens of every outcome, in a known order: (token, expected exit code).

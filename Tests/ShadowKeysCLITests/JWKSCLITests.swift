@@ -24,7 +24,11 @@ import Testing
     }
 
     private func verify(_ server: LoopbackHTTPServer, _ token: String, _ extra: [String] = []) throws -> CLIResult {
-        try run(["verify-token", "-", "--jwks", server.url("/keys"), "--allow-http-loopback", "--now", String(now), "--aud", "app.example"] + extra, stdin: token)
+        try run(
+            [
+                "verify-token", "-", "--jwks", server.url("/keys"), "--allow-http-loopback", "--now", String(now),
+                "--aud", "app.example",
+            ] + extra, stdin: token)
     }
 
     @Test func fetchesOnceThenServesFromTheDiskCache() throws {
@@ -36,7 +40,9 @@ import Testing
             #expect(result.status == 0, "\(result.stderr)")
         }
         #expect(server.requestCount == 1)
-        let files = try FileManager.default.contentsOfDirectory(atPath: cache.path + "/shadow-keys/jwks").filter { $0.hasSuffix(".json") }
+        let files = try FileManager.default.contentsOfDirectory(atPath: cache.path + "/shadow-keys/jwks").filter {
+            $0.hasSuffix(".json")
+        }
         #expect(files.count == 1)
         #expect(try Files.ownerAndMode(cache.path + "/shadow-keys/jwks/" + files[0])?.mode == 0o600)
         // With the server gone, the fresh cache still answers, and --offline never tries.
@@ -50,7 +56,8 @@ import Testing
         let server = try LoopbackHTTPServer { _ in .json(body) }
         #expect(try verify(server, try signer.sign(claims: TokenFactory.claims(now: now))).status == 0)
         for index in 0..<20 {
-            let forged = try JWSSigner.rs256(TestKeys.rsa, keyID: "random-\(index)").sign(claims: TokenFactory.claims(now: now))
+            let forged = try JWSSigner.rs256(TestKeys.rsa, keyID: "random-\(index)").sign(
+                claims: TokenFactory.claims(now: now))
             let result = try verify(server, forged, ["--json"])
             #expect(result.status == 11, "\(result.stderr)")
             #expect((try result.json()["error"] as? [String: Any])?["code"] as? String == "unknown_key")
@@ -64,17 +71,26 @@ import Testing
         let failed = try verify(server, token)
         #expect(failed.status == 13, "\(failed.stderr)")
         #expect(failed.stderr.contains("503"))
-        let offline = try run(["verify-token", "-", "--jwks", "https://keys.example/none", "--offline", "--aud", "x"], stdin: token)
+        let offline = try run(
+            ["verify-token", "-", "--jwks", "https://keys.example/none", "--offline", "--aud", "x"], stdin: token)
         #expect(offline.status == 13)
         // Plain http needs the opt-in, and only to loopback.
         #expect(try run(["verify-token", "-", "--jwks", server.url("/keys"), "--aud", "x"], stdin: token).status == 64)
-        #expect(try run(["verify-token", "-", "--jwks", "http://example.com/keys", "--allow-http-loopback", "--aud", "x"], stdin: token).status == 64)
-        #expect(try run(["verify-token", "-", "--jwks", "ftp://example.com/keys", "--aud", "x"], stdin: token).status == 64)
+        #expect(
+            try run(
+                ["verify-token", "-", "--jwks", "http://example.com/keys", "--allow-http-loopback", "--aud", "x"],
+                stdin: token
+            ).status == 64)
+        #expect(
+            try run(["verify-token", "-", "--jwks", "ftp://example.com/keys", "--aud", "x"], stdin: token).status == 64)
     }
 
     @Test func jwksFetchShowClear() throws {
-        let body = TestKeys.jwksJSON([try signer.publicJWK()]).replacingOccurrences(of: "{\"keys\":[", with: "{\"keys\":[{\"kty\":\"oct\",\"kid\":\"hmac\",\"k\":\"c2VjcmV0\"},")
-        let server = try LoopbackHTTPServer { _ in .json(body, headers: [("Cache-Control", "max-age=900"), ("ETag", "\"e1\"")]) }
+        let body = TestKeys.jwksJSON([try signer.publicJWK()]).replacingOccurrences(
+            of: "{\"keys\":[", with: "{\"keys\":[{\"kty\":\"oct\",\"kid\":\"hmac\",\"k\":\"c2VjcmV0\"},")
+        let server = try LoopbackHTTPServer { _ in
+            .json(body, headers: [("Cache-Control", "max-age=900"), ("ETag", "\"e1\"")])
+        }
         let url = server.url("/keys")
         #expect(try run(["jwks", "show", url]).status == 13)
         let fetched = try run(["jwks", "fetch", url, "--allow-http-loopback"])
@@ -110,11 +126,16 @@ import Testing
         let hashed = Hex.encode(Array(SHA256Hex.digest(nonce)))
         let claims: JSONObject = [
             "iss": "https://appleid.apple.com", "aud": "com.example.app", "exp": .int(now + 86400), "iat": .int(now),
-            "sub": "001234.abcdef.1234", "email": "x@privaterelay.appleid.com", "email_verified": flag(true), "is_private_email": flag(true),
-            "nonce_supported": flag(true), "nonce": .string(hashed), "real_user_status": 7, "transfer_sub": "000999.old.0001",
+            "sub": "001234.abcdef.1234", "email": "x@privaterelay.appleid.com", "email_verified": flag(true),
+            "is_private_email": flag(true),
+            "nonce_supported": flag(true), "nonce": .string(hashed), "real_user_status": 7,
+            "transfer_sub": "000999.old.0001",
         ]
         let token = try signer.sign(claims: claims)
-        let base = ["verify-token", "-", "--apple", "--jwks", server.url("/auth/keys"), "--allow-http-loopback", "--now", String(now + 5)]
+        let base = [
+            "verify-token", "-", "--apple", "--jwks", server.url("/auth/keys"), "--allow-http-loopback", "--now",
+            String(now + 5),
+        ]
         let result = try run(base + ["--aud", "com.example.app", "--nonce", nonce, "--json"], stdin: token)
         #expect(result.status == 0, "\(result.stderr)")
         let apple = try #require(try result.json()["apple"] as? [String: Any])
@@ -127,6 +148,7 @@ import Testing
         #expect(try run(base + ["--aud", "com.example.app", "--nonce", "wrong"], stdin: token).status == 12)
         #expect(try run(base, stdin: token).status == 64)
         #expect(try run(base + ["--aud", "com.example.app", "--alg", "ES256"], stdin: token).status == 64)
-        #expect(try run(base + ["--aud", "com.example.app", "--iss", "https://evil.example"], stdin: token).status == 64)
+        #expect(
+            try run(base + ["--aud", "com.example.app", "--iss", "https://evil.example"], stdin: token).status == 64)
     }
 }

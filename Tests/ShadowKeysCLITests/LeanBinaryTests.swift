@@ -8,10 +8,14 @@ import Testing
 @Suite struct LeanBinaryTests {
     /// Libraries the lean binary must not need: full Foundation (FoundationEssentials is what it
     /// uses), FoundationNetworking and libcurl behind it.
-    static let forbiddenLibraries = ["libFoundation.so", "libFoundationNetworking.so", "libFoundationInternationalization.so", "libcurl"]
+    static let forbiddenLibraries = [
+        "libFoundation.so", "libFoundationNetworking.so", "libFoundationInternationalization.so", "libcurl",
+    ]
 
     /// Modules that belong to `shadow-keys-server` alone.
-    static let serverModules = ["Hummingbird", "PostgresNIO", "Prometheus", "ServiceLifecycle", "ShadowPostgres", "ShadowHummingbird"]
+    static let serverModules = [
+        "Hummingbird", "PostgresNIO", "Prometheus", "ServiceLifecycle", "ShadowPostgres", "ShadowHummingbird",
+    ]
 
     /// A module's name as Swift mangles it into every symbol of the module (`$s11Hummingbird…`).
     static func mangled(_ module: String) -> String { "\(module.utf8.count)\(module)" }

@@ -15,13 +15,18 @@ import Testing
         environment = ["XDG_CACHE_HOME": cache.path]
     }
 
-    private func fetch(_ url: String, _ extra: [String] = [], environment extraEnvironment: [String: String] = [:]) throws -> (CLIResult, Double) {
+    private func fetch(
+        _ url: String, _ extra: [String] = [], environment extraEnvironment: [String: String] = [:]
+    ) throws -> (CLIResult, Double) {
         let started = Date()
-        let result = try CLIRunner.run(["jwks", "fetch", url] + extra, environment: environment.merging(extraEnvironment) { $1 }, timeout: 30)
+        let result = try CLIRunner.run(
+            ["jwks", "fetch", url] + extra, environment: environment.merging(extraEnvironment) { $1 }, timeout: 30)
         return (result, Date().timeIntervalSince(started))
     }
 
-    static func head(_ fields: String) -> [UInt8] { Array("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\(fields)\r\n".utf8) }
+    static func head(_ fields: String) -> [UInt8] {
+        Array("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\(fields)\r\n".utf8)
+    }
     static let megabyte = [UInt8](repeating: UInt8(ascii: "x"), count: 1 << 20)
 
     @Test func anEndlessBodyEndsInExit13WithBoundedMemory() throws {
@@ -38,7 +43,8 @@ import Testing
     @Test func aChunkedBodyWithoutAnEndEndsInExit13WithBoundedMemory() throws {
         let chunk = Array("100000\r\n".utf8) + Self.megabyte + Array("\r\n".utf8)
         let server = try LoopbackHTTPServer { _ in
-            .stream(interval: 0, limit: 30) { index in index == 0 ? Self.head("Transfer-Encoding: chunked\r\n") : chunk }
+            .stream(interval: 0, limit: 30) { index in index == 0 ? Self.head("Transfer-Encoding: chunked\r\n") : chunk
+            }
         }
         let (result, seconds) = try fetch(server.url("/keys"), ["--allow-http-loopback"])
         #expect(result.status == 13, "\(result.stderr)")
@@ -49,7 +55,9 @@ import Testing
     /// The fetch deadline is 5 s: a server sending a byte a second gets exit 13 within 5 + 1 s.
     @Test func aSlowDripEndsInExit13WithinTheDeadline() throws {
         let server = try LoopbackHTTPServer { _ in
-            .stream(interval: 1, limit: 30) { index in index == 0 ? Self.head("Content-Length: 100000\r\n") : [UInt8(ascii: " ")] }
+            .stream(interval: 1, limit: 30) { index in
+                index == 0 ? Self.head("Content-Length: 100000\r\n") : [UInt8(ascii: " ")]
+            }
         }
         let (result, seconds) = try fetch(server.url("/keys"), ["--allow-http-loopback"])
         #expect(result.status == 13, "\(result.stderr)")
@@ -60,7 +68,8 @@ import Testing
 
     @Test func aRedirectIsNotFollowed() throws {
         let server = try LoopbackHTTPServer { request in
-            request.path == "/keys" ? .respond(status: 302, headers: [("Location", "/elsewhere")], body: []) : .json(#"{"keys":[]}"#)
+            request.path == "/keys"
+                ? .respond(status: 302, headers: [("Location", "/elsewhere")], body: []) : .json(#"{"keys":[]}"#)
         }
         let (result, _) = try fetch(server.url("/keys"), ["--allow-http-loopback"])
         #expect(result.status == 13, "\(result.stderr)")
@@ -71,7 +80,8 @@ import Testing
     #if canImport(NIOSSL)
     @Test func httpsWorksWithTheGivenCAAndFailsClosedWithout() throws {
         let signer = try JWSSigner.rs256(TestKeys.rsa, keyID: "tls-key")
-        let server = try LoopbackHTTPSServer(headers: [("Cache-Control", "max-age=600")], body: Array(TestKeys.jwksJSON([try signer.publicJWK()]).utf8))
+        let server = try LoopbackHTTPSServer(
+            headers: [("Cache-Control", "max-age=600")], body: Array(TestKeys.jwksJSON([try signer.publicJWK()]).utf8))
         let (untrusted, _) = try fetch(server.url("/keys"))
         #expect(untrusted.status == 13, "\(untrusted.stderr)")
         #expect(untrusted.stderr.lowercased().contains("certificate"), "\(untrusted.stderr)")
@@ -84,7 +94,11 @@ import Testing
         // Warm cache: verify-token makes no request.
         let token = try signer.sign(claims: TokenFactory.claims(now: Int64(Date().timeIntervalSince1970)))
         let before = server.requestCount
-        let verified = try CLIRunner.run(["verify-token", "-", "--jwks", server.url("/keys"), "--aud", "app.example", "--iss", "https://issuer.example"], stdin: token, environment: environment)
+        let verified = try CLIRunner.run(
+            [
+                "verify-token", "-", "--jwks", server.url("/keys"), "--aud", "app.example", "--iss",
+                "https://issuer.example",
+            ], stdin: token, environment: environment)
         #expect(verified.status == 0, "\(verified.stderr)")
         #expect(server.requestCount == before)
     }
@@ -106,7 +120,9 @@ import Testing
         _ = try fetch(server.url("/keys"), ["--allow-http-loopback"], environment: ["SHADOW_KEYS_FETCH": fake])
         #expect(!FileManager.default.fileExists(atPath: marker))
         #expect(server.requestCount == 1)
-        #expect(!Sources.mentions("shadow-keys-fetch") && !Sources.mentions("SHADOW_KEYS_FETCH"), "the sources still name the helper")
+        #expect(
+            !Sources.mentions("shadow-keys-fetch") && !Sources.mentions("SHADOW_KEYS_FETCH"),
+            "the sources still name the helper")
     }
 }
 
@@ -117,7 +133,11 @@ enum Sources {
         let root = PackagePaths.root.appendingPathComponent("Sources")
         guard let files = FileManager.default.enumerator(atPath: root.path) else { return false }
         for case let file as String in files where file.hasSuffix(".swift") {
-            if let contents = try? String(contentsOfFile: root.appendingPathComponent(file).path, encoding: .utf8), contents.contains(text) { return true }
+            if let contents = try? String(contentsOfFile: root.appendingPathComponent(file).path, encoding: .utf8),
+                contents.contains(text)
+            {
+                return true
+            }
         }
         return false
     }

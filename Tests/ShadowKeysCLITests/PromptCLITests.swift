@@ -6,11 +6,13 @@ import Testing
 /// Answers are typed after a pause, as a person types after the prompt appears.
 @Suite(.tags(.multiProcess)) struct PromptCLITests {
     /// Runs `shadow-keys arguments…` on a terminal, typing `answers` one line at a time.
-    private func onTerminal(_ arguments: [String], answers: [String], in folder: TemporaryDirectory) throws -> CLIResult {
+    private func onTerminal(_ arguments: [String], answers: [String], in folder: TemporaryDirectory) throws -> CLIResult
+    {
         let typing = answers.map { "sleep 1; printf '%s\\n' '\($0)'" }.joined(separator: "; ")
         let command = ([CLIRunner.executable.path] + arguments).map { "'\($0)'" }.joined(separator: " ")
         return try CLIRunner.run(
-            executable: URL(fileURLWithPath: "/bin/sh"), ["-c", "(\(typing); sleep 1) | script -qec \"$0\" /dev/null", command],
+            executable: URL(fileURLWithPath: "/bin/sh"),
+            ["-c", "(\(typing); sleep 1) | script -qec \"$0\" /dev/null", command],
             stdin: nil, currentDirectory: folder.url, timeout: 60)
     }
 
@@ -21,7 +23,8 @@ import Testing
         }
         let folder = try TemporaryDirectory()
         try "hello\n".write(toFile: folder.path + "/plain.txt", atomically: true, encoding: .utf8)
-        let sealed = try onTerminal(["encrypt", "plain.txt", "-o", "p.skev"], answers: ["correct horse", "correct horse"], in: folder)
+        let sealed = try onTerminal(
+            ["encrypt", "plain.txt", "-o", "p.skev"], answers: ["correct horse", "correct horse"], in: folder)
         #expect(sealed.status == 0, "\(sealed.stdout)")
         #expect(sealed.stdout.contains("Enter passphrase:") && sealed.stdout.contains("again"), "\(sealed.stdout)")
         #expect(!sealed.stdout.contains("correct horse"), "the passphrase was echoed: \(sealed.stdout)")
@@ -41,7 +44,8 @@ import Testing
     @Test func withoutATerminalThereIsNoPromptButAUsageError() throws {
         let folder = try TemporaryDirectory()
         try "hello\n".write(toFile: folder.path + "/plain.txt", atomically: true, encoding: .utf8)
-        let result = try CLIRunner.run(["encrypt", "plain.txt", "-o", "p.skev"], stdin: "", currentDirectory: folder.url)
+        let result = try CLIRunner.run(
+            ["encrypt", "plain.txt", "-o", "p.skev"], stdin: "", currentDirectory: folder.url)
         #expect(result.status == 64, "\(result.stderr)")
         #expect(!result.stderr.contains("Enter passphrase"))
     }

@@ -19,7 +19,9 @@ import Testing
         walk(try #require(root["command"] as? [String: Any]), "shadow-keys")
         #expect(leaves.count >= 30, "\(leaves.map(\.path))")
         for leaf in leaves where !leaf.path.hasSuffix(" help") {
-            let names = leaf.arguments.flatMap { ($0["names"] as? [[String: Any]] ?? []).compactMap { $0["name"] as? String } }
+            let names = leaf.arguments.flatMap {
+                ($0["names"] as? [[String: Any]] ?? []).compactMap { $0["name"] as? String }
+            }
             #expect(names.contains("quiet") && names.contains("q"), "\(leaf.path) has no -q/--quiet")
         }
     }
@@ -38,7 +40,10 @@ import Testing
         let cases: [(arguments: [String], warning: String)] = [
             (["decode", token], "visible to other users"),
             (["hash", "--hmac-key-file", keyFile.path, plain.path], "readable by group or others"),
-            (["vault", "init", "--vault", folder.path + "/v.skv", "--key-file", keyFile.path], "readable by group or others"),
+            (
+                ["vault", "init", "--vault", folder.path + "/v.skv", "--key-file", keyFile.path],
+                "readable by group or others"
+            ),
         ]
         for (arguments, warning) in cases {
             let loud = try CLIRunner.run(arguments, stdin: "", currentDirectory: folder.url)
@@ -53,7 +58,8 @@ import Testing
 
     /// An error is still reported with `--quiet`.
     @Test func quietKeepsErrors() throws {
-        let result = try CLIRunner.run(["decrypt", "-q", "/nonexistent/in.skev", "-o", "out", "--passphrase-env", "P"], environment: ["P": "x"])
+        let result = try CLIRunner.run(
+            ["decrypt", "-q", "/nonexistent/in.skev", "-o", "out", "--passphrase-env", "P"], environment: ["P": "x"])
         #expect(result.status == 66, "\(result.stderr)")
         #expect(result.stderr.contains("/nonexistent/in.skev"), "\(result.stderr)")
     }

@@ -17,7 +17,9 @@ import Testing
         #expect(json["passed"] as? Bool == true)
         let suites = try #require(json["suites"] as? [[String: Any]])
         #expect(suites.count >= 7)
-        for suite in suites { #expect((suite["run"] as? Int ?? 0) > 0 && suite["run"] as? Int == suite["passed"] as? Int, "\(suite)") }
+        for suite in suites {
+            #expect((suite["run"] as? Int ?? 0) > 0 && suite["run"] as? Int == suite["passed"] as? Int, "\(suite)")
+        }
     }
 
     @Test func missingVectorsFailUnlessBuiltinOnly() throws {
@@ -43,14 +45,18 @@ import Testing
         let written = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
         close(fd)
         try #require(written == bytes.count)
-        let result = try CLIRunner.run(executable: copy, ["selftest"], stdin: nil, environment: [:], removing: ["SHADOW_KEYS_VECTORS"], currentDirectory: folder.url)
+        let result = try CLIRunner.run(
+            executable: copy, ["selftest"], stdin: nil, environment: [:], removing: ["SHADOW_KEYS_VECTORS"],
+            currentDirectory: folder.url)
         #expect(result.status == 0, "\(result.stdout)\n\(result.stderr)")
         #expect(!result.stdout.contains("ERROR"), "\(result.stdout)")
         #expect(result.stdout.contains("skipped"), "\(result.stdout)")
         let summary = try #require(result.stdout.split(separator: "\n").last)
         #expect(summary.hasPrefix("ok: ") && summary.contains("skipped (no vector folder)"), "\(summary)")
 
-        let json = try CLIRunner.run(executable: copy, ["selftest", "--json"], stdin: nil, removing: ["SHADOW_KEYS_VECTORS"], currentDirectory: folder.url)
+        let json = try CLIRunner.run(
+            executable: copy, ["selftest", "--json"], stdin: nil, removing: ["SHADOW_KEYS_VECTORS"],
+            currentDirectory: folder.url)
         #expect(json.status == 0)
         let report = try json.json()
         #expect(report["passed"] as? Bool == true)

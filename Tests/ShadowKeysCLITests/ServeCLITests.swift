@@ -14,7 +14,8 @@ import Testing
 
     init() throws {
         directory = try TemporaryDirectory()
-        keyFile = try directory.write("state.key", "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f\n", mode: 0o600)
+        keyFile = try directory.write(
+            "state.key", "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f\n", mode: 0o600)
         signer = try JWSSigner.rs256(TestKeys.rsa, keyID: "apple-1")
         jwks = try directory.write("apple-keys.json", TestKeys.jwksJSON([try signer.publicJWK()]))
     }
@@ -23,14 +24,17 @@ import Testing
         let now = Int64(Date().timeIntervalSince1970)
         let events: JSONObject = ["type": .string(type), "sub": .string(subject), "event_time": .int((now - 1) * 1000)]
         let claims: JSONObject = [
-            "iss": "https://appleid.apple.com", "aud": .string(Self.client), "iat": .int(now - 1), "exp": .int(now + 600), "jti": .string(jti),
+            "iss": "https://appleid.apple.com", "aud": .string(Self.client), "iat": .int(now - 1),
+            "exp": .int(now + 600), "jti": .string(jti),
             "events": .string(JSONValue.object(events).serialized()),
         ]
         return JSONValue.object(["payload": .string(try (signer ?? self.signer).sign(claims: claims))]).serialized()
     }
 
     /// One HTTP/1.1 exchange over a plain socket: the status code and the body.
-    static func http(_ method: String, port: Int, path: String, body: [UInt8] = []) throws -> (status: Int, body: String) {
+    static func http(
+        _ method: String, port: Int, path: String, body: [UInt8] = []
+    ) throws -> (status: Int, body: String) {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw CLIRunnerError("socket") }
         defer { close(fd) }
@@ -38,9 +42,19 @@ import Testing
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = UInt16(port).bigEndian
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let connected = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        }
         guard connected == 0 else { throw CLIRunnerError("connect to \(port) failed") }
-        let request = Array("\(method) \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: \(body.count)\r\nConnection: close\r\n\r\n".utf8) + body
+        let request =
+            Array(
+                """
+                \(method) \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: \
+                \(body.count)\r\nConnection: close\r\n\r\n
+                """
+                .utf8) + body
         var sent = 0
         while sent < request.count {
             let n = request[sent...].withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
@@ -63,11 +77,19 @@ import Testing
     @Test func notificationsOverHTTPAndAGracefulStop() async throws {
         let port = try PostgresCluster.freePortForTests()
         let store = "sqlite:\(directory.path)/state.sqlite"
-        let server = try ChildProcess(CLIRunner.serverExecutable.path, ["serve", "--listen", "127.0.0.1:\(port)", "--client-id", Self.client, "--jwks", jwks,
-                                                                  "--store", store, "--key-file", keyFile], environment: [:], removing: ["SHADOW_KEYS_STATE_STORE"])
+        let server = try ChildProcess(
+            CLIRunner.serverExecutable.path,
+            [
+                "serve", "--listen", "127.0.0.1:\(port)", "--client-id", Self.client, "--jwks", jwks,
+                "--store", store, "--key-file", keyFile,
+            ], environment: [:], removing: ["SHADOW_KEYS_STATE_STORE"])
         var healthy = false
         for _ in 0..<300 where !healthy {
-            if let (status, body) = try? Self.http("GET", port: port, path: "/healthz"), status == 200 { healthy = body.contains("ok") } else { usleep(100_000) }
+            if let (status, body) = try? Self.http("GET", port: port, path: "/healthz"), status == 200 {
+                healthy = body.contains("ok")
+            } else {
+                usleep(100_000)
+            }
         }
         guard healthy else {
             server.kill()
@@ -76,16 +98,32 @@ import Testing
             return
         }
         let body = Array(try notification("consent-revoked", subject: "u.serve", jti: "s-1").utf8)
-        #expect(try Self.http("POST", port: port, path: "/apple/notifications", body: body) == (200, #"{"outcome":"applied"}"#))
-        #expect(try Self.http("POST", port: port, path: "/apple/notifications", body: body) == (200, #"{"outcome":"duplicate"}"#))
+        #expect(
+            try Self.http("POST", port: port, path: "/apple/notifications", body: body) == (
+                200, #"{"outcome":"applied"}"#
+            ))
+        #expect(
+            try Self.http("POST", port: port, path: "/apple/notifications", body: body) == (
+                200, #"{"outcome":"duplicate"}"#
+            ))
         #expect(try Self.http("POST", port: port, path: "/apple/notifications", body: Array("nope".utf8)).status == 400)
-        let forged = Array(try notification("consent-revoked", subject: "u.serve", jti: "s-2", signer: try JWSSigner.rs256(TestKeys.rsa2, keyID: "apple-1")).utf8)
+        let forged = Array(
+            try notification(
+                "consent-revoked", subject: "u.serve", jti: "s-2",
+                signer: try JWSSigner.rs256(TestKeys.rsa2, keyID: "apple-1")
+            ).utf8)
         #expect(try Self.http("POST", port: port, path: "/apple/notifications", body: forged).status == 401)
-        #expect(try Self.http("POST", port: port, path: "/apple/notifications", body: [UInt8](repeating: 0x20, count: 70_000)).status == 413)
+        #expect(
+            try Self.http(
+                "POST", port: port, path: "/apple/notifications", body: [UInt8](repeating: 0x20, count: 70_000)
+            ).status == 413)
         server.kill(SIGTERM)
         let result = try server.wait(timeout: 30)
         #expect(result.status == 0, "serve exited \(result.status): \(result.stderr.suffix(1000))")
-        let shown = try CLIRunner.run(["state", "show", "--client-id", Self.client, "--sub", "u.serve", "--store", store, "--key-file", keyFile, "--json"])
+        let shown = try CLIRunner.run([
+            "state", "show", "--client-id", Self.client, "--sub", "u.serve", "--store", store, "--key-file", keyFile,
+            "--json",
+        ])
         #expect(try shown.json()["state"] as? String == "revoked")
     }
 
@@ -97,12 +135,19 @@ import Testing
             (["--client-id", "c", "--max-age", "5"], "--max-age"),
             (["--client-id", "c", "--p8", "AuthKey.p8"], "--p8, --team-id and --key-id together"),
             (["--client-id", "c", "--p8", "k.p8", "--team-id", "short", "--key-id", "KEY1234567"], "--team-id"),
-            (["--client-id", "c", "--p8", "k.p8", "--team-id", "TEAM123456", "--key-id", "KEY1234567", "--base-url", "http://example.com"], "--base-url"),
+            (
+                [
+                    "--client-id", "c", "--p8", "k.p8", "--team-id", "TEAM123456", "--key-id", "KEY1234567",
+                    "--base-url", "http://example.com",
+                ], "--base-url"
+            ),
             (["--client-id", "c", "--revocation-retry", "0"], "--revocation-retry"),
             (["--client-id", "c", "--revocation-lease", "4000"], "--revocation-lease"),
         ] {
             let result = try CLIRunner.runServer(["serve"] + arguments + ["--jwks", jwks, "--key-file", keyFile])
-            #expect(result.status == 64 && result.stderr.contains(needle), "\(arguments): \(result.status) \(result.stderr)")
+            #expect(
+                result.status == 64 && result.stderr.contains(needle), "\(arguments): \(result.status) \(result.stderr)"
+            )
         }
     }
 }

@@ -60,17 +60,22 @@ import Testing
             let jti = "jti-\(index)"
             let events: JSONObject = ["type": .string(type), "sub": .string(subject), "event_time": .int(eventTime)]
             let claims: JSONObject = [
-                "iss": "https://appleid.apple.com", "aud": .string(Self.client), "iat": .int(now - 1), "exp": .int(now + 3600), "jti": .string(jti),
+                "iss": "https://appleid.apple.com", "aud": .string(Self.client), "iat": .int(now - 1),
+                "exp": .int(now + 3600), "jti": .string(jti),
                 "events": .string(JSONValue.object(events).serialized()),
             ]
             let body = Array(JSONValue.object(["payload": .string(try signer.sign(claims: claims))]).serialized().utf8)
-            let kind: CredentialEvent.Kind = switch type {
-            case "consent-revoked": .consentRevoked
-            case "email-disabled": .emailDisabled
-            case "email-enabled": .emailEnabled
-            default: .accountDeleted
-            }
-            return Sent(body: body, event: try CredentialEvent(kind: kind, clientID: Self.client, subject: subject, timeMilliseconds: eventTime, id: jti))
+            let kind: CredentialEvent.Kind =
+                switch type {
+                case "consent-revoked": .consentRevoked
+                case "email-disabled": .emailDisabled
+                case "email-enabled": .emailEnabled
+                default: .accountDeleted
+                }
+            return Sent(
+                body: body,
+                event: try CredentialEvent(
+                    kind: kind, clientID: Self.client, subject: subject, timeMilliseconds: eventTime, id: jti))
         }
     }
 
@@ -81,18 +86,24 @@ import Testing
             let subject = Self.subject(index)
             let value = "r.\(UUID().uuidString)"
             tokens[subject] = value
-            try await store.put(ServerToken(clientID: Self.client, subject: subject, kind: .refresh, value: SecretBytes(utf8: value),
-                                            storedAt: Date().addingTimeInterval(-7200)))
+            try await store.put(
+                ServerToken(
+                    clientID: Self.client, subject: subject, kind: .refresh, value: SecretBytes(utf8: value),
+                    storedAt: Date().addingTimeInterval(-7200)))
         }
         return tokens
     }
 
     func startServe(port: Int) throws -> ChildProcess {
-        try ChildProcess(CLIRunner.serverExecutable.path, [
-            "serve", "--listen", "127.0.0.1:\(port)", "--client-id", Self.client, "--jwks", jwks, "--store", database, "--key-file", keyFile,
-            "--p8", p8File, "--team-id", apple.teamID, "--key-id", apple.keyID, "--base-url", apple.baseURL, "--allow-http-loopback",
-            "--revocation-retry", "1", "--revocation-lease", "5",
-        ], environment: [:], removing: ["SHADOW_KEYS_STATE_STORE"])
+        try ChildProcess(
+            CLIRunner.serverExecutable.path,
+            [
+                "serve", "--listen", "127.0.0.1:\(port)", "--client-id", Self.client, "--jwks", jwks, "--store",
+                database, "--key-file", keyFile,
+                "--p8", p8File, "--team-id", apple.teamID, "--key-id", apple.keyID, "--base-url", apple.baseURL,
+                "--allow-http-loopback",
+                "--revocation-retry", "1", "--revocation-lease", "5",
+            ], environment: [:], removing: ["SHADOW_KEYS_STATE_STORE"])
     }
 
     func waitHealthy(_ server: ChildProcess, port: Int) throws {
@@ -101,14 +112,17 @@ import Testing
             usleep(100_000)
         }
         server.kill()
-        throw CLIRunnerError("serve on \(port) never answered /healthz: \(try server.wait(timeout: 10).stderr.suffix(2000))")
+        throw CLIRunnerError(
+            "serve on \(port) never answered /healthz: \(try server.wait(timeout: 10).stderr.suffix(2000))")
     }
 
     /// Posts every body with `concurrency` requests in flight, the i-th to `ports[i % 2]`; a
     /// request that fails (a killed instance) goes to the next port, as Apple retries. Returns
     /// the bodies that got a 200 and how each outcome was counted.
-    static func post(_ sent: [Sent], ports: @escaping @Sendable (Int) -> [Int], concurrency: Int, client: HTTPClient,
-                     onProgress: @escaping @Sendable (Int) async -> Void = { _ in }) async throws -> (acknowledged: [Int], outcomes: [String: Int]) {
+    static func post(
+        _ sent: [Sent], ports: @escaping @Sendable (Int) -> [Int], concurrency: Int, client: HTTPClient,
+        onProgress: @escaping @Sendable (Int) async -> Void = { _ in }
+    ) async throws -> (acknowledged: [Int], outcomes: [String: Int]) {
         final class Progress: Sendable {
             let next = Atomic(0)
             let results = Mutex<(acknowledged: [Int], outcomes: [String: Int])>(([], [:]))
@@ -133,10 +147,13 @@ import Testing
                                 let response = try await client.execute(request, timeout: .seconds(30))
                                 let body = try await response.body.collect(upTo: 4096)
                                 guard response.status.code == 200 else {
-                                    Issue.record("notification \(index): HTTP \(response.status.code) \(String(buffer: body))")
+                                    Issue.record(
+                                        "notification \(index): HTTP \(response.status.code) \(String(buffer: body))")
                                     return
                                 }
-                                let outcome = (try? StrictJSON.parse(Array(body.readableBytesView)))?.objectValue?["outcome"]?.stringValue ?? "?"
+                                let outcome =
+                                    (try? StrictJSON.parse(Array(body.readableBytesView)))?.objectValue?["outcome"]?
+                                    .stringValue ?? "?"
                                 progress.results.withLock {
                                     $0.acknowledged.append(index)
                                     $0.outcomes[outcome, default: 0] += 1
@@ -156,10 +173,12 @@ import Testing
     }
 
     /// Waits until the queue is empty, then returns its counts.
-    static func drained(_ store: PostgresCredentialStore, expecting done: Int, within seconds: Double) async throws -> RevocationCounts {
+    static func drained(
+        _ store: PostgresCredentialStore, expecting done: Int, within seconds: Double
+    ) async throws -> RevocationCounts {
         let deadline = Date().addingTimeInterval(seconds)
         var counts = try await store.revocationCounts()
-        while (counts.pending > 0 || counts.done < done), Date() < deadline {
+        while counts.pending > 0 || counts.done < done, Date() < deadline {
             try await Task.sleep(for: .milliseconds(200))
             counts = try await store.revocationCounts()
         }
@@ -185,7 +204,8 @@ import Testing
         defer { for server in servers { server.kill() } }
         for (server, port) in zip(servers, ports) { try waitHealthy(server, port: port) }
 
-        let (acknowledged, outcomes) = try await Self.post(sent, ports: { [ports[$0 % 2]] }, concurrency: 16, client: HTTPClient.shared)
+        let (acknowledged, outcomes) = try await Self.post(
+            sent, ports: { [ports[$0 % 2]] }, concurrency: 16, client: HTTPClient.shared)
         #expect(acknowledged.count == sent.count)
         #expect(outcomes["applied", default: 0] + outcomes["duplicate", default: 0] == sent.count, "\(outcomes)")
         #expect(outcomes["duplicate", default: 0] >= 1000, "every repeated notification is a duplicate: \(outcomes)")
@@ -197,8 +217,10 @@ import Testing
             let subject = Self.subject(index)
             let expected = try await replay.record(clientID: Self.client, subject: subject).status
             let actual = try await store.record(clientID: Self.client, subject: subject).status
-            #expect(actual.state == expected.state && actual.since == expected.since && actual.cause == expected.cause && actual.emailForwarding == expected.emailForwarding,
-                    "\(subject): \(actual) != \(expected)")
+            #expect(
+                actual.state == expected.state && actual.since == expected.since && actual.cause == expected.cause
+                    && actual.emailForwarding == expected.emailForwarding,
+                "\(subject): \(actual) != \(expected)")
         }
         // Every transition logged once: no event twice in the verified chain.
         let entries = try await store.auditEntries()
@@ -211,7 +233,9 @@ import Testing
         #expect(counts.pending == 0 && counts.failed == 0, "\(counts)")
         let calls = apple.revokeCalls
         #expect(calls.count == owed.count, "revoked \(calls.count) tokens, owed \(owed.count)")
-        for subject in owed { #expect(calls[tokens[subject]!] == 1, "\(subject): \(calls[tokens[subject]!] ?? 0) calls") }
+        for subject in owed {
+            #expect(calls[tokens[subject]!] == 1, "\(subject): \(calls[tokens[subject]!] ?? 0) calls")
+        }
         #expect(Set(calls.keys) == Set(owed.map { tokens[$0]! }))
 
         // The two metrics pages add up to what was sent and done.
@@ -225,9 +249,14 @@ import Testing
             }
         }
         #expect(totals["shadow_keys_notifications_received_total"] == Double(sent.count), "\(totals)")
-        #expect(totals[#"shadow_keys_notifications_total{outcome="applied"}"#, default: 0] == Double(outcomes["applied", default: 0]), "\(totals)")
-        #expect(totals[#"shadow_keys_notifications_total{outcome="duplicate"}"#, default: 0] == Double(outcomes["duplicate", default: 0]), "\(totals)")
-        #expect(totals[#"shadow_keys_revocations_total{outcome="revoked"}"#, default: 0] == Double(owed.count), "\(totals)")
+        #expect(
+            totals[#"shadow_keys_notifications_total{outcome="applied"}"#, default: 0]
+                == Double(outcomes["applied", default: 0]), "\(totals)")
+        #expect(
+            totals[#"shadow_keys_notifications_total{outcome="duplicate"}"#, default: 0]
+                == Double(outcomes["duplicate", default: 0]), "\(totals)")
+        #expect(
+            totals[#"shadow_keys_revocations_total{outcome="revoked"}"#, default: 0] == Double(owed.count), "\(totals)")
         #expect(totals["shadow_keys_revocations_pending", default: -1] == 0, "\(totals)")
         for server in servers { server.kill(SIGTERM) }
         for server in servers { #expect(try server.wait(timeout: 30).status == 0) }
@@ -249,7 +278,9 @@ import Testing
 
         let killed = Atomic(false)
         let this = self
-        let (acknowledged, _) = try await Self.post(sent, ports: { [ports[$0 % 2], ports[($0 + 1) % 2]] }, concurrency: 8, client: HTTPClient.shared) { index in
+        let (acknowledged, _) = try await Self.post(
+            sent, ports: { [ports[$0 % 2], ports[($0 + 1) % 2]] }, concurrency: 8, client: HTTPClient.shared
+        ) { index in
             guard index == distinct / 2, !killed.exchange(true, ordering: .relaxed) else { return }
             let victim = servers.withLock { $0[0] }
             victim.kill(SIGKILL)
@@ -269,7 +300,9 @@ import Testing
         for index in 0..<users {
             let expected = try await replay.record(clientID: Self.client, subject: Self.subject(index)).status
             let actual = try await store.record(clientID: Self.client, subject: Self.subject(index)).status
-            #expect(actual.state == expected.state && actual.since == expected.since, "\(Self.subject(index)): \(actual) != \(expected)")
+            #expect(
+                actual.state == expected.state && actual.since == expected.since,
+                "\(Self.subject(index)): \(actual) != \(expected)")
         }
         // The revocations resume: all finished, each owed token revoked (at least once).
         let owed = Self.revokedUsers(sent.map(\.event))

@@ -24,9 +24,12 @@ import Testing
         #expect(keys.status == 0, "\(keys.stderr)")
         let jwks = try write("keys-\(UUID().uuidString).json", keys.stdout)
         let claims = try write("claims.json", #"{"iss":"https://issuer.example","aud":"app.example","sub":"user-1"}"#)
-        let signed = try CLIRunner.run(["sign", "--key", key, "--claims", claims, "--exp", "+10m"] + (alg.map { ["--alg", $0] } ?? []))
+        let signed = try CLIRunner.run(
+            ["sign", "--key", key, "--claims", claims, "--exp", "+10m"] + (alg.map { ["--alg", $0] } ?? []))
         #expect(signed.status == 0, "\(signed.stderr)")
-        let verified = try CLIRunner.run(["verify-token", "--jwks", jwks, "--iss", "https://issuer.example", "--aud", "app.example", "--json"], stdin: signed.stdout)
+        let verified = try CLIRunner.run(
+            ["verify-token", "--jwks", jwks, "--iss", "https://issuer.example", "--aud", "app.example", "--json"],
+            stdin: signed.stdout)
         #expect(verified.status == 0, "\(verified.stdout) \(verified.stderr)")
         let claimsOut = try #require(try verified.json()["claims"] as? [String: Any])
         #expect(claimsOut["iat"] is Int && claimsOut["exp"] is Int)
@@ -39,7 +42,11 @@ import Testing
         try roundTrip(key: try write("rsa-pkcs1.pem", TestKeys.rsa.pemRepresentation), alg: "RS256")
         try roundTrip(key: try write("rsa-pkcs8.pem", TestKeys.rsa.pkcs8PEMRepresentation), alg: nil)
         let point = p256.publicKey.rawRepresentation
-        let jwk = #"{"kty":"EC","crv":"P-256","d":"\#(Base64URL.encode(p256.rawRepresentation))","x":"\#(Base64URL.encode(point.prefix(32)))","y":"\#(Base64URL.encode(point.suffix(32)))"}"#
+        let (d, x, y) = (
+            Base64URL.encode(p256.rawRepresentation), Base64URL.encode(point.prefix(32)),
+            Base64URL.encode(point.suffix(32))
+        )
+        let jwk = #"{"kty":"EC","crv":"P-256","d":"\#(d)","x":"\#(x)","y":"\#(y)"}"#
         try roundTrip(key: try write("ec.jwk", jwk), alg: nil)
     }
 
@@ -63,11 +70,24 @@ import Testing
     @Test func unusableKeysAndClaimsAreRefusedWithoutOutput() throws {
         let ec = try write("ec.pem", TestKeys.p256.pemRepresentation)
         let point = TestKeys.p256.publicKey.rawRepresentation
-        let mismatched = #"{"kty":"EC","crv":"P-256","d":"\#(Base64URL.encode(TestKeys.p256b.rawRepresentation))","x":"\#(Base64URL.encode(point.prefix(32)))","y":"\#(Base64URL.encode(point.suffix(32)))"}"#
+        let (d, x, y) = (
+            Base64URL.encode(TestKeys.p256b.rawRepresentation), Base64URL.encode(point.prefix(32)),
+            Base64URL.encode(point.suffix(32))
+        )
+        let mismatched = #"{"kty":"EC","crv":"P-256","d":"\#(d)","x":"\#(x)","y":"\#(y)"}"#
         let cases: [([String], Int32, String)] = [
             (["sign", "--key", ec, "--alg", "RS256"], 65, "not RS256"),
             (["sign", "--key", ec, "--alg", "HS256"], 64, "HS256"),
-            (["sign", "--key", try write("enc.pem", "-----BEGIN ENCRYPTED PRIVATE KEY-----\nMIIB\n-----END ENCRYPTED PRIVATE KEY-----\n")], 65, "encrypted"),
+            (
+                [
+                    "sign", "--key",
+                    try write(
+                        "enc.pem",
+                        """
+                        -----BEGIN ENCRYPTED PRIVATE KEY-----\nMIIB\n-----END ENCRYPTED PRIVATE KEY-----\n
+                        """),
+                ], 65, "encrypted"
+            ),
             (["sign", "--key", try write("junk.pem", "hello")], 65, "not a PEM key"),
             (["sign", "--key", try write("mismatch.jwk", mismatched)], 65, "not the public key of its d"),
             (["sign", "--key", folder.path + "/absent.pem"], 66, "cannot read"),

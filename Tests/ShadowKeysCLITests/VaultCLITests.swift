@@ -20,7 +20,8 @@ import Testing
     }
 
     func run(_ arguments: [String], stdin: String? = nil, environment: [String: String] = [:]) throws -> CLIResult {
-        try CLIRunner.run(["vault"] + arguments, stdin: stdin, environment: environment, currentDirectory: directory.url)
+        try CLIRunner.run(
+            ["vault"] + arguments, stdin: stdin, environment: environment, currentDirectory: directory.url)
     }
 
     /// Runs a vault subcommand on this suite's vault with its key file.
@@ -43,8 +44,11 @@ import Testing
         #expect(try Data(contentsOf: URL(fileURLWithPath: vault)) == before)
 
         let put = try keyed(
-            ["put", "apple/refresh", "--provider", "apple", "--kind", "refresh-token", "--subject", "001.abc", "--expires-in", "3600", "--label", "team=T1",
-             "--label", "app=notes"], stdin: "r.live-token\n")
+            [
+                "put", "apple/refresh", "--provider", "apple", "--kind", "refresh-token", "--subject", "001.abc",
+                "--expires-in", "3600", "--label", "team=T1",
+                "--label", "app=notes",
+            ], stdin: "r.live-token\n")
         #expect(put.status == 0, "\(put.stderr)")
         #expect(put.stdout.isEmpty)
 
@@ -53,7 +57,9 @@ import Testing
         #expect(get.status == 0 && get.stdout == "r.live-token\n" && get.stderr.isEmpty, "\(get.stderr)")
         #expect(try keyed(["get", "apple/refresh", "-n"]).stdout == "r.live-token")
         let entry = try keyed(["get", "apple/refresh", "--json"]).json()
-        #expect(entry["secret"] as? String == "r.live-token" && entry["provider"] as? String == "apple" && entry["kind"] as? String == "refresh-token")
+        #expect(
+            entry["secret"] as? String == "r.live-token" && entry["provider"] as? String == "apple"
+                && entry["kind"] as? String == "refresh-token")
         #expect(entry["subject"] as? String == "001.abc" && entry["expired"] as? Bool == false)
         #expect(entry["labels"] as? [String: String] == ["app": "notes", "team": "T1"])
 
@@ -66,7 +72,11 @@ import Testing
 
         // list never prints secrets.
         let list = try keyed(["list"])
-        #expect(list.status == 0 && list.stdout.split(separator: "\n").map { $0.split(separator: "\t")[0] } == ["apple/refresh", "old", "raw"])
+        #expect(
+            list.status == 0
+                && list.stdout.split(separator: "\n").map { $0.split(separator: "\t")[0] } == [
+                    "apple/refresh", "old", "raw",
+                ])
         #expect(!list.stdout.contains("r.live-token") && list.stdout.contains("(expired)"))
         let listed = try keyed(["list", "--json"])
         #expect(!listed.stdout.contains("live-token") && !listed.stdout.contains("secret"))
@@ -74,7 +84,9 @@ import Testing
 
         // info: header without a key, the count with one.
         let header = try run(["info", "--vault", vault, "--json"]).json()
-        #expect(header["format_version"] as? Int == 1 && header["key_kind"] as? String == "key" && header["entries"] is NSNull)
+        #expect(
+            header["format_version"] as? Int == 1 && header["key_kind"] as? String == "key"
+                && header["entries"] is NSNull)
         #expect(header["generation"] as? Int == 4 && header["verified"] as? Bool == false)
         let counted = try keyed(["info", "--json"]).json()
         #expect(counted["entries"] as? Int == 3 && counted["verified"] as? Bool == true)
@@ -89,25 +101,48 @@ import Testing
     }
 
     @Test func keysAndPassphrasesComeFromFilesOrTheEnvironment() throws {
-        #expect(try run(["init", "--vault", vault, "--passphrase-env", "PW", "--iterations", "100000"], environment: ["PW": "correct horse"]).status == 0)
+        #expect(
+            try run(
+                ["init", "--vault", vault, "--passphrase-env", "PW", "--iterations", "100000"],
+                environment: ["PW": "correct horse"]
+            ).status == 0)
         let info = try run(["info", "--vault", vault, "--json"]).json()
-        #expect((info["kdf"] as? [String: Any])?["iterations"] as? Int == 100_000 && info["key_kind"] as? String == "passphrase")
-        #expect(try run(["put", "a", "--vault", vault, "--passphrase-env", "PW"], stdin: "s1", environment: ["PW": "correct horse"]).status == 0)
+        #expect(
+            (info["kdf"] as? [String: Any])?["iterations"] as? Int == 100_000
+                && info["key_kind"] as? String == "passphrase")
+        #expect(
+            try run(
+                ["put", "a", "--vault", vault, "--passphrase-env", "PW"], stdin: "s1",
+                environment: ["PW": "correct horse"]
+            ).status == 0)
 
         // Wrong passphrase, key where a passphrase is needed: 30, and nothing printed.
-        let wrong = try run(["get", "a", "--vault", vault, "--passphrase-env", "PW"], environment: ["PW": "correct horsf"])
+        let wrong = try run(
+            ["get", "a", "--vault", vault, "--passphrase-env", "PW"], environment: ["PW": "correct horsf"])
         #expect(wrong.status == 30 && wrong.stdout.isEmpty && wrong.stderr.contains("wrong passphrase or key"))
         #expect(try keyed(["get", "a"]).status == 30)
 
         // rekey to a key from the environment, then from a file.
-        let rekey = try run(["rekey", "--vault", vault, "--passphrase-env", "PW", "--new-key-env", "VK", "--json"], environment: ["PW": "correct horse", "VK": keyHex])
+        let rekey = try run(
+            ["rekey", "--vault", vault, "--passphrase-env", "PW", "--new-key-env", "VK", "--json"],
+            environment: ["PW": "correct horse", "VK": keyHex])
         #expect(rekey.status == 0, "\(rekey.stderr)")
-        #expect(try run(["get", "a", "--vault", vault, "--passphrase-env", "PW"], environment: ["PW": "correct horse"]).status == 30)
-        #expect(try run(["get", "a", "--vault", vault, "--key-env", "VK"], environment: ["VK": keyHex]).stdout == "s1\n")
+        #expect(
+            try run(["get", "a", "--vault", vault, "--passphrase-env", "PW"], environment: ["PW": "correct horse"])
+                .status == 30)
+        #expect(
+            try run(["get", "a", "--vault", vault, "--key-env", "VK"], environment: ["VK": keyHex]).stdout == "s1\n")
         #expect(try keyed(["get", "a"]).stdout == "s1\n")
         // Raising the iterations of a passphrase vault.
-        #expect(try run(["rekey", "--vault", vault, "--key-file", keyFile, "--new-passphrase-stdin", "--iterations", "150000"], stdin: "new phrase\n").status == 0)
-        #expect(try run(["info", "--vault", vault, "--json"]).json()["kdf"].flatMap { ($0 as? [String: Any])?["iterations"] as? Int } == 150_000)
+        #expect(
+            try run(
+                ["rekey", "--vault", vault, "--key-file", keyFile, "--new-passphrase-stdin", "--iterations", "150000"],
+                stdin: "new phrase\n"
+            ).status == 0)
+        #expect(
+            try run(["info", "--vault", vault, "--json"]).json()["kdf"].flatMap {
+                ($0 as? [String: Any])?["iterations"] as? Int
+            } == 150_000)
         #expect(try run(["get", "a", "--vault", vault, "--passphrase-stdin"], stdin: "new phrase\n").stdout == "s1\n")
     }
 
@@ -120,7 +155,10 @@ import Testing
             ["put", "a", "--vault", vault, "--key-file", keyFile, "--provider", "facebook"],
             ["put", "a", "--vault", vault, "--key-file", keyFile, "--kind", "password"],
             ["put", "a", "--vault", vault, "--key-file", keyFile, "--expires", "tomorrow"],
-            ["put", "a", "--vault", vault, "--key-file", keyFile, "--expires", "2030-01-01T00:00:00Z", "--expires-in", "10"],
+            [
+                "put", "a", "--vault", vault, "--key-file", keyFile, "--expires", "2030-01-01T00:00:00Z",
+                "--expires-in", "10",
+            ],
             ["put", "a", "--vault", vault, "--key-file", keyFile, "--label", "novalue"],
             ["put", "a", "--vault", vault, "--key-file", keyFile, "--label", "k=1", "--label", "k=2"],
             ["put", "", "--vault", vault, "--key-file", keyFile],
@@ -149,7 +187,9 @@ import Testing
         #expect(FileManager.default.fileExists(atPath: data + "/shadow-keys/vault.skv"))
         let chosen = directory.path + "/chosen.skv"
         #expect(try run(["init", "--key-file", keyFile], environment: ["SHADOW_KEYS_VAULT": chosen]).status == 0)
-        #expect(try run(["put", "x", "--key-file", keyFile], stdin: "v", environment: ["SHADOW_KEYS_VAULT": chosen]).status == 0)
+        #expect(
+            try run(["put", "x", "--key-file", keyFile], stdin: "v", environment: ["SHADOW_KEYS_VAULT": chosen]).status
+                == 0)
         #expect(try run(["get", "x", "--vault", chosen, "--key-file", keyFile]).stdout == "v\n")
     }
 
@@ -161,7 +201,8 @@ import Testing
 
         let holder = try #require(try FileLock.acquire(vault + ".lock", timeout: 1))
         defer { holder.release() }
-        let blocked = try run(["put", "a", "--vault", vault, "--key-file", keyFile, "--lock-timeout", "0.3"], stdin: "s")
+        let blocked = try run(
+            ["put", "a", "--vault", vault, "--key-file", keyFile, "--lock-timeout", "0.3"], stdin: "s")
         #expect(blocked.status == 33 && blocked.stderr.contains("lock"), "\(blocked.stderr)")
         #expect(try keyed(["get", "a"]).status == 32)
     }
@@ -170,14 +211,19 @@ import Testing
 
     @Test func everyFlippedByteAndTruncationExits31() throws {
         #expect(try keyed(["init"]).status == 0)
-        #expect(try keyed(["put", "apple/refresh", "--provider", "apple", "--subject", "001.abc"], stdin: "r.token").status == 0)
+        #expect(
+            try keyed(["put", "apple/refresh", "--provider", "apple", "--subject", "001.abc"], stdin: "r.token").status
+                == 0)
         let original = [UInt8](try Data(contentsOf: URL(fileURLWithPath: vault)))
         let flips: [(String, [UInt8])] = original.indices.map { index in
             var bytes = original
             bytes[index] ^= 0x01
             return ("flip byte \(index)", bytes)
         }
-        let cases = flips + (0..<original.count).map { ("truncate to \($0)", Array(original[..<$0])) } + [("append a byte", original + [0])]
+        let cases =
+            flips + (0..<original.count).map { ("truncate to \($0)", Array(original[..<$0])) } + [
+                ("append a byte", original + [0])
+            ]
         let failures = Mutex<[String]>([])
         let workers = 4
         DispatchQueue.concurrentPerform(iterations: workers) { worker in
@@ -185,8 +231,11 @@ import Testing
             for (label, bytes) in cases.enumerated().filter({ $0.offset % workers == worker }).map(\.element) {
                 do {
                     try Data(bytes).write(to: URL(fileURLWithPath: path))
-                    let result = try CLIRunner.run(["vault", "get", "apple/refresh", "--vault", path, "--key-file", keyFile], stdin: nil)
-                    if result.status != 31 || !result.stdout.isEmpty { failures.withLock { $0.append("\(label): exit \(result.status) \(result.stderr)") } }
+                    let result = try CLIRunner.run(
+                        ["vault", "get", "apple/refresh", "--vault", path, "--key-file", keyFile], stdin: nil)
+                    if result.status != 31 || !result.stdout.isEmpty {
+                        failures.withLock { $0.append("\(label): exit \(result.status) \(result.stderr)") }
+                    }
                 } catch {
                     failures.withLock { $0.append("\(label): \(error)") }
                 }
@@ -198,7 +247,8 @@ import Testing
 }
 
 extension VaultCLITests {
-    /// Writers killed at random moments, and eight writing at once. Run alone with `swift test --filter VaultCLITests/Stress`.
+    /// Writers killed at random moments, and eight writing at once. Run alone with
+    /// `swift test --filter VaultCLITests/Stress`.
     @Suite(.tags(.stress)) struct Stress {
         let fixture: VaultCLITests
         init() throws { fixture = try VaultCLITests() }
@@ -221,7 +271,9 @@ extension VaultCLITests {
             for round in 0..<200 {
                 let name = "entry-\(round)"
                 let child = try ChildProcess(
-                    CLIRunner.executable.path, ["vault", "put", name, "--vault", fixture.vault, "--key-file", fixture.keyFile], stdin: Data("secret-\(round)".utf8))
+                    CLIRunner.executable.path,
+                    ["vault", "put", name, "--vault", fixture.vault, "--key-file", fixture.keyFile],
+                    stdin: Data("secret-\(round)".utf8))
                 usleep(UInt32(Double.random(in: 0...(window * 1.2), using: &generator) * 1_000_000))
                 child.kill()
                 let result = try child.wait()
@@ -234,16 +286,21 @@ extension VaultCLITests {
                     #expect(names == committed, "round \(round) (seed \(seed)): a completed put is missing")
                 } else {
                     #expect(result.status == 128 + SIGKILL, "round \(round) (seed \(seed)): \(result.stderr)")
-                    #expect(names == committed || names == committed.union([name]), "round \(round) (seed \(seed)): \(names.symmetricDifference(committed))")
+                    #expect(
+                        names == committed || names == committed.union([name]),
+                        "round \(round) (seed \(seed)): \(names.symmetricDifference(committed))")
                     if names.contains(name) { committed.insert(name) }
                 }
                 if let entry = try library.contents().entry(named: name) {
-                    #expect(entry.secret.withUnsafeBytes { Array($0) } == Array("secret-\(round)".utf8), "round \(round) (seed \(seed)): a torn secret")
+                    #expect(
+                        entry.secret.withUnsafeBytes { Array($0) } == Array("secret-\(round)".utf8),
+                        "round \(round) (seed \(seed)): a torn secret")
                 }
             }
             // A later write clears the temporary files killed writers left.
             #expect(try fixture.keyed(["put", "final"], stdin: "s").status == 0)
-            let leftovers = try FileManager.default.contentsOfDirectory(atPath: fixture.directory.path + "/store").filter { $0.contains(".tmp-") }
+            let leftovers = try FileManager.default.contentsOfDirectory(atPath: fixture.directory.path + "/store")
+                .filter { $0.contains(".tmp-") }
             #expect(leftovers.isEmpty)
             #expect(try library.contents().count == committed.count + 1)
         }
@@ -255,8 +312,13 @@ extension VaultCLITests {
                 for index in 0..<50 {
                     do {
                         let result = try CLIRunner.run(
-                            ["vault", "put", "w\(writer)-\(index)", "--vault", fixture.vault, "--key-file", fixture.keyFile, "--lock-timeout", "60"], stdin: "secret-\(writer)-\(index)")
-                        if result.status != 0 { failures.withLock { $0.append("w\(writer)-\(index): \(result.status) \(result.stderr)") } }
+                            [
+                                "vault", "put", "w\(writer)-\(index)", "--vault", fixture.vault, "--key-file",
+                                fixture.keyFile, "--lock-timeout", "60",
+                            ], stdin: "secret-\(writer)-\(index)")
+                        if result.status != 0 {
+                            failures.withLock { $0.append("w\(writer)-\(index): \(result.status) \(result.stderr)") }
+                        }
                     } catch {
                         failures.withLock { $0.append("w\(writer)-\(index): \(error)") }
                     }
@@ -268,7 +330,9 @@ extension VaultCLITests {
             #expect(contents.generation == 401)
             for writer in 0..<8 {
                 for index in 0..<50 {
-                    let secret = contents.entry(named: "w\(writer)-\(index)")?.secret.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }
+                    let secret = contents.entry(named: "w\(writer)-\(index)")?.secret.withUnsafeBytes {
+                        String(decoding: $0, as: UTF8.self)
+                    }
                     #expect(secret == "secret-\(writer)-\(index)")
                 }
             }
@@ -299,25 +363,36 @@ extension VaultCLITests {
         #expect(try CLIRunner.run(["keygen", folder.path + "/absent/k.key"]).status == 66)
         #expect(try CLIRunner.run(["keygen", "-"]).status == 64)
         // Nothing but the two keys is left behind.
-        #expect(try FileManager.default.contentsOfDirectory(atPath: folder.path).sorted() == ["other.key", "vault.key"])
+        #expect(
+            try FileManager.default.contentsOfDirectory(atPath: folder.path).sorted() == ["other.key", "vault.key"])
     }
 
     @Test func theReadmesVaultLinesWorkOnAFreshMachine() throws {
         let folder = try TemporaryDirectory()
         let environment = ["XDG_DATA_HOME": folder.path + "/data", "HOME": folder.path]
-        let initialized = try CLIRunner.run(["vault", "init", "--new-key", "vault.key"], environment: environment, currentDirectory: folder.url)
+        let initialized = try CLIRunner.run(
+            ["vault", "init", "--new-key", "vault.key"], environment: environment, currentDirectory: folder.url)
         #expect(initialized.status == 0, "\(initialized.stderr)")
         #expect(!initialized.stderr.contains("warning: the key file"), "\(initialized.stderr)")
-        let put = try CLIRunner.run(["vault", "put", "apple/refresh", "--key-file", "vault.key"], stdin: "r-token", environment: environment, currentDirectory: folder.url)
+        let put = try CLIRunner.run(
+            ["vault", "put", "apple/refresh", "--key-file", "vault.key"], stdin: "r-token", environment: environment,
+            currentDirectory: folder.url)
         #expect(put.status == 0, "\(put.stderr)")
-        let got = try CLIRunner.run(["vault", "get", "apple/refresh", "--key-file", "vault.key"], environment: environment, currentDirectory: folder.url)
+        let got = try CLIRunner.run(
+            ["vault", "get", "apple/refresh", "--key-file", "vault.key"], environment: environment,
+            currentDirectory: folder.url)
         #expect(got.status == 0 && got.stdout == "r-token\n", "\(got.stderr)")
         #expect(got.stderr.isEmpty, "every call warned: \(got.stderr)")
 
-        let twice = try CLIRunner.run(["vault", "init", "--new-key", "second.key"], environment: environment, currentDirectory: folder.url)
+        let twice = try CLIRunner.run(
+            ["vault", "init", "--new-key", "second.key"], environment: environment, currentDirectory: folder.url)
         #expect(twice.status == 1, "\(twice.stderr)")
-        #expect(!FileManager.default.fileExists(atPath: folder.path + "/second.key"), "a key was made for a vault that exists")
-        let mixed = try CLIRunner.run(["vault", "init", "--new-key", "third.key", "--key-file", "vault.key"], environment: environment, currentDirectory: folder.url)
+        #expect(
+            !FileManager.default.fileExists(atPath: folder.path + "/second.key"),
+            "a key was made for a vault that exists")
+        let mixed = try CLIRunner.run(
+            ["vault", "init", "--new-key", "third.key", "--key-file", "vault.key"], environment: environment,
+            currentDirectory: folder.url)
         #expect(mixed.status == 64)
     }
 }

@@ -24,7 +24,8 @@ import Testing
     }
 
     private func verify(_ token: String, _ arguments: [String] = [], jwks: String? = nil) throws -> CLIResult {
-        try CLIRunner.run(["verify-token", "-", "--jwks", jwks ?? self.jwks, "--now", String(now)] + arguments, stdin: token + "\n")
+        try CLIRunner.run(
+            ["verify-token", "-", "--jwks", jwks ?? self.jwks, "--now", String(now)] + arguments, stdin: token + "\n")
     }
 
     @Test func printsVerifiedClaims() throws {
@@ -49,7 +50,9 @@ import Testing
         let token = try token()
         let file = try directory.write("token.txt", token + "\n")
         for arguments in [[token], ["--token-file", file], ["--token-env", "SK_TEST_TOKEN"]] {
-            let result = try CLIRunner.run(["verify-token"] + arguments + ["--jwks", jwks, "--now", String(now), "--aud", "app.example"], environment: ["SK_TEST_TOKEN": token])
+            let result = try CLIRunner.run(
+                ["verify-token"] + arguments + ["--jwks", jwks, "--now", String(now), "--aud", "app.example"],
+                environment: ["SK_TEST_TOKEN": token])
             #expect(result.status == 0, "\(arguments): \(result.stderr)")
         }
     }
@@ -71,7 +74,10 @@ import Testing
             ("not-a-token", [], 10, "malformed_token"),
             ("a.b", [], 10, "malformed_token"),
             (parts.joined(separator: "."), [], 11, "invalid_signature"),
-            (try JWSSigner.rs256(TestKeys.rsa, keyID: "nope").sign(claims: TokenFactory.claims(now: now)), [], 11, "unknown_key"),
+            (
+                try JWSSigner.rs256(TestKeys.rsa, keyID: "nope").sign(claims: TokenFactory.claims(now: now)), [], 11,
+                "unknown_key"
+            ),
             (good, ["--alg", "ES256"], 11, "disallowed_algorithm"),
             (good, ["--alg", "es256"], 11, "disallowed_algorithm"),
             (good, ["--iss", "https://other.example"], 12, "claims_rejected"),
@@ -90,7 +96,8 @@ import Testing
     }
 
     @Test func claimFailuresNameTheClaimExpectedAndActual() throws {
-        let result = try verify(try token(extra: ["exp": .int(now - 312)]), ["--iss", "https://other.example", "--json"])
+        let result = try verify(
+            try token(extra: ["exp": .int(now - 312)]), ["--iss", "https://other.example", "--json"])
         #expect(result.status == 12)
         let error = try #require(try result.json()["error"] as? [String: Any])
         #expect(error["claim"] as? String == "iss")
@@ -109,7 +116,9 @@ import Testing
         let token = try token()
         let empty = try directory.write("empty.json", #"{"keys":[{"kty":"oct","k":"AA"}]}"#)
         let broken = try directory.write("broken.json", "{\"keys\":")
-        let duplicate = try directory.write("dup.json", TestKeys.jwksJSON([try TestKeys.jwk(TestKeys.rsa, kid: "x"), try TestKeys.jwk(TestKeys.p256, kid: "x")]))
+        let duplicate = try directory.write(
+            "dup.json",
+            TestKeys.jwksJSON([try TestKeys.jwk(TestKeys.rsa, kid: "x"), try TestKeys.jwk(TestKeys.p256, kid: "x")]))
         for (path, text) in [(empty, "no usable keys"), (broken, "not valid JSON"), (duplicate, "more than one key")] {
             let result = try verify(token, [], jwks: path)
             #expect(result.status == 13, "\(path): \(result.stderr)")
@@ -154,7 +163,9 @@ import Testing
         let multi = try token(extra: ["aud": ["app.example", "evil"]])
         #expect(try verify(multi, ["--aud", "app.example"]).status == 0)
         #expect(try verify(multi, ["--aud", "app.example", "--all-aud-accepted"]).status == 12)
-        #expect(try verify(try rsa.sign(claims: TokenFactory.claims(now: now), header: ["typ": "JWT"]), ["--typ", "JWT"]).status == 0)
+        #expect(
+            try verify(try rsa.sign(claims: TokenFactory.claims(now: now), header: ["typ": "JWT"]), ["--typ", "JWT"])
+                .status == 0)
         #expect(try verify(try token(), ["--typ", "JWT"]).status == 12)
         let noExp = try rsa.sign(claims: ["iss": "i"])
         #expect(try verify(noExp).status == 12)
@@ -162,9 +173,11 @@ import Testing
     }
 
     @Test func nowAcceptsRFC3339() throws {
-        let result = try CLIRunner.run(["verify-token", "-", "--jwks", jwks, "--now", "2023-11-14T22:13:20Z"], stdin: try token())
+        let result = try CLIRunner.run(
+            ["verify-token", "-", "--jwks", jwks, "--now", "2023-11-14T22:13:20Z"], stdin: try token())
         #expect(result.status == 0, "\(result.stderr)")
-        let late = try CLIRunner.run(["verify-token", "-", "--jwks", jwks, "--now", "2023-11-15T22:13:20Z"], stdin: try token())
+        let late = try CLIRunner.run(
+            ["verify-token", "-", "--jwks", jwks, "--now", "2023-11-15T22:13:20Z"], stdin: try token())
         #expect(late.status == 12)
     }
 

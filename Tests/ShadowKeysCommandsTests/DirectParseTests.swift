@@ -9,10 +9,12 @@ import Testing
 @Suite struct DirectParseTests {
     /// Every long option name argument-parser knows for `command`, from its own description.
     static func declaredLongNames(_ command: any ParsableCommand.Type) throws -> Set<String> {
-        let help = try #require(try StrictJSON.parse(Array(command._dumpHelp().utf8)).objectValue?["command"]?.objectValue)
+        let help = try #require(
+            try StrictJSON.parse(Array(command._dumpHelp().utf8)).objectValue?["command"]?.objectValue)
         var names: Set<String> = []
         for argument in help["arguments"]?.arrayValue ?? [] {
-            for name in argument.objectValue?["names"]?.arrayValue ?? [] where name.objectValue?["kind"]?.stringValue == "long" {
+            for name in argument.objectValue?["names"]?.arrayValue ?? []
+            where name.objectValue?["kind"]?.stringValue == "long" {
                 if let text = name.objectValue?["name"]?.stringValue { names.insert(text) }
             }
         }
@@ -55,10 +57,22 @@ import Testing
     /// (the description of a parsed command prints every value, nested groups included).
     static let accepted: [[String]] = [
         ["--token-file", "t", "--jwks", "k.json"],
-        ["--token-file=t", "--jwks=k.json", "--iss", "https://issuer", "--aud", "a", "--aud", "b", "--all-aud-accepted"],
-        ["--token-env", "T", "--jwks", "https://example.com/keys", "--offline", "--alg", "rs256", "--alg", "ES256", "--json", "--quiet"],
-        ["--token-file", "t", "--jwks", "http://127.0.0.1:9/k", "--allow-http-loopback", "--ca-file", "ca.pem", "--leeway", "5.5", "--max-age", "300"],
-        ["--token-file", "t", "--jwks", "k", "--require", "sub", "--require", "email", "--typ", "JWT", "--allow-missing-exp", "--now", "1700000000"],
+        [
+            "--token-file=t", "--jwks=k.json", "--iss", "https://issuer", "--aud", "a", "--aud", "b",
+            "--all-aud-accepted",
+        ],
+        [
+            "--token-env", "T", "--jwks", "https://example.com/keys", "--offline", "--alg", "rs256", "--alg", "ES256",
+            "--json", "--quiet",
+        ],
+        [
+            "--token-file", "t", "--jwks", "http://127.0.0.1:9/k", "--allow-http-loopback", "--ca-file", "ca.pem",
+            "--leeway", "5.5", "--max-age", "300",
+        ],
+        [
+            "--token-file", "t", "--jwks", "k", "--require", "sub", "--require", "email", "--typ", "JWT",
+            "--allow-missing-exp", "--now", "1700000000",
+        ],
         ["--token-file", "t", "--jwks", "k", "--max-token-bytes", "4096", "--nonce-sha256-env", "N"],
         ["--jwks", "k", "--each-line", "--aud", "x", "--nonce-file", "n.txt", "--json"],
         ["--token-file", "t", "--apple", "--aud", "com.example", "--jwks", "k"],

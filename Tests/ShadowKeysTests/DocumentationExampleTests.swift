@@ -26,15 +26,15 @@ import Testing
         }
         let verifier = JWTVerifier(policy: ClaimPolicy(issuer: "https://issuer.example", audiences: ["my-app"]))
         let session = try verifier.verify(token, as: Session.self, keys: keys)
-        assert(session.sub == "user-42")
+        precondition(session.sub == "user-42")
 
         // A token for another audience is refused, naming the rule that failed.
         let strict = JWTVerifier(policy: ClaimPolicy(issuer: "https://issuer.example", audiences: ["other-app"]))
         do {
             _ = try strict.verify(token, keys: keys)
         } catch let error as JOSEError {
-            assert(error.code == .claimsRejected)
-            assert(error.claimFailures.map(\.claim) == ["aud"])
+            precondition(error.code == .claimsRejected)
+            precondition(error.claimFailures.map(\.claim) == ["aud"])
         }
         // end of example
         #expect(session.sub == "user-42")
@@ -48,7 +48,8 @@ import Testing
         let idToken = try apple.sign(claims: [
             "iss": .string(Apple.issuer), "aud": "com.example.app", "sub": "001234.abcdef.0042",
             "iat": .number(JSONNumber(now)), "exp": .number(JSONNumber(now + 600)),
-            "nonce": .string(Hex.encode(SHA256.hash(data: Array("n-0S6_WzA2Mj".utf8)))), "email": "a@example.com", "email_verified": "true",
+            "nonce": .string(Hex.encode(SHA256.hash(data: Array("n-0S6_WzA2Mj".utf8)))), "email": "a@example.com",
+            "email_verified": "true",
         ])
         let appleKeys = try JWKSProvider.serving(JWKSet(keys: [apple.publicJWK()]))
         let p8 = P256.Signing.PrivateKey().pemRepresentation
@@ -57,8 +58,8 @@ import Testing
         // The app sends the identity token and the raw nonce it asked Apple to sign.
         let validator = AppleIdentityTokenValidator(clientIDs: ["com.example.app"], nonce: "n-0S6_WzA2Mj")
         let identity = try await validator.validate(idToken, keys: appleKeys)
-        assert(identity.subject == "001234.abcdef.0042")
-        assert(identity.emailVerified == true)
+        precondition(identity.subject == "001234.abcdef.0042")
+        precondition(identity.emailVerified == true)
 
         // Calls to Apple's token endpoints carry a client secret: an ES256 JWT made from the
         // team's `.p8` key. The provider makes one and renews it before it expires.
@@ -66,7 +67,7 @@ import Testing
             key: AppleSigningKey(pem: p8), teamID: "ABCDE12345", keyID: "KEY1234567", clientID: "com.example.app")
         let secrets = ClientSecretProvider(builder: builder)
         let secret = try secrets.secret()
-        assert(secret.expiresAt > Date())
+        precondition(secret.expiresAt > Date())
         // end of example
         #expect(identity.subject == "001234.abcdef.0042")
         #expect(identity.email == "a@example.com")
@@ -95,21 +96,24 @@ import Testing
         let envelope = try Envelope.seal(document, kek: kek, context: context)
 
         let opened = try Envelope.open(envelope, kek: kek, context: context)
-        assert(opened == document)
+        precondition(opened == document)
 
         // Moving to a new KEK rewraps the data key; the ciphertext stays as it is.
         let next = try KeyEncryptionKey.raw(SecretBytes.random(count: 32), id: "2026-12")
         let rewrapped = try Envelope.rewrap(envelope, from: kek, to: next, context: context)
         let reopened = try Envelope.open(rewrapped, kek: next, context: context)
-        assert(reopened == document)
+        precondition(reopened == document)
         // end of example
         #expect(opened == document)
-        #expect(throws: ShadowCryptoError.self) { try Envelope.open(envelope, kek: kek, context: ["user": "user-43", "object": "notes"]) }
+        #expect(throws: ShadowCryptoError.self) {
+            try Envelope.open(envelope, kek: kek, context: ["user": "user-43", "object": "notes"])
+        }
         #expect(Integrity.sha256(document) == Integrity.sha256(opened))
     }
 
     @Test func tokenVault() async throws {
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("shadow-keys-docs-\(UUID().uuidString)")
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "shadow-keys-docs-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: folder) }
         let path = folder.appendingPathComponent("tokens.skv").path
         let refreshToken = SecretBytes(utf8: "r.0123456789abcdef")
@@ -120,12 +124,13 @@ import Testing
         let vaultKey = SecretBytes.random(count: 32)
         let vault = try await TokenVault.create(at: path, unlock: .key(vaultKey))
 
-        try await vault.put(VaultEntry(
-            name: "apple/001234.abcdef.0042", secret: refreshToken, provider: .apple, kind: .refreshToken,
-            subject: "001234.abcdef.0042"))
+        try await vault.put(
+            VaultEntry(
+                name: "apple/001234.abcdef.0042", secret: refreshToken, provider: .apple, kind: .refreshToken,
+                subject: "001234.abcdef.0042"))
 
         let entry = try await vault.entry(named: "apple/001234.abcdef.0042")
-        assert(entry.kind == .refreshToken)
+        precondition(entry.kind == .refreshToken)
         entry.secret.withUnsafeBytes { bytes in
             // Hand the token to the HTTP request here; never print it.
             _ = bytes.count
@@ -136,7 +141,8 @@ import Testing
     }
 
     @Test func credentialState() async throws {
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("shadow-keys-docs-\(UUID().uuidString)")
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "shadow-keys-docs-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: folder) }
         let path = folder.appendingPathComponent("users.skv").path
 
@@ -154,11 +160,11 @@ import Testing
         _ = try await store.apply([revoked, signIn, revoked])
 
         let status = try await store.status(clientID: "com.example.app", subject: "001234.abcdef.0042")
-        assert(status.state == .revoked)
+        precondition(status.state == .revoked)
 
         // Every transition is in a hash-chained audit log.
         let history = try await store.history(clientID: "com.example.app", subject: "001234.abcdef.0042")
-        assert(history.count == 2)
+        precondition(history.count == 2)
         // end of example
         #expect(status.state == .revoked)
         #expect(history.count == 2)
@@ -168,7 +174,8 @@ import Testing
     /// Each article's `swift` blocks, in order, are the examples above marked with its name.
     @Test(arguments: ["VerifyingTokens", "SignInWithApple", "EnvelopeEncryption", "TokenVault", "CredentialState"])
     func articlesShowTheCodeThatRuns(article: String) throws {
-        let catalog = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../Sources/ShadowKeys/ShadowKeys.docc")
+        let catalog = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent(
+            "../../Sources/ShadowKeys/ShadowKeys.docc")
         let text = try String(contentsOf: catalog.appendingPathComponent(article + ".md"), encoding: .utf8)
         let source = try String(contentsOf: URL(fileURLWithPath: #filePath), encoding: .utf8)
         let printed = Self.blocks(in: text, opening: "```swift", closing: "```")
@@ -183,9 +190,13 @@ import Testing
         let document = try String(contentsOf: root.appendingPathComponent("Docs/server.md"), encoding: .utf8)
         let section = try #require(document.range(of: "## Vapor 4")).upperBound
         let printed = Self.blocks(in: String(document[section...]), opening: "```swift", closing: "```").first
-        let source = try String(contentsOf: root.appendingPathComponent("Docs/Examples/VaporAdapter/Sources/VaporAdapter/AppleNotifications.swift"), encoding: .utf8)
+        let source = try String(
+            contentsOf: root.appendingPathComponent(
+                "Docs/Examples/VaporAdapter/Sources/VaporAdapter/AppleNotifications.swift"), encoding: .utf8)
         let built = Self.blocks(in: source, opening: "// docs: vapor-adapter", closing: "// end of docs").first
-        #expect(printed != nil && printed == built, "Docs/server.md's Vapor adapter differs from Docs/Examples/VaporAdapter")
+        #expect(
+            printed != nil && printed == built, "Docs/server.md's Vapor adapter differs from Docs/Examples/VaporAdapter"
+        )
     }
 
     /// The lines between each `opening` line and the next `closing` line, without their common

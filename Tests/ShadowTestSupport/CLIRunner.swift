@@ -41,7 +41,9 @@ public enum CLIRunner {
     /// The built executable `name`, looked for beside the running test bundle.
     private static func built(_ name: String, override: String) -> URL {
         if let path = ProcessInfo.processInfo.environment[override] { return URL(fileURLWithPath: path) }
-        let runner = URL(fileURLWithPath: (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0])
+        let runner = URL(
+            fileURLWithPath: (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
+                ?? CommandLine.arguments[0])
         var directory = runner.deletingLastPathComponent()
         for _ in 0..<4 {
             let candidate = directory.appendingPathComponent(name)
@@ -51,31 +53,42 @@ public enum CLIRunner {
         return PackagePaths.root.appendingPathComponent(".build/debug/\(name)")
     }
 
-    /// Runs `shadow-keys-server` with `arguments`, as ``run(_:stdin:environment:removing:currentDirectory:timeout:)`` does `shadow-keys`.
+    /// Runs `shadow-keys-server` with `arguments`, as
+    /// ``run(_:stdin:environment:removing:currentDirectory:timeout:)`` runs `shadow-keys`.
     public static func runServer(
-        _ arguments: [String], stdin: String? = nil, environment: [String: String] = [:], removing: Set<String> = [], timeout: TimeInterval = 60
+        _ arguments: [String], stdin: String? = nil, environment: [String: String] = [:], removing: Set<String> = [],
+        timeout: TimeInterval = 60
     ) throws -> CLIResult {
-        try run(executable: serverExecutable, arguments, stdin: stdin.map { Data($0.utf8) }, environment: environment, removing: removing, timeout: timeout)
+        try run(
+            executable: serverExecutable, arguments, stdin: stdin.map { Data($0.utf8) }, environment: environment,
+            removing: removing, timeout: timeout)
     }
 
     /// Runs `shadow-keys` with `arguments`, feeding `stdin`, with extra environment variables.
     public static func run(
-        _ arguments: [String], stdin: String? = nil, environment: [String: String] = [:], removing: Set<String> = [], currentDirectory: URL? = nil,
+        _ arguments: [String], stdin: String? = nil, environment: [String: String] = [:], removing: Set<String> = [],
+        currentDirectory: URL? = nil,
         timeout: TimeInterval = 60
     ) throws -> CLIResult {
         try run(
-            executable: executable, arguments, stdin: stdin.map { Data($0.utf8) }, environment: environment, removing: removing, currentDirectory: currentDirectory,
+            executable: executable, arguments, stdin: stdin.map { Data($0.utf8) }, environment: environment,
+            removing: removing, currentDirectory: currentDirectory,
             timeout: timeout)
     }
 
     /// Runs any executable, reading stdout and stderr concurrently so neither pipe can fill up.
     public static func run(
-        executable: URL, _ arguments: [String], stdin: Data?, environment: [String: String] = [:], removing: Set<String> = [], currentDirectory: URL? = nil,
+        executable: URL, _ arguments: [String], stdin: Data?, environment: [String: String] = [:],
+        removing: Set<String> = [], currentDirectory: URL? = nil,
         timeout: TimeInterval = 60
     ) throws -> CLIResult {
-        let child = try ChildProcess(executable.path, arguments, stdin: stdin, environment: environment, removing: removing, currentDirectory: currentDirectory?.path)
+        let child = try ChildProcess(
+            executable.path, arguments, stdin: stdin, environment: environment, removing: removing,
+            currentDirectory: currentDirectory?.path)
         do { return try child.wait(timeout: timeout) } catch {
-            throw CLIRunnerError("\(executable.lastPathComponent) \(arguments.joined(separator: " ")) did not finish within \(timeout) s")
+            throw CLIRunnerError(
+                "\(executable.lastPathComponent) \(arguments.joined(separator: " ")) did not finish within \(timeout) s"
+            )
         }
     }
 }

@@ -18,7 +18,8 @@ public final class ChildProcess: @unchecked Sendable {
     /// Starts `executable` with `arguments`; the environment is this process's plus
     /// `environment`, without the variables named in `removing`.
     public init(
-        _ executable: String, _ arguments: [String], stdin: Data? = nil, environment: [String: String] = [:], removing: Set<String> = [],
+        _ executable: String, _ arguments: [String], stdin: Data? = nil, environment: [String: String] = [:],
+        removing: Set<String> = [],
         currentDirectory: String? = nil
     ) throws {
         _ = Self.ignoreBrokenPipes
@@ -39,7 +40,9 @@ public final class ChildProcess: @unchecked Sendable {
         // child, or a daemon it starts, such as a restarted PostgreSQL.
         if let closeFrom = Self.addCloseFrom { _ = closeFrom(&actions, 3) }
         if let currentDirectory {
-            guard let addChdir = Self.addChdir, addChdir(&actions, currentDirectory) == 0 else { throw CLIRunnerError("cannot set the child's directory") }
+            guard let addChdir = Self.addChdir, addChdir(&actions, currentDirectory) == 0 else {
+                throw CLIRunnerError("cannot set the child's directory")
+            }
         }
 
         var merged = ProcessInfo.processInfo.environment
@@ -108,7 +111,7 @@ public final class ChildProcess: @unchecked Sendable {
     /// VmHWM of a running process, in KiB; nil once it has exited (or where /proc has no such field).
     private static func highWaterMark(_ pid: pid_t) -> Int? {
         guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
-              let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") })
+            let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") })
         else { return nil }
         return Int(line.dropFirst(6).trimmingCharacters(in: .whitespaces).split(separator: " ").first ?? "")
     }
@@ -117,20 +120,24 @@ public final class ChildProcess: @unchecked Sendable {
     private static let ignoreBrokenPipes: Void = { signal(SIGPIPE, SIG_IGN) }()
 
     #if os(Linux)
-    private typealias AddChdir = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, UnsafePointer<CChar>) -> Int32
+    private typealias AddChdir =
+        @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, UnsafePointer<CChar>) -> Int32
     #else
-    private typealias AddChdir = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t?>, UnsafePointer<CChar>) -> Int32
+    private typealias AddChdir =
+        @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t?>, UnsafePointer<CChar>) -> Int32
     #endif
 
     /// `posix_spawn_file_actions_addchdir_np` (glibc 2.29, macOS 10.15), which the C module maps do not export.
     private typealias AddCloseFrom = @convention(c) (UnsafeMutablePointer<CleanSpawn.FileActions>, Int32) -> Int32
     private static let addCloseFrom: AddCloseFrom? = {
-        guard let handle = dlopen(nil, RTLD_NOW), let symbol = dlsym(handle, "posix_spawn_file_actions_addclosefrom_np") else { return nil }
+        guard let handle = dlopen(nil, RTLD_NOW), let symbol = dlsym(handle, "posix_spawn_file_actions_addclosefrom_np")
+        else { return nil }
         return unsafeBitCast(symbol, to: AddCloseFrom.self)
     }()
 
     private static let addChdir: AddChdir? = {
-        guard let handle = dlopen(nil, RTLD_NOW), let symbol = dlsym(handle, "posix_spawn_file_actions_addchdir_np") else { return nil }
+        guard let handle = dlopen(nil, RTLD_NOW), let symbol = dlsym(handle, "posix_spawn_file_actions_addchdir_np")
+        else { return nil }
         return unsafeBitCast(symbol, to: AddChdir.self)
     }()
 
@@ -167,7 +174,9 @@ public final class ChildProcess: @unchecked Sendable {
         while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
         if timedOut { throw CLIRunnerError("the child did not finish within \(timeout) s") }
         // The pipes can outlive the child when it left a process of its own holding them.
-        guard group.wait(timeout: .now() + 10) == .success else { throw CLIRunnerError("the child's output stayed open after it exited") }
+        guard group.wait(timeout: .now() + 10) == .success else {
+            throw CLIRunnerError("the child's output stayed open after it exited")
+        }
         let exit = (status & 0x7F) == 0 ? (status >> 8) & 0xFF : 128 + (status & 0x7F)
         return CLIResult(
             status: exit, stdout: String(decoding: out, as: UTF8.self), stderr: String(decoding: err, as: UTF8.self),
@@ -187,7 +196,8 @@ public enum CleanSpawn {
 
     /// posix_spawn's result: 0, or the error number.
     public static func spawn(
-        _ pid: inout pid_t, _ path: String, _ actions: inout FileActions, _ argv: [UnsafeMutablePointer<CChar>?], _ envp: [UnsafeMutablePointer<CChar>?]
+        _ pid: inout pid_t, _ path: String, _ actions: inout FileActions, _ argv: [UnsafeMutablePointer<CChar>?],
+        _ envp: [UnsafeMutablePointer<CChar>?]
     ) -> Int32 {
         #if os(Linux)
         var attributes = posix_spawnattr_t()

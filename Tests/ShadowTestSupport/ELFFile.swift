@@ -22,7 +22,9 @@ public struct ELFFile: Sendable {
     public init(bytes: [UInt8]) throws {
         func fail(_ why: String) -> FormatError { FormatError(description: "not a readable ELF64 file: \(why)") }
         func integer(_ offset: Int, _ width: Int) throws -> Int {
-            guard offset >= 0, width <= 8, offset <= bytes.count - width else { throw fail("a field at \(offset) runs past the end") }
+            guard offset >= 0, width <= 8, offset <= bytes.count - width else {
+                throw fail("a field at \(offset) runs past the end")
+            }
             var value: UInt64 = 0
             for index in (0..<width).reversed() { value = value << 8 | UInt64(bytes[offset + index]) }
             guard value <= UInt64(Int.max) else { throw fail("a field at \(offset) is out of range") }
@@ -31,10 +33,14 @@ public struct ELFFile: Sendable {
         func string(_ table: (offset: Int, size: Int), _ index: Int) throws -> String {
             guard index >= 0, index < table.size else { throw fail("a name lies outside its string table") }
             let start = table.offset + index
-            guard let end = bytes[start..<(table.offset + table.size)].firstIndex(of: 0) else { throw fail("an unterminated name") }
+            guard let end = bytes[start..<(table.offset + table.size)].firstIndex(of: 0) else {
+                throw fail("an unterminated name")
+            }
             return String(decoding: bytes[start..<end], as: UTF8.self)
         }
-        guard bytes.count >= 64, bytes[0..<4].elementsEqual([0x7F, 0x45, 0x4C, 0x46]) else { throw fail("no ELF magic") }
+        guard bytes.count >= 64, bytes[0..<4].elementsEqual([0x7F, 0x45, 0x4C, 0x46]) else {
+            throw fail("no ELF magic")
+        }
         guard bytes[4] == 2, bytes[5] == 1 else { throw fail("only 64-bit little-endian files are read") }
         let sectionsAt = try integer(0x28, 8)
         let entrySize = try integer(0x3A, 2)
@@ -44,13 +50,20 @@ public struct ELFFile: Sendable {
         var sections: [Section] = []
         for index in 0..<count {
             let base = sectionsAt + index * entrySize
-            sections.append(Section(type: try integer(base + 4, 4), offset: try integer(base + 0x18, 8), size: try integer(base + 0x20, 8),
-                                    link: try integer(base + 0x28, 4), entrySize: try integer(base + 0x38, 8)))
+            sections.append(
+                Section(
+                    type: try integer(base + 4, 4), offset: try integer(base + 0x18, 8),
+                    size: try integer(base + 0x20, 8),
+                    link: try integer(base + 0x28, 4), entrySize: try integer(base + 0x38, 8)))
         }
         func table(_ index: Int) throws -> (offset: Int, size: Int) {
-            guard sections.indices.contains(index) else { throw fail("a section links to section \(index), which does not exist") }
+            guard sections.indices.contains(index) else {
+                throw fail("a section links to section \(index), which does not exist")
+            }
             let section = sections[index]
-            guard section.offset <= bytes.count, section.size <= bytes.count - section.offset else { throw fail("a string table runs past the end") }
+            guard section.offset <= bytes.count, section.size <= bytes.count - section.offset else {
+                throw fail("a string table runs past the end")
+            }
             return (section.offset, section.size)
         }
         var needed: [String] = []

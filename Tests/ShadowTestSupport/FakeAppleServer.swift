@@ -32,7 +32,10 @@ public final class FakeAppleServer: Sendable {
     }
 
     /// A fake that trusts client secrets signed by `clientKey` under `keyID` for `teamID`.
-    public init(teamID: String = "TEAM123456", keyID: String = "KEY1234567", clientKey: P256.Signing.PublicKey, clientIDs: [String] = ["com.example.app"]) throws {
+    public init(
+        teamID: String = "TEAM123456", keyID: String = "KEY1234567", clientKey: P256.Signing.PublicKey,
+        clientIDs: [String] = ["com.example.app"]
+    ) throws {
         self.teamID = teamID
         self.keyID = keyID
         self.clientIDs = clientIDs
@@ -73,7 +76,8 @@ public final class FakeAppleServer: Sendable {
     public var revokeCalls: [String: Int] { state.withLock { $0.revokeCalls } }
 
     /// Apple's error body.
-    public static func error(_ code: String, status: Int = 400, description: String? = nil) -> LoopbackHTTPServer.Reply {
+    public static func error(_ code: String, status: Int = 400, description: String? = nil) -> LoopbackHTTPServer.Reply
+    {
         var object: JSONObject = ["error": .string(code)]
         if let description { object.set("error_description", .string(description)) }
         return .json(object.serialized(), status: status)
@@ -92,7 +96,8 @@ public final class FakeAppleServer: Sendable {
         switch (request.method, path) {
         case ("GET", "/auth/keys"):
             let jwk = (try? identitySigner.publicJWK().json) ?? [:]
-            return .json(JSONValue.object(["keys": [.object(jwk)]]).serialized(), headers: [("Cache-Control", "max-age=3600")])
+            return .json(
+                JSONValue.object(["keys": [.object(jwk)]]).serialized(), headers: [("Cache-Control", "max-age=3600")])
         case ("POST", "/auth/token"): return token(request)
         case ("POST", "/auth/revoke"): return revoke(request)
         case ("POST", "/auth/usermigrationinfo"): return migration(request)
@@ -101,16 +106,22 @@ public final class FakeAppleServer: Sendable {
     }
 
     /// Checks `client_id` and `client_secret` as Apple does; nil when they pass.
-    private func clientFailure(_ form: [String: String], _ request: LoopbackHTTPServer.Request) -> LoopbackHTTPServer.Reply? {
+    private func clientFailure(
+        _ form: [String: String], _ request: LoopbackHTTPServer.Request
+    ) -> LoopbackHTTPServer.Reply? {
         guard request.headers["content-type"]?.hasPrefix("application/x-www-form-urlencoded") == true else {
             return Self.error("invalid_request", description: "content type must be application/x-www-form-urlencoded")
         }
         guard let clientID = form["client_id"], clientIDs.contains(clientID), let secret = form["client_secret"] else {
             return Self.error("invalid_client")
         }
-        let verifier = JWTVerifier(algorithms: [.es256], policy: ClaimPolicy(issuer: teamID, audiences: ["https://appleid.apple.com"], leeway: 0, requiredClaims: ["iat", "sub"]))
+        let verifier = JWTVerifier(
+            algorithms: [.es256],
+            policy: ClaimPolicy(
+                issuer: teamID, audiences: ["https://appleid.apple.com"], leeway: 0, requiredClaims: ["iat", "sub"]))
         guard let verified = try? verifier.verify(secret, keys: clientKeys), verified.header.keyID == keyID,
-            verified.claims.subject == clientID, let iat = verified.claims.issuedAt, let exp = verified.claims.expiresAt,
+            verified.claims.subject == clientID, let iat = verified.claims.issuedAt,
+            let exp = verified.claims.expiresAt,
             exp.timeIntervalSince(iat) <= 15_777_000, iat <= Date().addingTimeInterval(60)
         else { return Self.error("invalid_client") }
         return nil
@@ -129,35 +140,50 @@ public final class FakeAppleServer: Sendable {
                 guard let grant = state.codes.removeValue(forKey: code), grant.clientID == clientID else { return nil }
                 return grant
             }
-            guard let grant else { return Self.error("invalid_grant", description: "The code has expired or has been revoked.") }
-            let refresh = "r\(UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")).0.srxr.\(Int.random(in: 1000...9999))"
+            guard let grant else {
+                return Self.error("invalid_grant", description: "The code has expired or has been revoked.")
+            }
+            let refresh =
+                "r\(UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: ""))"
+                + ".0.srxr.\(Int.random(in: 1000...9999))"
             state.withLock { $0.refreshTokens[refresh] = (grant.sub, clientID) }
             return tokenReply(sub: grant.sub, clientID: clientID, nonce: grant.nonce, refreshToken: refresh)
         case "refresh_token":
             guard let refresh = form["refresh_token"] else { return Self.error("invalid_request") }
             let owner = state.withLock { state in state.revoked.contains(refresh) ? nil : state.refreshTokens[refresh] }
-            guard let owner, owner.clientID == clientID else { return Self.error("invalid_grant", description: "The refresh token is invalid.") }
+            guard let owner, owner.clientID == clientID else {
+                return Self.error("invalid_grant", description: "The refresh token is invalid.")
+            }
             return tokenReply(sub: owner.sub, clientID: clientID, nonce: nil, refreshToken: nil)
         case "client_credentials":
             guard form["scope"] == "user.migration" else { return Self.error("invalid_scope") }
             let token = "m" + UUID().uuidString.lowercased()
             state.withLock { _ = $0.migrationTokens.insert(token) }
-            return .json(JSONValue.object(["access_token": .string(token), "token_type": "Bearer", "expires_in": 3600]).serialized())
+            return .json(
+                JSONValue.object(["access_token": .string(token), "token_type": "Bearer", "expires_in": 3600])
+                    .serialized())
         default:
             return Self.error("unsupported_grant_type")
         }
     }
 
-    private func tokenReply(sub: String, clientID: String, nonce: String?, refreshToken: String?) -> LoopbackHTTPServer.Reply {
+    private func tokenReply(
+        sub: String, clientID: String, nonce: String?, refreshToken: String?
+    ) -> LoopbackHTTPServer.Reply {
         let now = Int64(Date().timeIntervalSince1970)
         var claims: JSONObject = [
-            "iss": "https://appleid.apple.com", "aud": .string(clientID), "exp": .int(now + 86400), "iat": .int(now), "sub": .string(sub),
-            "at_hash": "x3vS1sWGJzVgkN6Y1l7lQw", "email": "relay@privaterelay.appleid.com", "email_verified": true, "is_private_email": true,
+            "iss": "https://appleid.apple.com", "aud": .string(clientID), "exp": .int(now + 86400), "iat": .int(now),
+            "sub": .string(sub),
+            "at_hash": "x3vS1sWGJzVgkN6Y1l7lQw", "email": "relay@privaterelay.appleid.com", "email_verified": true,
+            "is_private_email": true,
             "auth_time": .int(now), "nonce_supported": true,
         ]
         if let nonce { claims.set("nonce", .string(nonce)) }
         let idToken = (try? identitySigner.sign(claims: claims)) ?? ""
-        var body: JSONObject = ["access_token": .string("a" + UUID().uuidString.lowercased()), "token_type": "Bearer", "expires_in": 3600, "id_token": .string(idToken)]
+        var body: JSONObject = [
+            "access_token": .string("a" + UUID().uuidString.lowercased()), "token_type": "Bearer", "expires_in": 3600,
+            "id_token": .string(idToken),
+        ]
         if let refreshToken { body.set("refresh_token", .string(refreshToken)) }
         return .json(body.serialized())
     }
@@ -165,7 +191,9 @@ public final class FakeAppleServer: Sendable {
     private func revoke(_ request: LoopbackHTTPServer.Request) -> LoopbackHTTPServer.Reply {
         let form = request.form
         if let failure = clientFailure(form, request) { return failure }
-        guard let token = form["token"], let hint = form["token_type_hint"], ["refresh_token", "access_token"].contains(hint) else {
+        guard let token = form["token"], let hint = form["token_type_hint"],
+            ["refresh_token", "access_token"].contains(hint)
+        else {
             return Self.error("invalid_request")
         }
         state.withLock {
@@ -179,15 +207,22 @@ public final class FakeAppleServer: Sendable {
         let form = request.form
         if let failure = clientFailure(form, request) { return failure }
         let bearer = request.headers["authorization"].map { String($0.dropFirst("Bearer ".count)) } ?? ""
-        guard state.withLock({ $0.migrationTokens.contains(bearer) }) else { return Self.error("invalid_client", status: 401) }
+        guard state.withLock({ $0.migrationTokens.contains(bearer) }) else {
+            return Self.error("invalid_client", status: 401)
+        }
         if let sub = form["sub"], let target = form["target"], !target.isEmpty {
             let transfer = "t\(abs(sub.hashValue) % 1_000_000).\(target).transfer"
             state.withLock { $0.transfers[transfer] = "000777.\(sub.suffix(6)).moved" }
             return .json(JSONValue.object(["transfer_sub": .string(transfer)]).serialized())
         }
         if let transfer = form["transfer_sub"] {
-            guard let newSub = state.withLock({ $0.transfers[transfer] }) else { return Self.error("invalid_request", description: "unknown transfer_sub") }
-            return .json(JSONValue.object(["sub": .string(newSub), "email": "moved@privaterelay.appleid.com", "is_private_email": "true"]).serialized())
+            guard let newSub = state.withLock({ $0.transfers[transfer] }) else {
+                return Self.error("invalid_request", description: "unknown transfer_sub")
+            }
+            return .json(
+                JSONValue.object([
+                    "sub": .string(newSub), "email": "moved@privaterelay.appleid.com", "is_private_email": "true",
+                ]).serialized())
         }
         return Self.error("invalid_request")
     }

@@ -21,7 +21,9 @@ public final class LoopbackHTTPSServer: Sendable {
     public init(status: Int = 200, headers: [(String, String)] = [], body: [UInt8]) throws {
         let tls = PackagePaths.root.appendingPathComponent("Tests/Fixtures/tls")
         let configuration = TLSConfiguration.makeServerConfiguration(
-            certificateChain: try NIOSSLCertificate.fromPEMFile(tls.appendingPathComponent("server.pem").path).map { .certificate($0) },
+            certificateChain: try NIOSSLCertificate.fromPEMFile(tls.appendingPathComponent("server.pem").path).map {
+                .certificate($0)
+            },
             privateKey: .file(tls.appendingPathComponent("server-key.pem").path))
         let context = try NIOSSLContext(configuration: configuration)
         let counter = self.counter
@@ -75,7 +77,9 @@ public final class LoopbackHTTPSServer: Sendable {
             var headers = HTTPHeaders(answer.headers)
             headers.add(name: "Content-Type", value: "application/json")
             headers.add(name: "Content-Length", value: String(answer.body.count))
-            context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: answer.status, headers: headers))), promise: nil)
+            context.write(
+                wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: answer.status, headers: headers))),
+                promise: nil)
             context.write(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(bytes: answer.body)))), promise: nil)
             context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
         }

@@ -21,7 +21,9 @@ public final class LoopbackHTTPServer: Sendable {
         public var form: [String: String] {
             var fields: [String: String] = [:]
             for pair in String(decoding: body, as: UTF8.self).split(separator: "&") {
-                let parts = pair.split(separator: "=", maxSplits: 1).map { String($0).replacingOccurrences(of: "+", with: " ").removingPercentEncoding ?? "" }
+                let parts = pair.split(separator: "=", maxSplits: 1).map {
+                    String($0).replacingOccurrences(of: "+", with: " ").removingPercentEncoding ?? ""
+                }
                 fields[parts[0]] = parts.count > 1 ? parts[1] : ""
             }
             return fields
@@ -74,13 +76,19 @@ public final class LoopbackHTTPServer: Sendable {
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = 0
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let bound = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        }
         guard bound == 0, listen(fd, 128) == 0 else {
             close(fd)
             throw CLIRunnerError("bind/listen failed")
         }
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
+        _ = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+        }
         listener = fd
         port = Int(UInt16(bigEndian: address.sin_port))
         state = Mutex(State(handler: handler))
@@ -189,7 +197,8 @@ public final class LoopbackHTTPServer: Sendable {
         var headers: [String: String] = [:]
         for line in lines {
             guard let colon = line.firstIndex(of: ":") else { continue }
-            headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+            headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(
+                in: .whitespaces)
         }
         var body = Array(data[(end + 4)...])
         let length = Int(headers["content-length"] ?? "0") ?? 0
@@ -203,7 +212,9 @@ public final class LoopbackHTTPServer: Sendable {
 
     private static func find(_ needle: [UInt8], in haystack: [UInt8]) -> Int? {
         guard haystack.count >= needle.count else { return nil }
-        for index in 0...(haystack.count - needle.count) where Array(haystack[index..<index + needle.count]) == needle { return index }
+        for index in 0...(haystack.count - needle.count) where Array(haystack[index..<index + needle.count]) == needle {
+            return index
+        }
         return nil
     }
 
@@ -211,7 +222,9 @@ public final class LoopbackHTTPServer: Sendable {
     private func writeAll(_ fd: Int32, _ bytes: [UInt8]) -> Bool {
         var offset = 0
         while offset < bytes.count {
-            let written = bytes.withUnsafeBytes { send(fd, $0.baseAddress! + offset, bytes.count - offset, Int32(MSG_NOSIGNAL)) }
+            let written = bytes.withUnsafeBytes {
+                send(fd, $0.baseAddress! + offset, bytes.count - offset, Int32(MSG_NOSIGNAL))
+            }
             if written < 0 && errno == EINTR { continue }
             if written <= 0 { return false }
             offset += written

@@ -26,7 +26,9 @@ public final class PostgresCluster: @unchecked Sendable {
     public static let shared: Result<PostgresCluster, any Error> = Result { try PostgresCluster.start() }
 
     /// A TCP URL for `database` (sslmode=disable: loopback).
-    public func url(_ database: String = "postgres") -> String { "postgres://\(user)@127.0.0.1:\(port)/\(database)?sslmode=disable" }
+    public func url(_ database: String = "postgres") -> String {
+        "postgres://\(user)@127.0.0.1:\(port)/\(database)?sslmode=disable"
+    }
 
     private init(root: String, port: Int, binaries: String, runAs: String?, durable: Bool) {
         self.durable = durable
@@ -44,31 +46,45 @@ public final class PostgresCluster: @unchecked Sendable {
         var runAs: String?
         if geteuid() == 0 {
             let name = getpwnam("postgres") != nil ? "postgres" : "nobody"
-            guard let account = getpwnam(name) else { throw CLIRunnerError("no unprivileged account to run PostgreSQL as") }
-            guard chown(root, account.pointee.pw_uid, account.pointee.pw_gid) == 0 else { throw CLIRunnerError("chown \(root) failed") }
+            guard let account = getpwnam(name) else {
+                throw CLIRunnerError("no unprivileged account to run PostgreSQL as")
+            }
+            guard chown(root, account.pointee.pw_uid, account.pointee.pw_gid) == 0 else {
+                throw CLIRunnerError("chown \(root) failed")
+            }
             runAs = name
         }
-        let cluster = PostgresCluster(root: root, port: try freePort(), binaries: binaries, runAs: runAs, durable: durable)
-        try cluster.run("initdb", ["-D", "\(root)/data", "-U", cluster.user, "--auth=trust", "-E", "UTF8", "--locale=C", "--no-sync"], timeout: 120)
+        let cluster = PostgresCluster(
+            root: root, port: try freePort(), binaries: binaries, runAs: runAs, durable: durable)
+        try cluster.run(
+            "initdb",
+            ["-D", "\(root)/data", "-U", cluster.user, "--auth=trust", "-E", "UTF8", "--locale=C", "--no-sync"],
+            timeout: 120)
         try cluster.startServer()
         registerForExit(cluster)
         return cluster
     }
 
     var serverOptions: String {
-        "-c listen_addresses=127.0.0.1 -p \(port) -k \(root) -c max_connections=200" + (durable ? "" : " -c fsync=off -c full_page_writes=off")
+        "-c listen_addresses=127.0.0.1 -p \(port) -k \(root) -c max_connections=200"
+            + (durable ? "" : " -c fsync=off -c full_page_writes=off")
     }
 
     func startServer() throws {
         let options = serverOptions
-        try run("pg_ctl", ["-D", "\(root)/data", "-l", "\(root)/log", "-w", "-t", "60", "-o", options, "start"], timeout: 90)
+        try run(
+            "pg_ctl", ["-D", "\(root)/data", "-l", "\(root)/log", "-w", "-t", "60", "-o", options, "start"], timeout: 90
+        )
     }
 
     /// `pg_ctl restart -m immediate`: the server stops without a shutdown checkpoint (as after a
     /// crash) and starts again, recovering from its WAL.
     public func restartImmediately() throws {
         let options = serverOptions
-        try run("pg_ctl", ["-D", "\(root)/data", "-l", "\(root)/log", "-w", "-t", "60", "-m", "immediate", "-o", options, "restart"], timeout: 90)
+        try run(
+            "pg_ctl",
+            ["-D", "\(root)/data", "-l", "\(root)/log", "-w", "-t", "60", "-m", "immediate", "-o", options, "restart"],
+            timeout: 90)
     }
 
     /// Creates a database named `name` and returns its TCP URL.
@@ -78,12 +94,19 @@ public final class PostgresCluster: @unchecked Sendable {
     }
 
     /// A database with a fresh random name.
-    public func freshDatabase() throws -> String { try createDatabase("t" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased().prefix(20)) }
+    public func freshDatabase() throws -> String {
+        try createDatabase("t" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased().prefix(20))
+    }
 
     /// Runs SQL with psql against `database`, returning its output (unaligned, tuples only).
     @discardableResult
     public func psql(_ database: String, _ sql: String) throws -> String {
-        try run("psql", ["-h", root, "-p", String(port), "-U", user, "-d", database, "-X", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-c", sql], timeout: 60)
+        try run(
+            "psql",
+            [
+                "-h", root, "-p", String(port), "-U", user, "-d", database, "-X", "-A", "-t", "-v", "ON_ERROR_STOP=1",
+                "-c", sql,
+            ], timeout: 60)
     }
 
     public func stop() {
@@ -98,12 +121,24 @@ public final class PostgresCluster: @unchecked Sendable {
     @discardableResult
     func run(_ tool: String, _ arguments: [String], timeout: TimeInterval) throws -> String {
         let path = "\(binaries)/\(tool)"
-        let (executable, all) = runAs.map { ("/usr/bin/setpriv", ["--reuid=\($0)", "--regid=\($0)", "--init-groups", "--", path] + arguments) } ?? (path, arguments)
-        let result = try CLIRunner.run(executable: URL(fileURLWithPath: executable), all, stdin: nil, environment: ["PGTZ": "UTC", "LC_ALL": "C"],
-                                       currentDirectory: URL(fileURLWithPath: root), timeout: timeout)
+        let (executable, all) =
+            runAs.map {
+                ("/usr/bin/setpriv", ["--reuid=\($0)", "--regid=\($0)", "--init-groups", "--", path] + arguments)
+            } ?? (path, arguments)
+        let result = try CLIRunner.run(
+            executable: URL(fileURLWithPath: executable), all, stdin: nil, environment: ["PGTZ": "UTC", "LC_ALL": "C"],
+            currentDirectory: URL(fileURLWithPath: root), timeout: timeout)
         guard result.status == 0 else {
-            let log = (try? String(contentsOfFile: "\(root)/log", encoding: .utf8)).map { "\nserver log:\n\($0.suffix(2000))" } ?? ""
-            throw CLIRunnerError("PostgreSQL \(tool) \(arguments.joined(separator: " ")) failed (\(result.status)): \(result.stderr)\(result.stdout)\(log)")
+            let log =
+                (try? String(contentsOfFile: "\(root)/log", encoding: .utf8)).map {
+                    "\nserver log:\n\($0.suffix(2000))"
+                } ?? ""
+            throw CLIRunnerError(
+                """
+                PostgreSQL \(tool) \(arguments.joined(separator: " ")) failed (\(result.status)): \
+                \(result.stderr)\(result.stdout)\(log)
+                """
+            )
         }
         return result.stdout
     }
@@ -111,18 +146,26 @@ public final class PostgresCluster: @unchecked Sendable {
     static func findBinaries() throws -> String {
         let fileManager = FileManager.default
         if let configured = ProcessInfo.processInfo.environment["SHADOW_KEYS_PG_BIN"], !configured.isEmpty {
-            guard fileManager.isExecutableFile(atPath: configured + "/initdb") else { throw CLIRunnerError("SHADOW_KEYS_PG_BIN=\(configured) holds no initdb") }
+            guard fileManager.isExecutableFile(atPath: configured + "/initdb") else {
+                throw CLIRunnerError("SHADOW_KEYS_PG_BIN=\(configured) holds no initdb")
+            }
             return configured
         }
-        let versions = ((try? fileManager.contentsOfDirectory(atPath: "/usr/lib/postgresql")) ?? []).compactMap(Int.init).sorted()
-        for version in versions.reversed() where fileManager.isExecutableFile(atPath: "/usr/lib/postgresql/\(version)/bin/initdb") {
+        let versions = ((try? fileManager.contentsOfDirectory(atPath: "/usr/lib/postgresql")) ?? []).compactMap(
+            Int.init
+        ).sorted()
+        for version in versions.reversed()
+        where fileManager.isExecutableFile(atPath: "/usr/lib/postgresql/\(version)/bin/initdb") {
             return "/usr/lib/postgresql/\(version)/bin"
         }
-        for directory in (ProcessInfo.processInfo.environment["PATH"] ?? "").split(separator: ":") where fileManager.isExecutableFile(atPath: "\(directory)/initdb") {
+        for directory in (ProcessInfo.processInfo.environment["PATH"] ?? "").split(separator: ":")
+        where fileManager.isExecutableFile(atPath: "\(directory)/initdb") {
             return String(directory)
         }
-        throw CLIRunnerError("""
-            the PostgreSQL tests need a PostgreSQL server (initdb, pg_ctl, postgres) and none was found in /usr/lib/postgresql/*/bin or on PATH: \
+        throw CLIRunnerError(
+            """
+            the PostgreSQL tests need a PostgreSQL server (initdb, pg_ctl, postgres) and none was found in \
+            /usr/lib/postgresql/*/bin or on PATH: \
             install it (apt-get install postgresql; .ci/run does this), or set SHADOW_KEYS_PG_BIN to its bin folder
             """)
     }
@@ -140,7 +183,9 @@ public final class PostgresCluster: @unchecked Sendable {
         address.sin_port = 0
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
         let bound = withUnsafeMutablePointer(to: &address) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0
+            }
         }
         guard bound else { throw CLIRunnerError("cannot find a free port") }
         return Int(UInt16(bigEndian: address.sin_port))

@@ -12,7 +12,9 @@ public enum TestKeys {
     public static let p256b = P256.Signing.PrivateKey()
 
     private static func makeRSA() -> _RSA.Signing.PrivateKey {
-        do { return try _RSA.Signing.PrivateKey(keySize: .bits2048) } catch { fatalError("RSA key generation failed: \(error)") }
+        do { return try _RSA.Signing.PrivateKey(keySize: .bits2048) } catch {
+            fatalError("RSA key generation failed: \(error)")
+        }
     }
 
     /// A public JWK with the given `kid`.
@@ -36,7 +38,8 @@ public enum TokenFactory {
     /// Claims valid at `now` for an hour.
     public static func claims(now: Int64 = 1_700_000_000, extra: JSONObject = [:]) -> JSONObject {
         var claims: JSONObject = [
-            "iss": "https://issuer.example", "aud": "app.example", "sub": "user-1", "iat": .int(now), "exp": .int(now + 3600),
+            "iss": "https://issuer.example", "aud": "app.example", "sub": "user-1", "iat": .int(now),
+            "exp": .int(now + 3600),
         ]
         for member in extra { claims.set(member.name, member.value) }
         return claims
@@ -65,7 +68,8 @@ public enum TokenFactory {
 /// Paths of the package under test.
 public enum PackagePaths {
     /// The package root, found from this file's location.
-    public static let root: URL = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    public static let root: URL = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+        .deletingLastPathComponent().deletingLastPathComponent()
 
     /// TestVectors/.
     public static var vectors: URL { root.appendingPathComponent("TestVectors") }

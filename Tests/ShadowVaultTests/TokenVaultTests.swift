@@ -24,8 +24,10 @@ import Testing
 
     func entry(_ name: String, secret: String = "r.secret-token", expiresIn: Double? = nil) -> VaultEntry {
         VaultEntry(
-            name: name, secret: SecretBytes(utf8: secret), provider: .apple, kind: .refreshToken, subject: "001234.abcdef.0042",
-            expiresAt: expiresIn.map { clock.now.addingTimeInterval($0) }, labels: ["team": "ABCDE12345", "app": "notes"])
+            name: name, secret: SecretBytes(utf8: secret), provider: .apple, kind: .refreshToken,
+            subject: "001234.abcdef.0042",
+            expiresAt: expiresIn.map { clock.now.addingTimeInterval($0) },
+            labels: ["team": "ABCDE12345", "app": "notes"])
     }
 
     func secret(_ entry: VaultEntry) -> String { entry.secret.withUnsafeBytes { String(decoding: $0, as: UTF8.self) } }
@@ -34,7 +36,9 @@ import Testing
         let vault = try makeVault()
         try await vault.put(entry("apple/refresh", expiresIn: 3600))
         clock.advance(by: 10)
-        try await vault.put(VaultEntry(name: "drive/access", secret: SecretBytes(utf8: "ya29.x"), provider: .google, kind: .accessToken))
+        try await vault.put(
+            VaultEntry(name: "drive/access", secret: SecretBytes(utf8: "ya29.x"), provider: .google, kind: .accessToken)
+        )
 
         let read = try await TokenVault(path: path, unlock: .key(key), clock: clock.clock).entry(named: "apple/refresh")
         #expect(secret(read) == "r.secret-token")
@@ -104,16 +108,21 @@ import Testing
         #expect(throws: VaultError(.alreadyExists, "")) { try makeVault() }
         let missing = TokenVault(path: directory.path + "/none.skv", unlock: .key(key))
         await #expect(throws: VaultError(.notFound, "")) { try await missing.list() }
-        #expect(throws: VaultError(.invalidParameter, "")) { try TokenVault.createSync(at: directory.path + "/short", unlock: .key(SecretBytes([1, 2, 3]))) }
         #expect(throws: VaultError(.invalidParameter, "")) {
-            try TokenVault.createSync(at: directory.path + "/weak", unlock: .passphrase(SecretBytes(utf8: "pw")), iterations: 99_999)
+            try TokenVault.createSync(at: directory.path + "/short", unlock: .key(SecretBytes([1, 2, 3])))
+        }
+        #expect(throws: VaultError(.invalidParameter, "")) {
+            try TokenVault.createSync(
+                at: directory.path + "/weak", unlock: .passphrase(SecretBytes(utf8: "pw")), iterations: 99_999)
         }
     }
 
     @Test func entryNamesAreChecked() async throws {
         let vault = try makeVault()
         for name in ["", String(repeating: "n", count: 256), "tab\there", "new\nline", "del\u{7F}"] {
-            await #expect(throws: VaultError(.invalidParameter, ""), "\(name.debugDescription)") { try await vault.put(entry(name)) }
+            await #expect(throws: VaultError(.invalidParameter, ""), "\(name.debugDescription)") {
+                try await vault.put(entry(name))
+            }
         }
         try await vault.put(entry(String(repeating: "n", count: 255)))
         try await vault.put(entry("ünïcødé/名前"))
@@ -137,15 +146,27 @@ import Testing
         _ = try makeVault()
         var other = Array(0..<32).map { UInt8($0) }
         other[31] ^= 1
-        await #expect(throws: VaultError(.wrongKey, "")) { try await TokenVault(path: path, unlock: .key(SecretBytes(other))).list() }
-        await #expect(throws: VaultError(.wrongKey, "")) { try await TokenVault(path: path, unlock: .passphrase(SecretBytes(utf8: "pw"))).list() }
-        await #expect(throws: VaultError(.wrongKey, "")) { try await TokenVault(path: path, unlock: .key(SecretBytes([1]))).list() }
+        await #expect(throws: VaultError(.wrongKey, "")) {
+            try await TokenVault(path: path, unlock: .key(SecretBytes(other))).list()
+        }
+        await #expect(throws: VaultError(.wrongKey, "")) {
+            try await TokenVault(path: path, unlock: .passphrase(SecretBytes(utf8: "pw"))).list()
+        }
+        await #expect(throws: VaultError(.wrongKey, "")) {
+            try await TokenVault(path: path, unlock: .key(SecretBytes([1]))).list()
+        }
 
         let phrasePath = directory.path + "/phrase.skv"
         try TokenVault.createSync(at: phrasePath, unlock: .passphrase(SecretBytes(utf8: "correct horse")))
-        await #expect(throws: VaultError(.wrongKey, "")) { try await TokenVault(path: phrasePath, unlock: .passphrase(SecretBytes(utf8: "correct horsf"))).list() }
-        await #expect(throws: VaultError(.wrongKey, "")) { try await TokenVault(path: phrasePath, unlock: .key(key)).list() }
-        #expect(try await TokenVault(path: phrasePath, unlock: .passphrase(SecretBytes(utf8: "correct horse"))).list().isEmpty)
+        await #expect(throws: VaultError(.wrongKey, "")) {
+            try await TokenVault(path: phrasePath, unlock: .passphrase(SecretBytes(utf8: "correct horsf"))).list()
+        }
+        await #expect(throws: VaultError(.wrongKey, "")) {
+            try await TokenVault(path: phrasePath, unlock: .key(key)).list()
+        }
+        #expect(
+            try await TokenVault(path: phrasePath, unlock: .passphrase(SecretBytes(utf8: "correct horse"))).list()
+                .isEmpty)
     }
 
     @Test func everyFlippedByteAndEveryTruncationIsCorruption() async throws {
@@ -171,7 +192,8 @@ import Testing
                 var bytes = original
                 bytes[index] ^= mask
                 let code = outcome(bytes)
-                #expect(code == .corrupted, "flipping bit \(mask) of byte \(index) gave \(code.map(\.name) ?? "success")")
+                #expect(
+                    code == .corrupted, "flipping bit \(mask) of byte \(index) gave \(code.map(\.name) ?? "success")")
             }
         }
         for length in 0..<original.count {
@@ -199,9 +221,11 @@ import Testing
 
         let spliced = directory.path + "/spliced.skv"
         for bytes in [
-            Array(newer[..<Self.keyVaultHeaderBytes] + foreign[Self.keyVaultHeaderBytes...]),  // this header, another vault's body
+            // This header, another vault's body.
+            Array(newer[..<Self.keyVaultHeaderBytes] + foreign[Self.keyVaultHeaderBytes...]),
             Array(foreign[..<Self.keyVaultHeaderBytes] + newer[Self.keyVaultHeaderBytes...]),
-            Array(newer[..<Self.keyVaultHeaderBytes] + older[Self.keyVaultHeaderBytes...]),  // this header, this vault's older body
+            // This header, this vault's older body.
+            Array(newer[..<Self.keyVaultHeaderBytes] + older[Self.keyVaultHeaderBytes...]),
         ] {
             #expect(FileManager.default.createFile(atPath: spliced, contents: Data(bytes)))
             #expect(throws: VaultError(.corrupted, "")) { try TokenVault(path: spliced, unlock: .key(key)).contents() }
@@ -309,7 +333,9 @@ import Testing
         var deep: JSONValue = 1
         for _ in 0..<70 { deep = .array([deep]) }
         #expect(throws: VaultError(.invalidParameter, "")) { try writable.setSection("deep", deep) }
-        #expect(throws: VaultError(.invalidParameter, "")) { try writable.setSection(String(repeating: "n", count: 256), 1) }
+        #expect(throws: VaultError(.invalidParameter, "")) {
+            try writable.setSection(String(repeating: "n", count: 256), 1)
+        }
         var shallow: JSONValue = 1
         for _ in 0..<63 { shallow = .array([shallow]) }
         try writable.setSection("ok", shallow)

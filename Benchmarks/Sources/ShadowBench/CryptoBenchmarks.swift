@@ -21,25 +21,33 @@ enum CryptoBenchmarks {
         let salt = [UInt8](repeating: 7, count: 16)
         let samples = try Harness.sample([
             { _ = try PBKDF2.deriveKey(passphrase: passphrase, salt: salt) },
-            { _ = try KDF.Insecure.PBKDF2.deriveKey(from: Array("correct horse battery staple".utf8), salt: salt, using: .sha256, outputByteCount: 32, unsafeUncheckedRounds: 100_000) },
+            {
+                _ = try KDF.Insecure.PBKDF2.deriveKey(
+                    from: Array("correct horse battery staple".utf8), salt: salt, using: .sha256, outputByteCount: 32,
+                    unsafeUncheckedRounds: 100_000)
+            },
         ])
         let script = workDirectory + "/pbkdf2.py"
         try """
-            import hashlib, statistics, time
-            times = []
-            for _ in range(15):
-                start = time.perf_counter()
-                hashlib.pbkdf2_hmac("sha256", b"correct horse battery staple", bytes([7] * 16), 100000, 32)
-                times.append(time.perf_counter() - start)
-            print(statistics.median(times))
-            """.write(toFile: script, atomically: true, encoding: .utf8)
+        import hashlib, statistics, time
+        times = []
+        for _ in range(15):
+            start = time.perf_counter()
+            hashlib.pbkdf2_hmac("sha256", b"correct horse battery staple", bytes([7] * 16), 100000, 32)
+            times.append(time.perf_counter() - start)
+        print(statistics.median(times))
+        """.write(toFile: script, atomically: true, encoding: .utf8)
         let python = pythonWithJoserfc()
         let out = workDirectory + "/pbkdf2.out"
         let peer = (try? Harness.spawn(python, [script], environment: [], stdout: out)).flatMap { _ in
-            (try? String(contentsOfFile: out, encoding: .utf8)).flatMap { Double($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
+            (try? String(contentsOfFile: out, encoding: .utf8)).flatMap {
+                Double($0.trimmingCharacters(in: .whitespacesAndNewlines))
+            }
         }
-        var row = BenchRow(name: "PBKDF2-HMAC-SHA256, 100k iterations", unit: "op/s", ours: samples.median(0), raw: samples.median(1),
-                           peer: peer.map { 1 / $0 }, peerName: "python3 hashlib (OpenSSL)", note: "time per derivation; goal: ours within 5% of raw")
+        var row = BenchRow(
+            name: "PBKDF2-HMAC-SHA256, 100k iterations", unit: "op/s", ours: samples.median(0), raw: samples.median(1),
+            peer: peer.map { 1 / $0 }, peerName: "python3 hashlib (OpenSSL)",
+            note: "time per derivation; goal: ours within 5% of raw")
         row.pairedRatios = (samples.pairedRatio(0, 1), nil)
         return row
     }
@@ -64,7 +72,9 @@ enum CryptoBenchmarks {
         let seal = try Harness.sample([
             {
                 var encryptor = try EnvelopeStreamEncryptor(kek: kek)
-                for offset in stride(from: 0, to: size, by: piece) { _ = try encryptor.update(data[offset..<offset + piece]) }
+                for offset in stride(from: 0, to: size, by: piece) {
+                    _ = try encryptor.update(data[offset..<offset + piece])
+                }
                 _ = try encryptor.finish()
             },
             {
@@ -84,8 +94,10 @@ enum CryptoBenchmarks {
             { for box in rawChunks { _ = try AES.GCM.open(box, using: key) } },
         ])
         func row(_ name: String, _ samples: Samples) -> BenchRow {
-            var row = BenchRow(name: name, unit: "B/s", ours: samples.median(0) * Double(size), raw: samples.median(1) * Double(size), peer: nil, peerName: nil,
-                               note: "16 MiB in memory, fed in 1 MiB pieces; raw = swift-crypto AES-256-GCM on 16 KiB chunks")
+            var row = BenchRow(
+                name: name, unit: "B/s", ours: samples.median(0) * Double(size), raw: samples.median(1) * Double(size),
+                peer: nil, peerName: nil,
+                note: "16 MiB in memory, fed in 1 MiB pieces; raw = swift-crypto AES-256-GCM on 16 KiB chunks")
             row.pairedRatios = (samples.pairedRatio(0, 1), nil)
             return row
         }
@@ -95,7 +107,9 @@ enum CryptoBenchmarks {
     /// Whole-file runs: the CLI against age, gpg, openssl and sha256sum on the same file.
     static func files(binary: String, workDirectory: String) throws -> [BenchRow] {
         let megabytes = Int(ProcessInfo.processInfo.environment["BENCH_FILE_MB"] ?? "1024") ?? 1024
-        let directory = FileManager.default.isWritableFile(atPath: "/dev/shm") ? "/dev/shm/shadow-bench-\(getpid())" : workDirectory + "/files"
+        let directory =
+            FileManager.default.isWritableFile(atPath: "/dev/shm")
+            ? "/dev/shm/shadow-bench-\(getpid())" : workDirectory + "/files"
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let plain = directory + "/plain.bin", sealed = directory + "/sealed.skev", opened = directory + "/opened.bin"
@@ -108,7 +122,9 @@ enum CryptoBenchmarks {
         _ = FileManager.default.createFile(atPath: plain, contents: nil)
         let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: plain))
         var generator = SystemRandomNumberGenerator()
-        for _ in 0..<megabytes { handle.write(Data((0..<(1 << 20) / 8).flatMap { _ in withUnsafeBytes(of: generator.next()) { Array($0) } })) }
+        for _ in 0..<megabytes {
+            handle.write(Data((0..<(1 << 20) / 8).flatMap { _ in withUnsafeBytes(of: generator.next()) { Array($0) } }))
+        }
         try handle.close()
         let bytes = Double(megabytes) * Double(1 << 20)
 
@@ -116,18 +132,25 @@ enum CryptoBenchmarks {
         /// Median seconds over runs after one warm-up (`prepare` runs before each), and peak RSS
         /// from one more run under /usr/bin/time: a posix_spawn child reports its parent's
         /// high-water mark in rusage.
-        func measure(_ path: String, _ arguments: [String], runs: Int = 5, prepare: () -> Void = {}) -> (seconds: Double, rss: Int)? {
+        func measure(
+            _ path: String, _ arguments: [String], runs: Int = 5, prepare: () -> Void = {}
+        ) -> (seconds: Double, rss: Int)? {
             var times: [Double] = []
             for run in 0...runs {
                 prepare()
                 let start = DispatchTime.now().uptimeNanoseconds
-                guard let result = try? Harness.spawn(path, arguments, environment: environment), result.status == 0 else { return nil }
+                guard let result = try? Harness.spawn(path, arguments, environment: environment), result.status == 0
+                else { return nil }
                 if run > 0 { times.append(Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9) }
             }
             prepare()
             let rssFile = directory + "/rss.txt"
-            _ = try? Harness.spawn("/usr/bin/time", ["-f", "%M", "-o", rssFile, path] + arguments, environment: environment)
-            let rss = (try? String(contentsOfFile: rssFile, encoding: .utf8)).flatMap { Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) } ?? 0
+            _ = try? Harness.spawn(
+                "/usr/bin/time", ["-f", "%M", "-o", rssFile, path] + arguments, environment: environment)
+            let rss =
+                (try? String(contentsOfFile: rssFile, encoding: .utf8)).flatMap {
+                    Int($0.trimmingCharacters(in: .whitespacesAndNewlines))
+                } ?? 0
             return (Harness.median(times), rss)
         }
         func remove(_ paths: String...) -> () -> Void { { for path in paths { unlink(path) } } }
@@ -138,14 +161,33 @@ enum CryptoBenchmarks {
         try? FileManager.default.removeItem(atPath: directory + "/age.key")
         _ = try? Harness.spawn("/usr/bin/age-keygen", ["-o", directory + "/age.key"], environment: environment)
         let identity = (try? String(contentsOfFile: directory + "/age.key", encoding: .utf8)) ?? ""
-        let recipient = identity.split(separator: "\n").first { $0.hasPrefix("# public key: ") }.map { String($0.dropFirst(14)) }
-        let ageEncrypt = recipient.flatMap { measure("/usr/bin/age", ["-r", $0, "-o", directory + "/sealed.age", plain], prepare: remove(directory + "/sealed.age")) }
-        let ageDecrypt = recipient == nil ? nil : measure("/usr/bin/age", ["-d", "-i", directory + "/age.key", "-o", directory + "/opened.age", directory + "/sealed.age"], prepare: remove(directory + "/opened.age"))
+        let recipient = identity.split(separator: "\n").first { $0.hasPrefix("# public key: ") }.map {
+            String($0.dropFirst(14))
+        }
+        let ageEncrypt = recipient.flatMap {
+            measure(
+                "/usr/bin/age", ["-r", $0, "-o", directory + "/sealed.age", plain],
+                prepare: remove(directory + "/sealed.age"))
+        }
+        let ageDecrypt =
+            recipient == nil
+            ? nil
+            : measure(
+                "/usr/bin/age",
+                ["-d", "-i", directory + "/age.key", "-o", directory + "/opened.age", directory + "/sealed.age"],
+                prepare: remove(directory + "/opened.age"))
         try? FileManager.default.createDirectory(atPath: directory + "/gnupg", withIntermediateDirectories: true)
         chmod(directory + "/gnupg", 0o700)
-        let gpgArgs = ["--batch", "--yes", "--pinentry-mode", "loopback", "--passphrase-file", passphrase, "--cipher-algo", "AES256", "--compress-algo", "none"]
-        let gpgEncrypt = measure("/usr/bin/gpg", gpgArgs + ["--symmetric", "-o", directory + "/sealed.gpg", plain], runs: 3, prepare: remove(directory + "/sealed.gpg"))
-        let gpgDecrypt = measure("/usr/bin/gpg", gpgArgs + ["--decrypt", "-o", directory + "/opened.gpg", directory + "/sealed.gpg"], runs: 3, prepare: remove(directory + "/opened.gpg"))
+        let gpgArgs = [
+            "--batch", "--yes", "--pinentry-mode", "loopback", "--passphrase-file", passphrase, "--cipher-algo",
+            "AES256", "--compress-algo", "none",
+        ]
+        let gpgEncrypt = measure(
+            "/usr/bin/gpg", gpgArgs + ["--symmetric", "-o", directory + "/sealed.gpg", plain], runs: 3,
+            prepare: remove(directory + "/sealed.gpg"))
+        let gpgDecrypt = measure(
+            "/usr/bin/gpg", gpgArgs + ["--decrypt", "-o", directory + "/opened.gpg", directory + "/sealed.gpg"],
+            runs: 3, prepare: remove(directory + "/opened.gpg"))
 
         let hash = measure(binary, ["hash", plain])
         let openssl = measure("/usr/bin/openssl", ["dgst", "-sha256", plain])
@@ -156,12 +198,38 @@ enum CryptoBenchmarks {
         func rss(_ result: (seconds: Double, rss: Int)?) -> String { result.map { "\($0.rss / 1024) MiB" } ?? "—" }
         let placement = directory.hasPrefix("/dev/shm") ? "tmpfs" : "disk"
         return [
-            BenchRow(name: "CLI encrypt \(megabytes) MiB file (\(placement))", unit: "B/s", ours: throughput(encrypt) ?? 0, raw: nil, peer: throughput(ageEncrypt), peerName: "age 1.1.1 (X25519)",
-                     note: "median of 5 after a warm-up; peak RSS ours \(rss(encrypt)), age \(rss(ageEncrypt)); gpg --symmetric AES256: \(throughput(gpgEncrypt).map { String(format: "%.2f GB/s", $0 / 1e9) } ?? "—") (RSS \(rss(gpgEncrypt))); goal ≥ 2 GB/s, RSS < 32 MiB"),
-            BenchRow(name: "CLI decrypt \(megabytes) MiB file (\(placement))", unit: "B/s", ours: throughput(decrypt) ?? 0, raw: nil, peer: throughput(ageDecrypt), peerName: "age 1.1.1 (X25519)",
-                     note: "median of 5 after a warm-up; peak RSS ours \(rss(decrypt)), age \(rss(ageDecrypt)); gpg --decrypt: \(throughput(gpgDecrypt).map { String(format: "%.2f GB/s", $0 / 1e9) } ?? "—"); goal ≥ 2 GB/s, RSS < 32 MiB"),
-            BenchRow(name: "CLI hash \(megabytes) MiB file (\(placement))", unit: "B/s", ours: throughput(hash) ?? 0, raw: rawHash, peer: throughput(openssl), peerName: "openssl dgst -sha256",
-                     note: "median of 5; sha256sum: \(throughput(sha256sum).map { String(format: "%.2f GB/s", $0 / 1e9) } ?? "—") (ours/sha256sum \(String(format: "%.2f×", (throughput(hash) ?? 0) / (throughput(sha256sum) ?? .infinity)))); raw = swift-crypto SHA-256 in memory; goal ≥ openssl and ≥ 3× sha256sum"),
+            BenchRow(
+                name: "CLI encrypt \(megabytes) MiB file (\(placement))", unit: "B/s", ours: throughput(encrypt) ?? 0,
+                raw: nil, peer: throughput(ageEncrypt), peerName: "age 1.1.1 (X25519)",
+                note:
+                    """
+                    median of 5 after a warm-up; peak RSS ours \(rss(encrypt)), age \(rss(ageEncrypt)); gpg \
+                    --symmetric AES256: \
+                    \(gigabytes(throughput(gpgEncrypt))) (RSS \
+                    \(rss(gpgEncrypt))); goal ≥ 2 GB/s, RSS < 32 MiB
+                    """
+            ),
+            BenchRow(
+                name: "CLI decrypt \(megabytes) MiB file (\(placement))", unit: "B/s", ours: throughput(decrypt) ?? 0,
+                raw: nil, peer: throughput(ageDecrypt), peerName: "age 1.1.1 (X25519)",
+                note:
+                    """
+                    median of 5 after a warm-up; peak RSS ours \(rss(decrypt)), age \(rss(ageDecrypt)); gpg \
+                    --decrypt: \(gigabytes(throughput(gpgDecrypt))); goal ≥ \
+                    2 GB/s, RSS < 32 MiB
+                    """
+            ),
+            BenchRow(
+                name: "CLI hash \(megabytes) MiB file (\(placement))", unit: "B/s", ours: throughput(hash) ?? 0,
+                raw: rawHash, peer: throughput(openssl), peerName: "openssl dgst -sha256",
+                note:
+                    """
+                    median of 5; sha256sum: \
+                    \(throughput(sha256sum).map { String(format: "%.2f GB/s", $0 / 1e9) } ?? "—") (ours/sha256sum \
+                    \(String(format: "%.2f×", (throughput(hash) ?? 0) / (throughput(sha256sum) ?? .infinity)))); raw \
+                    = swift-crypto SHA-256 in memory; goal ≥ openssl and ≥ 3× sha256sum
+                    """
+            ),
         ]
     }
 
@@ -170,5 +238,10 @@ enum CryptoBenchmarks {
         let buffer = [UInt8](repeating: 0x5A, count: 1 << 20)
         let samples = try Harness.sample([{ _ = SHA256.hash(data: buffer) }])
         return samples.median(0) * Double(buffer.count)
+    }
+
+    /// A throughput in bytes per second as GB/s, or a dash when there is none.
+    static func gigabytes(_ bytesPerSecond: Double?) -> String {
+        bytesPerSecond.map { String(format: "%.2f GB/s", $0 / 1e9) } ?? "—"
     }
 }

@@ -25,14 +25,19 @@ struct BenchRow {
 
     /// A row from interleaved samples of [ours, raw, peer?].
     init(name: String, samples: Samples, peerName: String?, note: String) {
-        self.init(name: name, unit: "ops/s", ours: samples.median(0), raw: samples.median(1),
-                  peer: samples.count > 2 ? samples.median(2) : nil, peerName: peerName, note: note)
+        self.init(
+            name: name, unit: "ops/s", ours: samples.median(0), raw: samples.median(1),
+            peer: samples.count > 2 ? samples.median(2) : nil, peerName: peerName, note: note)
         pairedRatios = (samples.pairedRatio(0, 1), samples.count > 2 ? samples.pairedRatio(0, 2) : nil)
     }
 
     var json: [String: Any] {
-        ["name": name, "ours": ours, "raw": raw as Any, "peer": peer as Any, "peer_name": peerName as Any, "unit": unit, "note": note,
-         "ours_over_raw": pairedRatios.raw ?? raw.map { ours / $0 } as Any, "ours_over_peer": pairedRatios.peer ?? peer.map { ours / $0 } as Any]
+        [
+            "name": name, "ours": ours, "raw": raw as Any, "peer": peer as Any, "peer_name": peerName as Any,
+            "unit": unit, "note": note,
+            "ours_over_raw": pairedRatios.raw ?? raw.map { ours / $0 } as Any,
+            "ours_over_peer": pairedRatios.peer ?? peer.map { ours / $0 } as Any,
+        ]
     }
 }
 
@@ -117,13 +122,17 @@ enum Harness {
     static func median(_ values: [Double]) -> Double {
         let sorted = values.sorted()
         guard !sorted.isEmpty else { return 0 }
-        return sorted.count % 2 == 1 ? sorted[sorted.count / 2] : (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2
+        return sorted.count % 2 == 1
+            ? sorted[sorted.count / 2] : (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2
     }
 
     /// Median wall time of running a command, in seconds, over `runs` runs after `warmup`.
     /// Processes are started with posix_spawn and reaped with waitpid: Foundation's
     /// `Process.waitUntilExit` polls on Linux and would round every run up to ~50 ms.
-    static func processWallTime(_ executable: String, _ arguments: [String], environment: [String: String] = [:], runs: Int = 41, warmup: Int = 5) throws -> Double {
+    static func processWallTime(
+        _ executable: String, _ arguments: [String], environment: [String: String] = [:], runs: Int = 41,
+        warmup: Int = 5
+    ) throws -> Double {
         var times: [Double] = []
         var env = ProcessInfo.processInfo.environment
         for (key, value) in environment { env[key] = value }
@@ -143,7 +152,8 @@ enum Harness {
     /// Median wall times of several commands, run in interleaved rounds so noise hits each alike.
     /// `prepare` runs before every round (outside the timing); stdin comes from `stdin` or /dev/null.
     static func interleavedWallTimes(
-        _ commands: [(String, [String])], stdin: String = "/dev/null", runs: Int = 41, warmup: Int = 3, prepare: () throws -> Void = {}
+        _ commands: [(String, [String])], stdin: String = "/dev/null", runs: Int = 41, warmup: Int = 3,
+        prepare: () throws -> Void = {}
     ) throws -> [Double] {
         let environment = Self.environment
         var times = Array(repeating: [Double](), count: commands.count)
@@ -153,7 +163,9 @@ enum Harness {
                 let start = DispatchTime.now().uptimeNanoseconds
                 let status = try spawn(command.0, command.1, environment: environment, stdin: stdin).status
                 let elapsed = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
-                guard status == 0 else { throw BenchError("\(command.0) \(command.1.joined(separator: " ")) exited \(status)") }
+                guard status == 0 else {
+                    throw BenchError("\(command.0) \(command.1.joined(separator: " ")) exited \(status)")
+                }
                 if round >= warmup { times[index].append(elapsed) }
             }
         }
@@ -171,7 +183,8 @@ enum Harness {
     /// Runs a program (stdin from /dev/null, stdout to `stdout` or /dev/null, stderr to
     /// /dev/null); returns its exit status and peak resident set in KiB.
     static func spawn(
-        _ path: String, _ arguments: [String], environment: [String], stdin: String = "/dev/null", stdout: String = "/dev/null", timeout: Double = 120
+        _ path: String, _ arguments: [String], environment: [String], stdin: String = "/dev/null",
+        stdout: String = "/dev/null", timeout: Double = 120
     ) throws -> (status: Int32, maxRSSKiB: Int) {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
@@ -196,7 +209,9 @@ enum Harness {
         var usage = rusage()
         while wait4(pid, &status, 0, &usage) < 0 && errno == EINTR {}
         watchdog.cancel()
-        guard (status & 0x7F) == 0 else { throw BenchError("\(path) \(arguments.joined(separator: " ")) was killed by signal \(status & 0x7F)") }
+        guard (status & 0x7F) == 0 else {
+            throw BenchError("\(path) \(arguments.joined(separator: " ")) was killed by signal \(status & 0x7F)")
+        }
         return ((status >> 8) & 0xFF, Int(usage.ru_maxrss))
     }
 }
@@ -227,12 +242,18 @@ func report(_ rows: [BenchRow], to path: String) throws {
     let header = ["benchmark", "ours", "raw", "ours/raw", "peer", "ours/peer", "peer name"]
     var lines = [header]
     for row in rows {
-        lines.append([row.name, format(row.ours, unit: row.unit), format(row.raw, unit: row.unit), ratio(row.pairedRatios.raw, row.ours, row.raw),
-                      format(row.peer, unit: row.unit), ratio(row.pairedRatios.peer, row.ours, row.peer), row.peerName ?? "—"])
+        lines.append([
+            row.name, format(row.ours, unit: row.unit), format(row.raw, unit: row.unit),
+            ratio(row.pairedRatios.raw, row.ours, row.raw),
+            format(row.peer, unit: row.unit), ratio(row.pairedRatios.peer, row.ours, row.peer), row.peerName ?? "—",
+        ])
     }
     let widths = (0..<header.count).map { column in lines.map { $0[column].count }.max() ?? 0 }
     for (index, line) in lines.enumerated() {
-        print("| " + line.enumerated().map { $1.padding(toLength: widths[$0], withPad: " ", startingAt: 0) }.joined(separator: " | ") + " |")
+        print(
+            "| "
+                + line.enumerated().map { $1.padding(toLength: widths[$0], withPad: " ", startingAt: 0) }.joined(
+                    separator: " | ") + " |")
         if index == 0 { print("|" + widths.map { String(repeating: "-", count: $0 + 2) }.joined(separator: "|") + "|") }
     }
     for row in rows where !row.note.isEmpty { print("- \(row.name): \(row.note)") }

@@ -29,7 +29,8 @@ enum JWKSBenchmarks {
         let signer = try JWSSigner.rs256(try _RSA.Signing.PrivateKey(keySize: .bits2048), keyID: "W6WcOKB")
         let jwks = ShadowCore.JSONValue.object(["keys": .array([.object(try signer.publicJWK().json)])]).serialized()
         let local = try JWKSet(jsonText: jwks)
-        let verifier = JWTVerifier(policy: ClaimPolicy(issuer: JWTBenchmarks.issuer, audiences: [JWTBenchmarks.audience]))
+        let verifier = JWTVerifier(
+            policy: ClaimPolicy(issuer: JWTBenchmarks.issuer, audiences: [JWTBenchmarks.audience]))
         let token = try signer.sign(claims: JWTBenchmarks.appleClaims(now: now))
 
         let transport = CountingTransport(body: jwks, delay: 0.02)
@@ -58,23 +59,38 @@ enum JWKSBenchmarks {
         // 10,000 verifications with random unknown kids within one cooldown.
         let warm = CountingTransport(body: jwks, delay: 0.001)
         let clock = Mutex(Date())
-        let warmProvider = try JWKSProvider(configuration: .init(url: "https://keys.example/jwks"), transport: warm, clock: WallClock { clock.withLock { $0 } })
+        let warmProvider = try JWKSProvider(
+            configuration: .init(url: "https://keys.example/jwks"), transport: warm,
+            clock: WallClock { clock.withLock { $0 } })
         _ = try await warmProvider.keySet()
         clock.withLock { $0 = $0.addingTimeInterval(31) }  // past the first cooldown: one refresh is allowed
         var unknown = 0
         for index in 0..<10_000 {
-            do { _ = try await warmProvider.key(for: "random-\(index)-\(UInt64.random(in: 0...UInt64.max))", algorithm: .rs256) } catch { unknown += 1 }
+            do {
+                _ = try await warmProvider.key(
+                    for: "random-\(index)-\(UInt64.random(in: 0...UInt64.max))", algorithm: .rs256)
+            } catch { unknown += 1 }
         }
         let extraFetches = warm.count.withLock { $0 } - 1
 
         return [
-            BenchRow(name: "RS256 verify via fetched key set (cached)", samples: verifications, peerName: nil,
-                     note: String(format: "raw = the same verification against a local JWKSet; key lookup adds %.2f µs (provider %.0f ns vs local %.0f ns; goal < 1 µs)",
-                                  added, 1e9 / lookups.median(0), 1e9 / lookups.median(1))),
-            BenchRow(name: "fetches for 1,000 concurrent verifications, cold cache", unit: "count", ours: Double(coldFetches), raw: nil, peer: nil, peerName: nil,
-                     note: "goal: exactly 1"),
-            BenchRow(name: "extra fetches for 10,000 random unknown kids in one cooldown", unit: "count", ours: Double(extraFetches), raw: nil, peer: nil, peerName: nil,
-                     note: "goal: at most 1 (\(unknown) refused as unknown)"),
+            BenchRow(
+                name: "RS256 verify via fetched key set (cached)", samples: verifications, peerName: nil,
+                note: String(
+                    format:
+                        """
+                        raw = the same verification against a local JWKSet; key lookup adds %.2f µs (provider %.0f ns \
+                        vs local %.0f ns; goal < 1 µs)
+                        """,
+                    added, 1e9 / lookups.median(0), 1e9 / lookups.median(1))),
+            BenchRow(
+                name: "fetches for 1,000 concurrent verifications, cold cache", unit: "count",
+                ours: Double(coldFetches), raw: nil, peer: nil, peerName: nil,
+                note: "goal: exactly 1"),
+            BenchRow(
+                name: "extra fetches for 10,000 random unknown kids in one cooldown", unit: "count",
+                ours: Double(extraFetches), raw: nil, peer: nil, peerName: nil,
+                note: "goal: at most 1 (\(unknown) refused as unknown)"),
         ]
     }
 }

@@ -26,7 +26,9 @@ enum JWTBenchmarks {
         let ecKey = P256.Signing.PrivateKey()
         let rsaSigner = try JWSSigner.rs256(rsaKey, keyID: "W6WcOKB")
         let ecSigner = JWSSigner.es256(ecKey, keyID: "fh6Bs8C")
-        let jwksJSON = ShadowCore.JSONValue.object(["keys": .array([.object(try rsaSigner.publicJWK().json), .object(try ecSigner.publicJWK().json)])]).serialized()
+        let jwksJSON = ShadowCore.JSONValue.object([
+            "keys": .array([.object(try rsaSigner.publicJWK().json), .object(try ecSigner.publicJWK().json)])
+        ]).serialized()
         let keySet = try JWKSet(jsonText: jwksJSON)
         let verifier = JWTVerifier(policy: ClaimPolicy(issuer: issuer, audiences: [audience]))
         let peer = JWTKeyCollection()
@@ -43,11 +45,20 @@ enum JWTBenchmarks {
             case .rs256:
                 let publicKey = rsaKey.publicKey
                 let rsaSignature = _RSA.Signing.RSASignature(rawRepresentation: signature)
-                raw = { guard publicKey.isValidSignature(rsaSignature, for: SHA256.hash(data: input), padding: .insecurePKCS1v1_5) else { throw BenchError("raw RSA failed") } }
+                raw = {
+                    guard
+                        publicKey.isValidSignature(
+                            rsaSignature, for: SHA256.hash(data: input), padding: .insecurePKCS1v1_5)
+                    else { throw BenchError("raw RSA failed") }
+                }
             case .es256:
                 let publicKey = ecKey.publicKey
                 let ecdsa = try P256.Signing.ECDSASignature(rawRepresentation: signature)
-                raw = { guard publicKey.isValidSignature(ecdsa, for: SHA256.hash(data: input)) else { throw BenchError("raw P-256 failed") } }
+                raw = {
+                    guard publicKey.isValidSignature(ecdsa, for: SHA256.hash(data: input)) else {
+                        throw BenchError("raw P-256 failed")
+                    }
+                }
             }
             let ours = { _ = try verifier.verify(token, keys: keySet) }
             // Sanity: every contender accepts the token before being timed.
@@ -60,9 +71,15 @@ enum JWTBenchmarks {
                 { try raw() },
                 { _ = try await peer.verify(token, as: AppleIdentityToken.self, expectedAudience: audience) },
             ])
-            rows.append(BenchRow(
-                name: "\(signer.algorithm) verify + claims", samples: samples, peerName: "jwt-kit 5.8.0",
-                note: "raw = swift-crypto \(signer.algorithm == .rs256 ? "RSA-2048 PKCS#1 v1.5" : "P-256 ECDSA") verify of the same signing input; ours and jwt-kit check iss, aud, exp"))
+            rows.append(
+                BenchRow(
+                    name: "\(signer.algorithm) verify + claims", samples: samples, peerName: "jwt-kit 5.8.0",
+                    note:
+                        """
+                        raw = swift-crypto \(signer.algorithm == .rs256 ? "RSA-2048 PKCS#1 v1.5" : "P-256 ECDSA") \
+                        verify of the same signing input; ours and jwt-kit check iss, aud, exp
+                        """
+                ))
         }
         return rows
     }
@@ -73,7 +90,8 @@ extension JWTBenchmarks {
     static func profile(iterations: Int, algorithm: String) throws {
         let now = Int64(Date().timeIntervalSince1970)
         let rsaKey = try _RSA.Signing.PrivateKey(keySize: .bits2048)
-        let signer: JWSSigner = algorithm == "es256"
+        let signer: JWSSigner =
+            algorithm == "es256"
             ? JWSSigner.es256(P256.Signing.PrivateKey(), keyID: "fh6Bs8C")
             : try JWSSigner.rs256(rsaKey, keyID: "W6WcOKB")
         let keySet = try JWKSet(keys: [signer.publicJWK()])
@@ -94,7 +112,11 @@ extension JWTBenchmarks {
             let key = try keySet.key(for: signer.keyID, algorithm: signer.algorithm)
             let rsa = rsaKey.publicKey
             if ProcessInfo.processInfo.environment["STAGE"] == "raw" {
-                for _ in 0..<iterations { _ = rsa.isValidSignature(_RSA.Signing.RSASignature(rawRepresentation: signature), for: SHA256.hash(data: input), padding: .insecurePKCS1v1_5) }
+                for _ in 0..<iterations {
+                    _ = rsa.isValidSignature(
+                        _RSA.Signing.RSASignature(rawRepresentation: signature), for: SHA256.hash(data: input),
+                        padding: .insecurePKCS1v1_5)
+                }
             } else {
                 for _ in 0..<iterations { try key.verifySignature(signature, signingInput: input, algorithm: .rs256) }
             }
@@ -133,24 +155,41 @@ extension JWTBenchmarks {
             { _ = jws.withSigningInput { SHA256.hash(data: $0) } },
             { _ = _RSA.Signing.RSASignature(rawRepresentation: jws.signature) },
             { try key.verifySignature(sigBytes, signingInput: input, algorithm: .rs256) },
-            { _ = publicKey.isValidSignature(_RSA.Signing.RSASignature(rawRepresentation: sigBytes), for: SHA256.hash(data: input), padding: .insecurePKCS1v1_5) },
+            {
+                _ = publicKey.isValidSignature(
+                    _RSA.Signing.RSASignature(rawRepresentation: sigBytes), for: SHA256.hash(data: input),
+                    padding: .insecurePKCS1v1_5)
+            },
             { _ = publicKey.isValidSignature(sig0, for: SHA256.hash(data: input), padding: .insecurePKCS1v1_5) },
         ])
-        for (name, ops) in zip(["RSASignature from [UInt8]", "RSASignature from Data", "SHA256 [UInt8]", "SHA256 URBP via withSigningInput", "RSASignature from ArraySlice", "verifySignature([UInt8], [UInt8])", "raw + RSASignature per call", "raw prebuilt"], micro) {
+        for (name, ops) in zip(
+            [
+                "RSASignature from [UInt8]", "RSASignature from Data", "SHA256 [UInt8]",
+                "SHA256 URBP via withSigningInput", "RSASignature from ArraySlice", "verifySignature([UInt8], [UInt8])",
+                "raw + RSASignature per call", "raw prebuilt",
+            ], micro)
+        {
             print(String(format: "%-50@ %8.3f µs", name, 1e6 / ops))
         }
-        let names = ["CompactJWS.init (split, 3× base64, header JSON)", "payload JSON", "claim policy", "key lookup", "verifySignature", "raw verify", "full verify"]
+        let names = [
+            "CompactJWS.init (split, 3× base64, header JSON)", "payload JSON", "claim policy", "key lookup",
+            "verifySignature", "raw verify", "full verify",
+        ]
         let sig = _RSA.Signing.RSASignature(rawRepresentation: jws.signature)
         let results = try Harness.compare([
             { _ = try CompactJWS(token) },
             { _ = try jws.unverifiedPayload() },
             { _ = policy.evaluate(claims, now: date) },
             { _ = try keySet.key(for: "W6WcOKB", algorithm: .rs256) },
-            { try jws.withSigningInput { try key.verifySignature(jws.signature, signingInput: $0, algorithm: .rs256) } },
+            {
+                try jws.withSigningInput { try key.verifySignature(jws.signature, signingInput: $0, algorithm: .rs256) }
+            },
             { _ = publicKey.isValidSignature(sig, for: SHA256.hash(data: input), padding: .insecurePKCS1v1_5) },
             { _ = try verifier.verify(token, keys: keySet) },
         ])
-        for (name, opsPerSecond) in zip(names, results) { print(String(format: "%-50@ %8.3f µs", name, 1e6 / opsPerSecond)) }
+        for (name, opsPerSecond) in zip(names, results) {
+            print(String(format: "%-50@ %8.3f µs", name, 1e6 / opsPerSecond))
+        }
         print("token bytes: \(token.utf8.count), payload bytes: \(jws.payload.count)")
     }
 }

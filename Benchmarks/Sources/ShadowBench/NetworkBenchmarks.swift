@@ -12,16 +12,20 @@ enum NetworkBenchmarks {
         let jwksText = TestKeys.jwksJSON([try signer.publicJWK()])
         let jwksFile = workDirectory + "/net-jwks.json", tokenFile = workDirectory + "/net-token.txt"
         try jwksText.write(toFile: jwksFile, atomically: true, encoding: .utf8)
-        try signer.sign(claims: JWTBenchmarks.appleClaims(now: now)).write(toFile: tokenFile, atomically: true, encoding: .utf8)
+        try signer.sign(claims: JWTBenchmarks.appleClaims(now: now)).write(
+            toFile: tokenFile, atomically: true, encoding: .utf8)
         let server = try LoopbackHTTPSServer(headers: [("Cache-Control", "max-age=3600")], body: Array(jwksText.utf8))
         let url = server.url("/keys")
-        let verify = ["verify-token", "--token-file", tokenFile, "--iss", JWTBenchmarks.issuer, "--aud", JWTBenchmarks.audience]
+        let verify = [
+            "verify-token", "--token-file", tokenFile, "--iss", JWTBenchmarks.issuer, "--aud", JWTBenchmarks.audience,
+        ]
         let ca = ["--ca-file", LoopbackHTTPSServer.caFile]
 
         // Warm the disk cache once, then time hello / local file / warm URL in interleaved rounds.
         let cache = workDirectory + "/net-cache"
         setenv("XDG_CACHE_HOME", cache, 1)
-        guard try Harness.spawnAndWait(binary, verify + ["--jwks", url] + ca, environment: Harness.environment) == 0 else {
+        guard try Harness.spawnAndWait(binary, verify + ["--jwks", url] + ca, environment: Harness.environment) == 0
+        else {
             throw BenchError("could not warm the cache from \(url)")
         }
         let warmedRequests = server.requestCount
@@ -39,14 +43,27 @@ enum NetworkBenchmarks {
         }[0]
 
         var rows = [
-            BenchRow(name: "process floor: hello world (FoundationEssentials)", unit: "ms/run", ours: 1 / floor, raw: nil, peer: nil, peerName: nil,
-                     note: "median wall time; built like shadow-keys (release, --static-swift-stdlib)"),
-            BenchRow(name: "CLI verify-token, local JWK Set, per process", unit: "ms/run", ours: 1 / local, raw: 1 / floor, peer: nil, peerName: nil,
-                     note: "raw = the hello-world floor; goal: at most 1.5x"),
-            BenchRow(name: "CLI verify-token --jwks https URL, warm cache", unit: "ms/run", ours: 1 / warm, raw: 1 / local, peer: nil, peerName: nil,
-                     note: "raw = the local-file run; goal within 10%; requests during the timed runs: \(warmRequests) (goal 0)"),
-            BenchRow(name: "CLI verify-token --jwks https URL, cold fetch", unit: "ms/run", ours: 1 / cold, raw: 1 / floor, peer: nil, peerName: nil,
-                     note: "loopback TLS (test CA via --ca-file), empty cache each run; goal < 30 ms"),
+            BenchRow(
+                name: "process floor: hello world (FoundationEssentials)", unit: "ms/run", ours: 1 / floor, raw: nil,
+                peer: nil, peerName: nil,
+                note: "median wall time; built like shadow-keys (release, --static-swift-stdlib)"),
+            BenchRow(
+                name: "CLI verify-token, local JWK Set, per process", unit: "ms/run", ours: 1 / local, raw: 1 / floor,
+                peer: nil, peerName: nil,
+                note: "raw = the hello-world floor; goal: at most 1.5x"),
+            BenchRow(
+                name: "CLI verify-token --jwks https URL, warm cache", unit: "ms/run", ours: 1 / warm, raw: 1 / local,
+                peer: nil, peerName: nil,
+                note:
+                    """
+                    raw = the local-file run; goal within 10%; requests during the timed runs: \(warmRequests) (goal \
+                    0)
+                    """
+            ),
+            BenchRow(
+                name: "CLI verify-token --jwks https URL, cold fetch", unit: "ms/run", ours: 1 / cold, raw: 1 / floor,
+                peer: nil, peerName: nil,
+                note: "loopback TLS (test CA via --ca-file), empty cache each run; goal < 30 ms"),
         ]
         rows += try hostile(binary: binary)
         rows.append(try await concurrentCold(signer: signer, jwksText: jwksText, now: now))
@@ -58,8 +75,16 @@ enum NetworkBenchmarks {
         let head = Array("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n".utf8)
         let megabyte = [UInt8](repeating: 0x78, count: 1 << 20)
         let cases: [(String, LoopbackHTTPServer.Reply)] = [
-            ("endless body", .stream(interval: 0, limit: 30) { $0 == 0 ? head + Array("Connection: close\r\n\r\n".utf8) : megabyte }),
-            ("one byte a second", .stream(interval: 1, limit: 30) { $0 == 0 ? head + Array("Content-Length: 100000\r\n\r\n".utf8) : [0x20] }),
+            (
+                "endless body",
+                .stream(interval: 0, limit: 30) { $0 == 0 ? head + Array("Connection: close\r\n\r\n".utf8) : megabyte }
+            ),
+            (
+                "one byte a second",
+                .stream(interval: 1, limit: 30) {
+                    $0 == 0 ? head + Array("Content-Length: 100000\r\n\r\n".utf8) : [0x20]
+                }
+            ),
         ]
         return try cases.map { name, reply in
             let server = try LoopbackHTTPServer { _ in reply }
@@ -67,17 +92,26 @@ enum NetworkBenchmarks {
             let child = try ChildProcess(binary, ["jwks", "fetch", server.url("/keys"), "--allow-http-loopback"])
             let result = try child.wait(timeout: 30)
             let seconds = Date().timeIntervalSince(started)
-            return BenchRow(name: "CLI jwks fetch, hostile server: \(name)", unit: "ms/run", ours: 1 / seconds, raw: nil, peer: nil, peerName: nil,
-                            note: "exit \(result.status) (goal 13), peak RSS \(result.peakMemoryKiB / 1024) MiB (goal < 64), deadline 5 s (goal: exit within 6 s)")
+            return BenchRow(
+                name: "CLI jwks fetch, hostile server: \(name)", unit: "ms/run", ours: 1 / seconds, raw: nil, peer: nil,
+                peerName: nil,
+                note:
+                    """
+                    exit \(result.status) (goal 13), peak RSS \(result.peakMemoryKiB / 1024) MiB (goal < 64), \
+                    deadline 5 s (goal: exit within 6 s)
+                    """
+            )
         }
     }
 
     /// 1,000 concurrent verifications through one cold provider over AsyncHTTPClient and real TLS.
     static func concurrentCold(signer: JWSSigner, jwksText: String, now: Int64) async throws -> BenchRow {
         let server = try LoopbackHTTPSServer(body: Array(jwksText.utf8))
-        let transport = try AsyncHTTPClientTransport(options: .init(additionalTrustRootsFile: LoopbackHTTPSServer.caFile, proxy: .none))
+        let transport = try AsyncHTTPClientTransport(
+            options: .init(additionalTrustRootsFile: LoopbackHTTPSServer.caFile, proxy: .none))
         let provider = try JWKSProvider(configuration: .init(url: server.url("/keys")), transport: transport)
-        let verifier = JWTVerifier(policy: ClaimPolicy(issuer: JWTBenchmarks.issuer, audiences: [JWTBenchmarks.audience]))
+        let verifier = JWTVerifier(
+            policy: ClaimPolicy(issuer: JWTBenchmarks.issuer, audiences: [JWTBenchmarks.audience]))
         let token = try signer.sign(claims: JWTBenchmarks.appleClaims(now: now))
         let started = Date()
         try await withThrowingTaskGroup(of: Void.self) { group in
@@ -86,7 +120,9 @@ enum NetworkBenchmarks {
         }
         let seconds = Date().timeIntervalSince(started)
         await provider.shutdown()
-        return BenchRow(name: "library: 1,000 concurrent cold verifications, AsyncHTTPClient", unit: "ms/run", ours: 1 / seconds, raw: nil, peer: nil, peerName: nil,
-                        note: "HTTPS requests made: \(server.requestCount) (goal 1)")
+        return BenchRow(
+            name: "library: 1,000 concurrent cold verifications, AsyncHTTPClient", unit: "ms/run", ours: 1 / seconds,
+            raw: nil, peer: nil, peerName: nil,
+            note: "HTTPS requests made: \(server.requestCount) (goal 1)")
     }
 }

@@ -33,7 +33,10 @@ enum VaultBenchmarks {
             try? FileManager.default.removeItem(atPath: identity)
             _ = try Harness.spawn("/usr/bin/age-keygen", ["-o", identity], environment: environment)
             try String(repeating: "r", count: 64).write(toFile: plain, atomically: true, encoding: .utf8)
-            let recipient = try String(contentsOfFile: identity, encoding: .utf8).split(separator: "\n").first { $0.hasPrefix("# public key: ") }
+            let recipient =
+                try String(contentsOfFile: identity, encoding: .utf8).split(separator: "\n").first {
+                    $0.hasPrefix("# public key: ")
+                }
                 .map { String($0.dropFirst("# public key: ".count)) } ?? ""
             if try Harness.spawn(age, ["-r", recipient, "-o", sealed, plain], environment: environment).status == 0 {
                 commands.append((age, ["-d", "-i", identity, sealed]))
@@ -41,9 +44,12 @@ enum VaultBenchmarks {
             }
         }
         let times = try Harness.interleavedWallTimes(commands)
-        rows.append(BenchRow(
-            name: "CLI vault get (key file), per process", unit: "ms/run", ours: 1 / times[0], raw: 1 / times[1], peer: times.count > 2 ? 1 / times[2] : nil,
-            peerName: peerName, note: "median wall time; raw = `shadow-keys --version` (process start floor); goal < 15 ms"))
+        rows.append(
+            BenchRow(
+                name: "CLI vault get (key file), per process", unit: "ms/run", ours: 1 / times[0], raw: 1 / times[1],
+                peer: times.count > 2 ? 1 / times[2] : nil,
+                peerName: peerName,
+                note: "median wall time; raw = `shadow-keys --version` (process start floor); goal < 15 ms"))
 
         // 2. Passphrase unlock against PBKDF2 alone (100,000 iterations). A fresh handle each time, so
         // nothing is cached.
@@ -53,12 +59,19 @@ enum VaultBenchmarks {
         for index in 0..<20 { try await phraseVault.put(entry(index)) }
         let salt = (0..<16).map { UInt8($0) }
         let unlock = try await Harness.sampleAsync([
-            { _ = try await TokenVault(path: phrasePath, unlock: .passphrase(passphrase)).entry(named: "apple/refresh/3") },
+            {
+                _ = try await TokenVault(path: phrasePath, unlock: .passphrase(passphrase)).entry(
+                    named: "apple/refresh/3")
+            },
             { _ = try PBKDF2.deriveKey(passphrase: passphrase, salt: salt, iterations: PBKDF2.defaultIterations) },
         ])
-        var unlockRow = BenchRow(name: "vault unlock with a passphrase (PBKDF2 100k)", unit: "op/s", ours: unlock.median(0), raw: unlock.median(1), peer: nil,
-                                 peerName: nil, note: String(format: "open + read one entry; raw = PBKDF2 alone; unlock costs %.1f%% more (goal < 10%%)",
-                                                             (unlock.median(1) / unlock.median(0) - 1) * 100))
+        var unlockRow = BenchRow(
+            name: "vault unlock with a passphrase (PBKDF2 100k)", unit: "op/s", ours: unlock.median(0),
+            raw: unlock.median(1), peer: nil,
+            peerName: nil,
+            note: String(
+                format: "open + read one entry; raw = PBKDF2 alone; unlock costs %.1f%% more (goal < 10%%)",
+                (unlock.median(1) / unlock.median(0) - 1) * 100))
         unlockRow.pairedRatios = (unlock.pairedRatio(0, 1), nil)
         rows.append(unlockRow)
 
@@ -89,26 +102,37 @@ enum VaultBenchmarks {
                 close(fd)
             },
         ])
-        var putRow = BenchRow(name: "vault put into 10,000 entries (library)", unit: "op/s", ours: put.median(0), raw: put.median(1), peer: nil, peerName: nil,
-                              note: String(format: "file %.1f MB; raw = read, GCM open and seal, write and fsync the same size; goal < 100 ms",
-                                           Double(fileBytes.count) / 1e6))
+        var putRow = BenchRow(
+            name: "vault put into 10,000 entries (library)", unit: "op/s", ours: put.median(0), raw: put.median(1),
+            peer: nil, peerName: nil,
+            note: String(
+                format: "file %.1f MB; raw = read, GCM open and seal, write and fsync the same size; goal < 100 ms",
+                Double(fileBytes.count) / 1e6))
         putRow.pairedRatios = (put.pairedRatio(0, 1), nil)
         rows.append(putRow)
 
-        let cliPut = try Harness.interleavedWallTimes([
-            (binary, ["vault", "put", "apple/refresh/42", "--vault", large, "--key-file", keyFile]),
-            (binary, ["--version"]),
-        ], stdin: directory + "/secret.txt", prepare: { try "r.new-refresh-token".write(toFile: directory + "/secret.txt", atomically: true, encoding: .utf8) })
-        rows.append(BenchRow(
-            name: "CLI vault put into 10,000 entries, per process", unit: "ms/run", ours: 1 / cliPut[0], raw: 1 / cliPut[1], peer: nil, peerName: nil,
-            note: "median wall time; raw = `shadow-keys --version`; goal < 100 ms"))
+        let cliPut = try Harness.interleavedWallTimes(
+            [
+                (binary, ["vault", "put", "apple/refresh/42", "--vault", large, "--key-file", keyFile]),
+                (binary, ["--version"]),
+            ], stdin: directory + "/secret.txt",
+            prepare: {
+                try "r.new-refresh-token".write(toFile: directory + "/secret.txt", atomically: true, encoding: .utf8)
+            })
+        rows.append(
+            BenchRow(
+                name: "CLI vault put into 10,000 entries, per process", unit: "ms/run", ours: 1 / cliPut[0],
+                raw: 1 / cliPut[1], peer: nil, peerName: nil,
+                note: "median wall time; raw = `shadow-keys --version`; goal < 100 ms"))
         return rows
     }
 
     /// A realistic entry: an Apple refresh token with its subject, expiry and two labels.
     static func entry(_ index: Int) -> VaultEntry {
         VaultEntry(
-            name: "apple/refresh/\(index)", secret: SecretBytes(utf8: "r\(index).0.\(String(repeating: "x", count: 64))"), provider: .apple, kind: .refreshToken,
+            name: "apple/refresh/\(index)",
+            secret: SecretBytes(utf8: "r\(index).0.\(String(repeating: "x", count: 64))"), provider: .apple,
+            kind: .refreshToken,
             subject: "001234.\(String(index, radix: 16)).0042", expiresAt: Date().addingTimeInterval(15_552_000),
             labels: ["team": "ABCDE12345", "client": "com.example.notes"])
     }

@@ -12,6 +12,8 @@ let package = Package(
     targets: [
         .executableTarget(
             name: "VaporAdapter",
-            dependencies: [.product(name: "ShadowKeys", package: "ShadowKeys"), .product(name: "Vapor", package: "vapor")]),
+            dependencies: [
+                .product(name: "ShadowKeys", package: "ShadowKeys"), .product(name: "Vapor", package: "vapor"),
+            ])
     ]
 )

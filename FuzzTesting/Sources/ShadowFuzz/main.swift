@@ -20,7 +20,8 @@ public func testOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
 
 let name = getenv("SHADOW_FUZZ_TARGET").map { String(cString: $0) } ?? ""
 guard let harness = FuzzTargets.harness(named: name) else {
-    let message = Array("set SHADOW_FUZZ_TARGET to one of: \(FuzzTargets.all.map(\.name).joined(separator: ", "))\n".utf8)
+    let message = Array(
+        "set SHADOW_FUZZ_TARGET to one of: \(FuzzTargets.all.map(\.name).joined(separator: ", "))\n".utf8)
     _ = write(2, message, message.count)
     exit(64)
 }

@@ -13,7 +13,10 @@ import ShadowJWKS
 struct AppleCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "apple",
-        abstract: "Sign in with Apple server flows: token exchange, refresh validation, revocation, migration, notifications.",
+        abstract:
+            """
+            Sign in with Apple server flows: token exchange, refresh validation, revocation, migration, notifications.
+            """,
         discussion: """
             Exit codes: 0 success, 40 invalid_grant (code or token expired, used or revoked), 41 Apple \
             refused the request (invalid_client, invalid_request, …), 42 Apple unavailable (5xx or no \

@@ -15,7 +15,9 @@ struct AppleEndpointOptions: ParsableArguments {
     @Option(name: .customLong("base-url"), help: "Apple's auth base URL (for mirrors and tests).")
     var baseURL: String = Apple.baseURL
 
-    @Option(name: .customLong("jwks"), help: "Key set for id_token verification: URL or file. Default: <base-url>/auth/keys.")
+    @Option(
+        name: .customLong("jwks"),
+        help: "Key set for id_token verification: URL or file. Default: <base-url>/auth/keys.")
     var jwks: String?
 
     @OptionGroup var network: NetworkOptions
@@ -29,7 +31,8 @@ struct AppleEndpointOptions: ParsableArguments {
         configuration.baseURL = baseURL
         configuration.allowLoopbackHTTP = network.allowHTTPLoopback
         let keysURL = jwks ?? baseURL + "/auth/keys"
-        let keys: any JWKSource = KeySourceOptions.isURL(keysURL)
+        let keys: any JWKSource =
+            KeySourceOptions.isURL(keysURL)
             ? try keySetProvider(url: keysURL, network: network, offline: false) : try readKeySet(keysURL)
         return try AppleAuthClient(
             configuration: configuration, secrets: ClientSecretProvider(builder: try credentials.builder()),
@@ -38,9 +41,12 @@ struct AppleEndpointOptions: ParsableArguments {
 }
 
 func tokenJSON(_ response: AppleTokenResponse) -> JSONValue {
-    func reveal(_ secret: SecretBytes?) -> JSONValue { secret.map { .string($0.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }) } ?? .null }
+    func reveal(_ secret: SecretBytes?) -> JSONValue {
+        secret.map { .string($0.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }) } ?? .null
+    }
     return [
-        "access_token": reveal(response.accessToken), "token_type": .string(response.tokenType), "expires_in": .int(response.expiresIn),
+        "access_token": reveal(response.accessToken), "token_type": .string(response.tokenType),
+        "expires_in": .int(response.expiresIn),
         "refresh_token": reveal(response.refreshToken), "id_token": response.idToken.map(JSONValue.string) ?? .null,
         "identity": response.identity.map { .object($0.json) } ?? .null,
     ]
@@ -48,7 +54,9 @@ func tokenJSON(_ response: AppleTokenResponse) -> JSONValue {
 
 /// Reads a notification POST body from stdin and verifies it against `keySource` (Apple's key
 /// set by default).
-func readNotification(keySource: KeySourceOptions, audiences: [String], leeway: Double, now: String?) async throws -> AppleNotification {
+func readNotification(
+    keySource: KeySourceOptions, audiences: [String], leeway: Double, now: String?
+) async throws -> AppleNotification {
     guard let body = try Files.readAll(0, limit: AppleNotificationVerifier.maxBodyBytes, path: "stdin") else {
         throw CLIError(.malformedToken, "notification body exceeds \(AppleNotificationVerifier.maxBodyBytes) bytes")
     }

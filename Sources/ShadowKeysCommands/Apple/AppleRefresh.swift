@@ -12,12 +12,13 @@ import ShadowJWKS
 
 extension AppleCommand {
     struct Refresh: AsyncParsableCommand, QuietCommand {
-        static let configuration = CommandConfiguration(commandName: "refresh", abstract: "Validate a refresh token with Apple (about once a day per token at most).")
+        static let configuration = CommandConfiguration(
+            commandName: "refresh",
+            abstract: "Validate a refresh token with Apple (about once a day per token at most).")
         @OptionGroup var credentials: ClientSecretOptions
         @OptionGroup var endpoint: AppleEndpointOptions
         @OptionGroup var token: BearerTokenOptions
         @Flag(help: "Print compact JSON.") var json = false
-
 
         @Flag(name: .shortAndLong, help: "Print no warnings on stderr.") var quiet = false
 

@@ -12,7 +12,8 @@ import ShadowJWKS
 
 extension AppleCommand {
     struct Revoke: AsyncParsableCommand, QuietCommand {
-        static let configuration = CommandConfiguration(commandName: "revoke", abstract: "Revoke a refresh or access token.")
+        static let configuration = CommandConfiguration(
+            commandName: "revoke", abstract: "Revoke a refresh or access token.")
         @OptionGroup var credentials: ClientSecretOptions
         @OptionGroup var endpoint: AppleEndpointOptions
         @OptionGroup var token: BearerTokenOptions
@@ -27,7 +28,8 @@ extension AppleCommand {
 
         func run() async throws {
             try await reportingFailures(json: json) {
-                try await endpoint.client(credentials).revoke(try token.input().secret(), kind: kind == "refresh" ? .refreshToken : .accessToken)
+                try await endpoint.client(credentials).revoke(
+                    try token.input().secret(), kind: kind == "refresh" ? .refreshToken : .accessToken)
                 if json { Console.json(["revoked": true]) }
             }
         }

@@ -29,17 +29,24 @@ struct ClientSecretOptions: ParsableArguments {
 
     func validate() throws {
         let identifier = #/^[A-Z0-9]{10}$/#
-        guard teamID.wholeMatch(of: identifier) != nil else { throw ValidationError("--team-id must be 10 characters A-Z and 0-9") }
-        guard keyID.wholeMatch(of: identifier) != nil else { throw ValidationError("--key-id must be 10 characters A-Z and 0-9") }
+        guard teamID.wholeMatch(of: identifier) != nil else {
+            throw ValidationError("--team-id must be 10 characters A-Z and 0-9")
+        }
+        guard keyID.wholeMatch(of: identifier) != nil else {
+            throw ValidationError("--key-id must be 10 characters A-Z and 0-9")
+        }
         guard !clientID.isEmpty, clientID.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value < 0x7F }) else {
             throw ValidationError("--client-id must be printable ASCII without spaces")
         }
-        guard ttl >= 1, ttl <= Int(ClientSecretBuilder.maximumLifetime) else { throw ValidationError("--ttl must be 1 to \(Int(ClientSecretBuilder.maximumLifetime)) seconds") }
+        guard ttl >= 1, ttl <= Int(ClientSecretBuilder.maximumLifetime) else {
+            throw ValidationError("--ttl must be 1 to \(Int(ClientSecretBuilder.maximumLifetime)) seconds")
+        }
     }
 
     /// Reads the key (exit 65 when unreadable or not a P-256 .p8) and builds the secret maker.
     func builder() throws -> ClientSecretBuilder {
-        try ClientSecretBuilder(key: readAppleSigningKey(p8), teamID: teamID, keyID: keyID, clientID: clientID, lifetime: TimeInterval(ttl))
+        try ClientSecretBuilder(
+            key: readAppleSigningKey(p8), teamID: teamID, keyID: keyID, clientID: clientID, lifetime: TimeInterval(ttl))
     }
 }
 
@@ -48,7 +55,9 @@ package func readAppleSigningKey(_ path: String) throws -> AppleSigningKey {
     warnIfReadableByOthers(path, what: ".p8 key file")
     let pem: [UInt8]
     do {
-        guard let bytes = try Files.read(path, limit: 64 * 1024) else { throw CLIError(.malformedInput, "the .p8 file \(path) is too large to be a key") }
+        guard let bytes = try Files.read(path, limit: 64 * 1024) else {
+            throw CLIError(.malformedInput, "the .p8 file \(path) is too large to be a key")
+        }
         pem = bytes
     } catch let error as FileError {
         throw CLIError(.malformedInput, code: "invalid_key", "cannot read the .p8 key: \(error)")

@@ -10,7 +10,8 @@ import ShadowJWKS
 
 extension JWKSCommand {
     struct Clear: AsyncParsableCommand, QuietCommand {
-        static let configuration = CommandConfiguration(commandName: "clear", abstract: "Delete cached JWK Sets: one URL's, or all of them.")
+        static let configuration = CommandConfiguration(
+            commandName: "clear", abstract: "Delete cached JWK Sets: one URL's, or all of them.")
 
         @Argument(help: "The URL whose cache to delete; without it, every cached key set.")
         var url: String?

@@ -10,7 +10,8 @@ import ShadowJWKS
 
 func printStatus(source: String, status: JWKSProvider.Status, json: Bool) throws {
     guard let set = status.keySet else {
-        throw CLIError(.keysUnavailable, "no usable key set for \(source)" + (status.snapshot.lastFailure.map { ": \($0)" } ?? ""))
+        throw CLIError(
+            .keysUnavailable, "no usable key set for \(source)" + (status.snapshot.lastFailure.map { ": \($0)" } ?? ""))
     }
     let now = Date()
     let snapshot = status.snapshot
@@ -30,7 +31,9 @@ func printStatus(source: String, status: JWKSProvider.Status, json: Bool) throws
 
 func printKeySet(source: String, set: JWKSet, extra: [JSONObject.Member], json: Bool) {
     let keys: [JSONValue] = set.keys.map { key in
-        var object: JSONObject = ["kid": key.keyID.map(JSONValue.string) ?? .null, "kty": .string(key.json["kty"]?.stringValue ?? "")]
+        var object: JSONObject = [
+            "kid": key.keyID.map(JSONValue.string) ?? .null, "kty": .string(key.json["kty"]?.stringValue ?? ""),
+        ]
         switch key.keyType {
         case .rsa(let bits): object.set("bits", .int(bits))
         case .p256: object.set("crv", "P-256")
@@ -60,7 +63,8 @@ func printKeySet(source: String, set: JWKSet, extra: [JSONObject.Member], json: 
     Console.out("\(set.keys.count) usable key\(set.keys.count == 1 ? "" : "s"):")
     for key in set.keys {
         let alg = key.algorithm?.rawValue ?? "-"
-        Console.out("  \(key.keyID?.terminalSafe ?? "(no kid)")  \(key.keyType)  alg \(alg)  use \((key.use ?? "-").terminalSafe)  thumbprint \(key.thumbprint)")
+        let kid = key.keyID?.terminalSafe ?? "(no kid)", use = (key.use ?? "-").terminalSafe
+        Console.out("  \(kid)  \(key.keyType)  alg \(alg)  use \(use)  thumbprint \(key.thumbprint)")
     }
     for diagnostic in set.skipped { Console.out("  skipped \(diagnostic.description.terminalSafe)") }
 }

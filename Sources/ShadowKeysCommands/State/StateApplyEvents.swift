@@ -8,7 +8,8 @@ extension StateCommand {
             commandName: "apply-events",
             abstract: "Apply a JSON-lines backlog of events, in batches.",
             discussion: """
-                One object a line: {"kind":"consent-revoked","client_id":"…","sub":"…","time_ms":…,"id":"…","linked_sub":null} \
+                One object a line: \
+                {"kind":"consent-revoked","client_id":"…","sub":"…","time_ms":…,"id":"…","linked_sub":null} \
                 with a kind of the events table of Docs/credential-state.md (linked_sub names the new subject of a \
                 "transferred" event and is null or absent otherwise). Every line is checked before anything is \
                 applied: a bad line is exit 65, naming it, with nothing applied. Each batch is one transaction; \
@@ -26,8 +27,12 @@ extension StateCommand {
 
         func validate() throws {
             try store.requireKey()
-            guard (1...10_000).contains(batchSize) else { throw ValidationError("--batch-size: 1 to 10000, not \(batchSize)") }
-            if input == "-" && store.keyUsesStdin { throw ValidationError("the events come on stdin; give the passphrase another way") }
+            guard (1...10_000).contains(batchSize) else {
+                throw ValidationError("--batch-size: 1 to 10000, not \(batchSize)")
+            }
+            if input == "-" && store.keyUsesStdin {
+                throw ValidationError("the events come on stdin; give the passphrase another way")
+            }
         }
 
         func run() async throws {
@@ -46,9 +51,17 @@ extension StateCommand {
                 }
                 progress.finish()
                 if json {
-                    Console.json(["events": .int(events.count), "applied": .int(events.count), "changed": .int(changed), "duplicates": .int(events.count - changed)])
+                    Console.json([
+                        "events": .int(events.count), "applied": .int(events.count), "changed": .int(changed),
+                        "duplicates": .int(events.count - changed),
+                    ])
                 } else {
-                    Console.out("applied \(events.count) events: \(changed) changed a user's state, \(events.count - changed) were duplicates or older than what was recorded")
+                    Console.out(
+                        """
+                        applied \(events.count) events: \(changed) changed a user's state, \(events.count - changed) \
+                        were duplicates or older than what was recorded
+                        """
+                    )
                 }
             }
         }
@@ -65,7 +78,8 @@ extension StateCommand {
 /// A whole file or stdin: exit 66 when it cannot be opened, 65 when it exceeds `limit`.
 func readInput(_ source: String, limit: Int, what: String) throws -> [UInt8] {
     do {
-        let bytes = source == "-" ? try Files.readAll(0, limit: limit, path: "stdin") : try Files.read(source, limit: limit)
+        let bytes =
+            source == "-" ? try Files.readAll(0, limit: limit, path: "stdin") : try Files.read(source, limit: limit)
         guard let bytes else { throw CLIError(.malformedInput, "\(what) exceed \(limit) bytes") }
         return bytes
     } catch let error as FileError {

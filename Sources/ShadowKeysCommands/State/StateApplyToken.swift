@@ -19,7 +19,9 @@ extension StateCommand {
                 token is superseded: its subject was revoked or transferred at or after its iat.
                 """)
         @OptionGroup var token: TokenOptions
-        @Option(name: .customLong("client-id"), help: "The client ID the state belongs to (default: the token's aud); --aud defaults to it.")
+        @Option(
+            name: .customLong("client-id"),
+            help: "The client ID the state belongs to (default: the token's aud); --aud defaults to it.")
         var clientID: String?
         @OptionGroup var keySource: KeySourceOptions
         @OptionGroup var options: VerificationOptions
@@ -38,17 +40,22 @@ extension StateCommand {
             try store.requireKey()
             try keySource.validate(default: Apple.keysURL)
             try appleOptions.validateApple()
-            if let clientID, !options.audiences.isEmpty, !options.audiences.contains(where: { $0.exactlyEquals(clientID) }) {
+            if let clientID, !options.audiences.isEmpty,
+                !options.audiences.contains(where: { $0.exactlyEquals(clientID) })
+            {
                 throw ValidationError("--client-id must be one of the --aud values")
             }
             let stdinUsers = [token.usesStdin, keySource.jwks == "-", store.keyUsesStdin].filter { $0 }.count
-            if stdinUsers > 1 { throw ValidationError("only one of the token, --jwks and the passphrase can come from stdin") }
+            if stdinUsers > 1 {
+                throw ValidationError("only one of the token, --jwks and the passphrase can come from stdin")
+            }
         }
 
         func run() async throws {
             try await reportingFailures(json: json) {
                 let raw = try token.read()
-                let identity = try await appleOptions.appleValidator().validate(raw, keys: keySource.keys(default: Apple.keysURL))
+                let identity = try await appleOptions.appleValidator().validate(
+                    raw, keys: keySource.keys(default: Apple.keysURL))
                 let client = clientID ?? identity.audience
                 let events = try CredentialEvent.signIn(identity, rawToken: raw, clientID: client)
                 let (changes, record) = try await store.withStore(create: true) { store in

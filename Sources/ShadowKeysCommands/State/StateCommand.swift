@@ -24,7 +24,10 @@ struct StateCommand: AsyncParsableCommand {
             log corrupted or tampered; 33 lock timeout; 34 database unreachable; 64 usage; 65 bad event \
             input; 66 no store. See Docs/credential-state.md.
             """,
-        subcommands: [Show.self, Check.self, ApplyNotification.self, ApplyToken.self, ApplyEvents.self, RecordRefresh.self, RecordMigration.self, History.self, Audit.self,
-                      Migrate.self, MigrateSchema.self]
+        subcommands: [
+            Show.self, Check.self, ApplyNotification.self, ApplyToken.self, ApplyEvents.self, RecordRefresh.self,
+            RecordMigration.self, History.self, Audit.self,
+            Migrate.self, MigrateSchema.self,
+        ]
     )
 }

@@ -11,21 +11,35 @@ import ShadowJOSE
 
 extension StateCommand {
     struct History: AsyncParsableCommand, QuietCommand {
-        static let configuration = CommandConfiguration(commandName: "history", abstract: "Print a user's transitions from the audit log (checking the log's chain first).")
+        static let configuration = CommandConfiguration(
+            commandName: "history",
+            abstract: "Print a user's transitions from the audit log (checking the log's chain first).")
         @OptionGroup var query: UserQueryOptions
 
         @Flag(name: .shortAndLong, help: "Print no warnings on stderr.") var quiet = false
 
         func run() async throws {
             try await reportingFailures(json: query.json) {
-                let entries = try await query.store.withStore(create: false) { try await $0.history(clientID: query.user.clientID, subject: query.user.subject) }
+                let entries = try await query.store.withStore(create: false) {
+                    try await $0.history(clientID: query.user.clientID, subject: query.user.subject)
+                }
                 if query.json {
-                    Console.json(["client_id": .string(query.user.clientID), "sub": .string(query.user.subject), "entries": .array(entries.map { .object(auditJSON($0)) })])
+                    Console.json([
+                        "client_id": .string(query.user.clientID), "sub": .string(query.user.subject),
+                        "entries": .array(entries.map { .object(auditJSON($0)) }),
+                    ])
                     return
                 }
-                if entries.isEmpty { Console.note("no transitions recorded for \(query.user.subject.quotedForMessage)") }
+                if entries.isEmpty {
+                    Console.note("no transitions recorded for \(query.user.subject.quotedForMessage)")
+                }
                 for entry in entries {
-                    Console.out("\(Timestamp.rfc3339(millisecondsToDate(entry.eventTimeMilliseconds)))  \(entry.old) -> \(entry.new)  \(entry.cause.rawValue)  \(entry.eventID.terminalSafe)")
+                    Console.out(
+                        """
+                        \(Timestamp.rfc3339(millisecondsToDate(entry.eventTimeMilliseconds)))  \(entry.old) -> \
+                        \(entry.new)  \(entry.cause.rawValue)  \(entry.eventID.terminalSafe)
+                        """
+                    )
                 }
             }
         }

@@ -11,7 +11,8 @@ import ShadowJOSE
 
 extension StateCommand {
     struct Show: AsyncParsableCommand, QuietCommand {
-        static let configuration = CommandConfiguration(commandName: "show", abstract: "Print a user's state, since when, its cause and any linked subject.")
+        static let configuration = CommandConfiguration(
+            commandName: "show", abstract: "Print a user's state, since when, its cause and any linked subject.")
         @OptionGroup var query: UserQueryOptions
 
         @Flag(name: .shortAndLong, help: "Print no warnings on stderr.") var quiet = false

@@ -11,11 +11,14 @@ import ShadowJOSE
 
 /// `--client-id` and `--sub`: the user a command is about.
 struct UserOptions: ParsableArguments {
-    @Option(name: .customLong("client-id"), help: "The client ID (the tokens' aud) the state belongs to.") var clientID: String
+    @Option(name: .customLong("client-id"), help: "The client ID (the tokens' aud) the state belongs to.") var clientID:
+        String
     @Option(name: .customLong("sub"), help: "The user's subject (sub).") var subject: String
 
     func validate() throws {
-        guard !clientID.isEmpty, clientID.utf8.count <= 255 else { throw ValidationError("--client-id: 1 to 255 bytes") }
+        guard !clientID.isEmpty, clientID.utf8.count <= 255 else {
+            throw ValidationError("--client-id: 1 to 255 bytes")
+        }
         guard !subject.isEmpty, subject.utf8.count <= 255 else { throw ValidationError("--sub: 1 to 255 bytes") }
     }
 }
@@ -47,8 +50,10 @@ func millisecondsToDate(_ milliseconds: Int64) -> Date { Date(timeIntervalSince1
 func statusJSON(_ status: CredentialStatus) -> JSONObject {
     [
         "state": .string(status.state.description), "raw_value": .int(status.state.rawValue),
-        "since": status.since.map { .string(Timestamp.rfc3339($0)) } ?? .null, "cause": status.cause.map { .string($0.rawValue) } ?? .null,
-        "event_id": status.eventID.map(JSONValue.string) ?? .null, "linked_sub": status.linkedSubject.map(JSONValue.string) ?? .null,
+        "since": status.since.map { .string(Timestamp.rfc3339($0)) } ?? .null,
+        "cause": status.cause.map { .string($0.rawValue) } ?? .null,
+        "event_id": status.eventID.map(JSONValue.string) ?? .null,
+        "linked_sub": status.linkedSubject.map(JSONValue.string) ?? .null,
         "email_forwarding": status.emailForwarding.map(JSONValue.bool) ?? .null,
     ]
 }
@@ -62,21 +67,32 @@ func printStatus(_ status: CredentialStatus, user: UserOptions, json: Bool) {
     }
     Console.out("state: \(status.state) (\(status.state.rawValue))")
     if let since = status.since { Console.out("since: \(Timestamp.rfc3339(since))") }
-    if let cause = status.cause { Console.out("cause: \(cause.rawValue)\(status.eventID.map { " (\($0.terminalSafe))" } ?? "")") }
+    if let cause = status.cause {
+        Console.out("cause: \(cause.rawValue)\(status.eventID.map { " (\($0.terminalSafe))" } ?? "")")
+    }
     if let linked = status.linkedSubject { Console.out("linked subject: \(linked.terminalSafe)") }
-    if let forwarding = status.emailForwarding { Console.out("email forwarding: \(forwarding ? "enabled" : "disabled")") }
+    if let forwarding = status.emailForwarding {
+        Console.out("email forwarding: \(forwarding ? "enabled" : "disabled")")
+    }
 }
 
 func printChanges(_ changes: [CredentialChange], json: Bool) {
     if json {
-        Console.json(["applied": .array(changes.map { change in
-            .object([
-                "client_id": .string(change.event.clientID), "sub": .string(change.event.subject), "kind": .string(change.event.kind.rawValue),
-                "event_time": .string(Timestamp.rfc3339(change.event.time)), "event_id": .string(change.event.id),
-                "linked_sub": change.event.linkedSubject.map(JSONValue.string) ?? .null, "old": .string(change.old.state.description),
-                "new": .string(change.new.state.description), "changed": .bool(change.changed), "state": .object(statusJSON(change.new)),
-            ])
-        })])
+        Console.json([
+            "applied": .array(
+                changes.map { change in
+                    .object([
+                        "client_id": .string(change.event.clientID), "sub": .string(change.event.subject),
+                        "kind": .string(change.event.kind.rawValue),
+                        "event_time": .string(Timestamp.rfc3339(change.event.time)),
+                        "event_id": .string(change.event.id),
+                        "linked_sub": change.event.linkedSubject.map(JSONValue.string) ?? .null,
+                        "old": .string(change.old.state.description),
+                        "new": .string(change.new.state.description), "changed": .bool(change.changed),
+                        "state": .object(statusJSON(change.new)),
+                    ])
+                })
+        ])
         return
     }
     for change in changes {
@@ -84,16 +100,25 @@ func printChanges(_ changes: [CredentialChange], json: Bool) {
         if change.changed {
             Console.out("\(change.event.subject.terminalSafe): \(change.old.state) -> \(change.new.state) (\(what))")
         } else {
-            Console.out("\(change.event.subject.terminalSafe): unchanged, \(change.new.state) (\(what): a duplicate, or older than what is recorded)")
+            Console.out(
+                """
+                \(change.event.subject.terminalSafe): unchanged, \(change.new.state) (\(what): a duplicate, or older \
+                than what is recorded)
+                """
+            )
         }
     }
 }
 
 func auditJSON(_ entry: AuditEntry) -> JSONObject {
     [
-        "seq": .int(entry.sequence), "recorded_at_ms": .int(entry.recordedAtMilliseconds), "event_time_ms": .int(entry.eventTimeMilliseconds),
-        "client_id": .string(entry.clientID), "subject": .string(entry.subjectHash), "old": .string(entry.old.description),
-        "new": .string(entry.new.description), "cause": .string(entry.cause.rawValue), "event_id": .string(entry.eventID),
-        "linked_subject": entry.linkedSubjectHash.map(JSONValue.string) ?? .null, "email_forwarding": entry.emailForwarding.map(JSONValue.bool) ?? .null,
+        "seq": .int(entry.sequence), "recorded_at_ms": .int(entry.recordedAtMilliseconds),
+        "event_time_ms": .int(entry.eventTimeMilliseconds),
+        "client_id": .string(entry.clientID), "subject": .string(entry.subjectHash),
+        "old": .string(entry.old.description),
+        "new": .string(entry.new.description), "cause": .string(entry.cause.rawValue),
+        "event_id": .string(entry.eventID),
+        "linked_subject": entry.linkedSubjectHash.map(JSONValue.string) ?? .null,
+        "email_forwarding": entry.emailForwarding.map(JSONValue.bool) ?? .null,
     ]
 }

@@ -29,7 +29,12 @@ package enum StoreBackends {
     /// The PostgreSQL stores, or a usage error naming the executable that has them.
     static func requirePostgres(option: String) throws -> any PostgresStores {
         guard let postgres else {
-            throw ValidationError("\(option): postgres:// stores are opened by shadow-keys-server; shadow-keys opens sqlite: and vault: stores")
+            throw ValidationError(
+                """
+                \(option): postgres:// stores are opened by shadow-keys-server; shadow-keys opens sqlite: and vault: \
+                stores
+                """
+            )
         }
         return postgres
     }
@@ -54,9 +59,16 @@ enum StoreLocation: CustomStringConvertible {
             self = .vault(path)
         } else if text.hasPrefix("postgres://") || text.hasPrefix("postgresql://") {
             let postgres = try StoreBackends.requirePostgres(option: option)
-            do { self = .postgres(url: text, description: try postgres.describe(text)) } catch let error as CredentialError { throw ValidationError("\(option): \(error.reason)") }
+            do { self = .postgres(url: text, description: try postgres.describe(text)) } catch let error
+                as CredentialError
+            { throw ValidationError("\(option): \(error.reason)") }
         } else {
-            throw ValidationError("\(option): expected sqlite:PATH, vault:PATH or postgres://user@host:port/database, not \(text.quotedForMessage)")
+            throw ValidationError(
+                """
+                \(option): expected sqlite:PATH, vault:PATH or postgres://user@host:port/database, not \
+                \(text.quotedForMessage)
+                """
+            )
         }
     }
 
@@ -74,9 +86,14 @@ enum StoreLocation: CustomStringConvertible {
 package struct StoreOptions: ParsableArguments {
     package init() {}
 
-    @Option(name: .customLong("store"), help: ArgumentHelp(
-        "Where state lives: sqlite:PATH, vault:PATH, or postgres://user@host:port/db?sslmode=disable|require|verify-full (password also from PGPASSWORD).",
-        discussion: "Default: $SHADOW_KEYS_STATE_STORE, else sqlite:$XDG_DATA_HOME/shadow-keys/state.sqlite."))
+    @Option(
+        name: .customLong("store"),
+        help: ArgumentHelp(
+            """
+            Where state lives: sqlite:PATH, vault:PATH, or \
+            postgres://user@host:port/db?sslmode=disable|require|verify-full (password also from PGPASSWORD).
+            """,
+            discussion: "Default: $SHADOW_KEYS_STATE_STORE, else sqlite:$XDG_DATA_HOME/shadow-keys/state.sqlite."))
     var url: String?
 
     @OptionGroup var vault: VaultOptions
@@ -88,7 +105,9 @@ package struct StoreOptions: ParsableArguments {
         if let configured = ProcessInfo.processInfo.environment["SHADOW_KEYS_STATE_STORE"], !configured.isEmpty {
             return try StoreLocation(parsing: configured, option: "SHADOW_KEYS_STATE_STORE")
         }
-        do { return .sqlite(try SQLiteCredentialStore.defaultPath()) } catch let error as CredentialError { throw ValidationError(error.reason) }
+        do { return .sqlite(try SQLiteCredentialStore.defaultPath()) } catch let error as CredentialError {
+            throw ValidationError(error.reason)
+        }
     }
 
     var isGiven: Bool { url != nil || vault.isGiven }
@@ -96,7 +115,9 @@ package struct StoreOptions: ParsableArguments {
 
     /// Checks what was named; the default location is worked out when the store is opened.
     package func validate() throws {
-        if url != nil, vault.explicitPath != nil { throw ValidationError("give --store or --vault, not both (--vault PATH is --store vault:PATH)") }
+        if url != nil, vault.explicitPath != nil {
+            throw ValidationError("give --store or --vault, not both (--vault PATH is --store vault:PATH)")
+        }
         if let url { _ = try StoreLocation(parsing: url, option: "--store") }
     }
 
@@ -104,7 +125,12 @@ package struct StoreOptions: ParsableArguments {
     package func requireKey() throws {
         if case .vault = try location() { return try vault.requireKey() }
         guard try vault.key() != nil || TerminalPrompt.available else {
-            throw ValidationError("open the state store with one of --key-file, --key-env, --passphrase-stdin, --passphrase-file or --passphrase-env")
+            throw ValidationError(
+                """
+                open the state store with one of --key-file, --key-env, --passphrase-stdin, --passphrase-file or \
+                --passphrase-env
+                """
+            )
         }
     }
 
@@ -130,13 +156,23 @@ package struct StoreOptions: ParsableArguments {
             return VaultCredentialStore(vault: try options.open())
         case .sqlite(let path):
             if let (_, mode) = try? Files.ownerAndMode(path), mode & 0o077 != 0 {
-                Console.warn("the state database \(path.quotedForMessage) is open to other users (mode \(String(mode & 0o777, radix: 8))); chmod 600 it")
+                Console.warn(
+                    """
+                    the state database \(path.quotedForMessage) is open to other users (mode \
+                    \(String(mode & 0o777, radix: 8))); chmod 600 it
+                    """
+                )
             }
-            guard create else { return try await SQLiteCredentialStore.openForReading(path: path, unlock: try vault.unlock(), lockTimeout: .seconds(vault.lockTimeout)) }
-            return try await SQLiteCredentialStore.open(path: path, unlock: try vault.unlock(confirm: !FileManager.default.fileExists(atPath: path)),
-                                                        lockTimeout: .seconds(vault.lockTimeout))
+            guard create else {
+                return try await SQLiteCredentialStore.openForReading(
+                    path: path, unlock: try vault.unlock(), lockTimeout: .seconds(vault.lockTimeout))
+            }
+            return try await SQLiteCredentialStore.open(
+                path: path, unlock: try vault.unlock(confirm: !FileManager.default.fileExists(atPath: path)),
+                lockTimeout: .seconds(vault.lockTimeout))
         case .postgres(let url, _):
-            return try await StoreBackends.requirePostgres(option: "--store").open(url, unlock: try vault.unlock(), retryFor: .seconds(vault.lockTimeout))
+            return try await StoreBackends.requirePostgres(option: "--store").open(
+                url, unlock: try vault.unlock(), retryFor: .seconds(vault.lockTimeout))
         }
     }
 }

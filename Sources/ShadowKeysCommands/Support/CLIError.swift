@@ -109,7 +109,9 @@ package struct CLIError: Error, CustomStringConvertible {
 
     /// The report of an error from a ShadowKeys module: its code, its reason, its exit status.
     init(_ error: any ShadowKeysError) {
-        self.init(ExitStatus(error), code: error.codeName, error.reason, claimFailures: (error as? JOSEError)?.claimFailures ?? [])
+        self.init(
+            ExitStatus(error), code: error.codeName, error.reason,
+            claimFailures: (error as? JOSEError)?.claimFailures ?? [])
     }
 
     package var description: String { message }
@@ -133,12 +135,17 @@ package struct CLIError: Error, CustomStringConvertible {
             object.set("claim", .string(first.claim))
             object.set("expected", .string(first.expected))
             object.set("actual", first.actual.map(JSONValue.string) ?? .null)
-            object.set("failures", .array(claimFailures.map { failure in
-                .object([
-                    "claim": .string(failure.claim), "rule": .string(failure.rule.name), "expected": .string(failure.expected),
-                    "actual": failure.actual.map(JSONValue.string) ?? .null, "message": .string(failure.message),
-                ])
-            }))
+            object.set(
+                "failures",
+                .array(
+                    claimFailures.map { failure in
+                        .object([
+                            "claim": .string(failure.claim), "rule": .string(failure.rule.name),
+                            "expected": .string(failure.expected),
+                            "actual": failure.actual.map(JSONValue.string) ?? .null,
+                            "message": .string(failure.message),
+                        ])
+                    }))
         }
         return .object(object)
     }
@@ -165,7 +172,8 @@ extension CLIError {
         case let error as CLIError: self = error
         case let error as any ShadowKeysError: self.init(error)
         case let error as FileError: self.init(error.isNotFound ? .noInput : .failure, code: "io", error.description)
-        case let error as HTTPTransportError: self.init(error.kind == .forbiddenURL ? .usage : .keysUnavailable, code: error.kind.rawValue, error.message)
+        case let error as HTTPTransportError:
+            self.init(error.kind == .forbiddenURL ? .usage : .keysUnavailable, code: error.kind.rawValue, error.message)
         default: self.init(.failure, "\(error)")
         }
     }

@@ -21,7 +21,8 @@ package struct KeySourceOptions: ParsableArguments {
         guard parts.count == 2, parts[1].hasPrefix("//") else { return false }
         let scheme = parts[0].unicodeScalars
         func isSchemeCharacter(_ scalar: Unicode.Scalar) -> Bool {
-            scalar.properties.isAlphabetic || ("0"..."9").contains(scalar) || scalar == "+" || scalar == "-" || scalar == "."
+            scalar.properties.isAlphabetic || ("0"..."9").contains(scalar) || scalar == "+" || scalar == "-"
+                || scalar == "."
         }
         return !scheme.isEmpty && scheme.allSatisfy(isSchemeCharacter)
     }
@@ -41,7 +42,8 @@ package struct KeySourceOptions: ParsableArguments {
     /// The configured key source: a fetched, disk-cached set for a URL; a local set for a file or stdin.
     package func keys(default defaultSource: String? = nil) throws -> any JWKSource {
         guard let source = jwks ?? defaultSource else { throw CLIError(.usage, "--jwks URL|FILE|- is required") }
-        return Self.isURL(source) ? try keySetProvider(url: source, network: network, offline: offline) : try readKeySet(source)
+        return Self.isURL(source)
+            ? try keySetProvider(url: source, network: network, offline: offline) : try readKeySet(source)
     }
 }
 
@@ -56,7 +58,8 @@ func keySetProvider(url: String, network: NetworkOptions, offline: Bool) throws 
         store = nil
     }
     do {
-        return try JWKSProvider(configuration: configuration, transport: offline ? nil : try network.transport(), store: store)
+        return try JWKSProvider(
+            configuration: configuration, transport: offline ? nil : try network.transport(), store: store)
     } catch let error as HTTPTransportError {
         throw CLIError(.usage, "--jwks: \(error.message)")
     }
@@ -64,7 +67,9 @@ func keySetProvider(url: String, network: NetworkOptions, offline: Bool) throws 
 
 /// The key-set cache folder; a usage error (64) when the environment names none.
 func cacheDirectory() throws -> String {
-    do { return try FileKeySetStore.defaultDirectory() } catch let error as JWKSError { throw CLIError(.usage, code: error.codeName, error.reason) }
+    do { return try FileKeySetStore.defaultDirectory() } catch let error as JWKSError {
+        throw CLIError(.usage, code: error.codeName, error.reason)
+    }
 }
 
 /// Reads a JWK Set from a file or stdin: exit 66 when it cannot be opened, 13 when it is not a
@@ -72,8 +77,13 @@ func cacheDirectory() throws -> String {
 func readKeySet(_ source: String) throws -> JWKSet {
     let bytes: [UInt8]
     do {
-        let input = source == "-" ? try Files.readAll(0, limit: JWKSet.maxDocumentBytes, path: "stdin") : try Files.read(source, limit: JWKSet.maxDocumentBytes)
-        guard let input else { throw CLIError(.keysUnavailable, "JWKS \(source) exceeds \(JWKSet.maxDocumentBytes) bytes") }
+        let input =
+            source == "-"
+            ? try Files.readAll(0, limit: JWKSet.maxDocumentBytes, path: "stdin")
+            : try Files.read(source, limit: JWKSet.maxDocumentBytes)
+        guard let input else {
+            throw CLIError(.keysUnavailable, "JWKS \(source) exceeds \(JWKSet.maxDocumentBytes) bytes")
+        }
         bytes = input
     } catch let error as FileError {
         throw CLIError(.noInput, "cannot read the JWKS: \(error)")
@@ -84,7 +94,8 @@ func readKeySet(_ source: String) throws -> JWKSet {
     }
     guard !set.keys.isEmpty else {
         let reasons = set.skipped.map(\.description).joined(separator: "; ")
-        throw CLIError(.keysUnavailable, "JWKS \(source) has no usable keys" + (reasons.isEmpty ? "" : " (skipped: \(reasons))"))
+        throw CLIError(
+            .keysUnavailable, "JWKS \(source) has no usable keys" + (reasons.isEmpty ? "" : " (skipped: \(reasons))"))
     }
     return set
 }

@@ -7,10 +7,14 @@ package import ShadowJWKS
 package struct NetworkOptions: ParsableArguments {
     package init() {}
 
-    @Flag(name: .customLong("allow-http-loopback"), help: "Allow plain http:// to 127.0.0.1 or ::1 (tests, local mirrors).")
+    @Flag(
+        name: .customLong("allow-http-loopback"),
+        help: "Allow plain http:// to 127.0.0.1 or ::1 (tests, local mirrors).")
     package var allowHTTPLoopback = false
 
-    @Option(name: .customLong("ca-file"), help: ArgumentHelp("Trust the CA certificates in this PEM file besides the system's.", valueName: "pem"))
+    @Option(
+        name: .customLong("ca-file"),
+        help: ArgumentHelp("Trust the CA certificates in this PEM file besides the system's.", valueName: "pem"))
     var caFile: String?
 
     /// Options for reading a cache only: loopback URLs accepted, nothing fetched.
@@ -33,12 +37,18 @@ package struct NetworkOptions: ParsableArguments {
     /// The transport: its clients start on the first request, so a run served from the cache starts none.
     package func transport() throws -> any HTTPTransport {
         #if canImport(Darwin)
-        guard caFile == nil else { throw CLIError(.usage, "--ca-file is not supported on this platform; add the CA to the system's trust settings") }
+        guard caFile == nil else {
+            throw CLIError(
+                .usage, "--ca-file is not supported on this platform; add the CA to the system's trust settings")
+        }
         return URLSessionTransport(allowLoopbackHTTP: allowHTTPLoopback)
         #else
-        if case .failure(let error)? = ProxySettings.fromEnvironment().https { throw CLIError(.usage, code: "proxy", error.message) }
+        if case .failure(let error)? = ProxySettings.fromEnvironment().https {
+            throw CLIError(.usage, code: "proxy", error.message)
+        }
         do {
-            return try AsyncHTTPClientTransport(options: .init(allowLoopbackHTTP: allowHTTPLoopback, additionalTrustRootsFile: caFile))
+            return try AsyncHTTPClientTransport(
+                options: .init(allowLoopbackHTTP: allowHTTPLoopback, additionalTrustRootsFile: caFile))
         } catch let error as HTTPTransportError {
             throw CLIError(.noInput, "--ca-file: \(error.message)")
         }

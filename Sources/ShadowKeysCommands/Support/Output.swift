@@ -74,7 +74,9 @@ final class Progress {
 /// succeeds, or stdout.
 func withOutput(_ path: String, _ body: (_ fd: Int32) throws -> Void) throws {
     if path == "-" {
-        guard isatty(1) == 0 else { throw CLIError(.usage, "refusing to write binary data to a terminal; use -o FILE or a pipe") }
+        guard isatty(1) == 0 else {
+            throw CLIError(.usage, "refusing to write binary data to a terminal; use -o FILE or a pipe")
+        }
         try body(1)
         return
     }

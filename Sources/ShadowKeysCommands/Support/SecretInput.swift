@@ -39,18 +39,24 @@ struct SecretInput {
         case .argument(let value):
             return Array(value.utf8)
         case .standardInput:
-            guard let input = try Files.readAll(0, limit: limit, path: "stdin") else { throw CLIError(oversize, "the \(what) on stdin exceeds \(limit) bytes") }
+            guard let input = try Files.readAll(0, limit: limit, path: "stdin") else {
+                throw CLIError(oversize, "the \(what) on stdin exceeds \(limit) bytes")
+            }
             return input
         case .file(let path):
             warnIfReadableByOthers(path, what: "\(what) file")
             do {
-                guard let input = try Files.read(path, limit: limit) else { throw CLIError(oversize, "the \(what) file \(path) exceeds \(limit) bytes") }
+                guard let input = try Files.read(path, limit: limit) else {
+                    throw CLIError(oversize, "the \(what) file \(path) exceeds \(limit) bytes")
+                }
                 return input
             } catch let error as FileError {
                 throw CLIError(.noInput, "cannot read the \(what) file: \(error)")
             }
         case .environment(let name):
-            guard let value = ProcessInfo.processInfo.environment[name] else { throw CLIError(.noInput, "environment variable \(name) is not set") }
+            guard let value = ProcessInfo.processInfo.environment[name] else {
+                throw CLIError(.noInput, "environment variable \(name) is not set")
+            }
             return Array(value.utf8)
         case .prompt(let confirm):
             return try TerminalPrompt.secret(what: what, confirm: confirm, limit: limit)
@@ -70,11 +76,15 @@ struct SecretInput {
 
     /// The secret as UTF-8 text: surrounding whitespace trimmed (`trimmingWhitespace`, for
     /// tokens) or one trailing newline dropped.
-    func text(limit: Int = secretLimit, oversize: ExitStatus = .usage, trimmingWhitespace: Bool = false) throws -> String {
+    func text(
+        limit: Int = secretLimit, oversize: ExitStatus = .usage, trimmingWhitespace: Bool = false
+    ) throws -> String {
         let bytes = try self.bytes(limit: limit, oversize: oversize)
         let kept = trimmingWhitespace ? trimWhitespace(bytes) : Self.droppingOneNewline(bytes[...])
         guard !kept.isEmpty else { throw CLIError(.usage, "the \(what) is empty") }
-        guard let text = String(validating: kept, as: UTF8.self) else { throw CLIError(.usage, "the \(what) is not UTF-8") }
+        guard let text = String(validating: kept, as: UTF8.self) else {
+            throw CLIError(.usage, "the \(what) is not UTF-8")
+        }
         return text
     }
 
@@ -88,7 +98,10 @@ struct SecretInput {
         if text.utf8.count == 64, let hex = try? Hex.decode(text) { return SecretBytes(hex) }
         let urlSafe = text.replacing("+", with: "-").replacing("/", with: "_").filter { $0 != "=" }
         if let decoded = try? Base64URL.decode(urlSafe), decoded.count == 32 { return SecretBytes(decoded) }
-        let forms = if case .file = origin { "32 raw bytes, 64 hex digits, or base64 of 32 bytes" } else { "64 hex digits or base64 of 32 bytes" }
+        let forms =
+            if case .file = origin { "32 raw bytes, 64 hex digits, or base64 of 32 bytes" } else {
+                "64 hex digits or base64 of 32 bytes"
+            }
         throw CLIError(.usage, "the \(what) holds neither \(forms)")
     }
 
@@ -111,13 +124,15 @@ func oneOrigin(_ candidates: Origins, options: String) throws -> SecretInput.Ori
 /// Bytes without leading and trailing ASCII whitespace.
 func trimWhitespace(_ bytes: [UInt8]) -> ArraySlice<UInt8> {
     func isSpace(_ byte: UInt8) -> Bool { byte == 0x20 || byte == 0x0A || byte == 0x0D || byte == 0x09 }
-    guard let start = bytes.firstIndex(where: { !isSpace($0) }), let end = bytes.lastIndex(where: { !isSpace($0) }) else { return [] }
+    guard let start = bytes.firstIndex(where: { !isSpace($0) }), let end = bytes.lastIndex(where: { !isSpace($0) })
+    else { return [] }
     return bytes[start...end]
 }
 
 /// Warns on stderr when a secret file can be read by group or others.
 func warnIfReadableByOthers(_ path: String, what: String) {
     if let (_, mode) = (try? Files.ownerAndMode(path)) ?? nil, mode & 0o044 != 0 {
-        Console.warn("the \(what) \(path) is readable by group or others (mode \(String(mode, radix: 8))); chmod 600 it")
+        Console.warn(
+            "the \(what) \(path) is readable by group or others (mode \(String(mode, radix: 8))); chmod 600 it")
     }
 }

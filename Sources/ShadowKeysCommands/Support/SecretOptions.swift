@@ -50,15 +50,21 @@ enum KeyInput {
         let keyOrigin = try oneOrigin(key + passphrase, options: options)
         guard let keyOrigin else { return nil }
         let isKey = key.contains { $0.given }
-        return isKey ? .key(SecretInput(origin: keyOrigin, what: "key")) : .passphrase(SecretInput(origin: keyOrigin, what: "passphrase"))
+        return isKey
+            ? .key(SecretInput(origin: keyOrigin, what: "key"))
+            : .passphrase(SecretInput(origin: keyOrigin, what: "passphrase"))
     }
 }
 
 /// `--passphrase-stdin`, `--passphrase-file F`, `--passphrase-env VAR`.
 struct PassphraseOptions: ParsableArguments {
-    @Flag(name: .customLong("passphrase-stdin"), help: "Read the passphrase from stdin (one trailing newline is dropped).")
+    @Flag(
+        name: .customLong("passphrase-stdin"), help: "Read the passphrase from stdin (one trailing newline is dropped)."
+    )
     var stdin = false
-    @Option(name: .customLong("passphrase-file"), help: "Read the passphrase from this file (one trailing newline is dropped).")
+    @Option(
+        name: .customLong("passphrase-file"),
+        help: "Read the passphrase from this file (one trailing newline is dropped).")
     var file: String?
     @Option(name: .customLong("passphrase-env"), help: "Read the passphrase from this environment variable.")
     var environment: String?
@@ -69,7 +75,9 @@ struct PassphraseOptions: ParsableArguments {
 
     /// The passphrase's origin, or nil when none was given.
     func input() throws -> SecretInput? {
-        try oneOrigin(candidates, options: "--passphrase-stdin, --passphrase-file or --passphrase-env").map { SecretInput(origin: $0, what: "passphrase") }
+        try oneOrigin(candidates, options: "--passphrase-stdin, --passphrase-file or --passphrase-env").map {
+            SecretInput(origin: $0, what: "passphrase")
+        }
     }
 }
 
@@ -81,13 +89,15 @@ struct KEKOptions: ParsableArguments {
 
     func validate() throws {
         guard try input() != nil || TerminalPrompt.available else {
-            throw ValidationError("give exactly one of --key-file, --passphrase-stdin, --passphrase-file or --passphrase-env")
+            throw ValidationError(
+                "give exactly one of --key-file, --passphrase-stdin, --passphrase-file or --passphrase-env")
         }
     }
 
     func input() throws -> KeyInput? {
-        try KeyInput.one(key: origins(file: keyFile, environment: nil), passphrase: passphrase.candidates,
-                         options: "--key-file, --passphrase-stdin, --passphrase-file or --passphrase-env")
+        try KeyInput.one(
+            key: origins(file: keyFile, environment: nil), passphrase: passphrase.candidates,
+            options: "--key-file, --passphrase-stdin, --passphrase-file or --passphrase-env")
     }
 
     /// The key, after ``validate()`` made sure there is one or a terminal to ask for a
@@ -102,39 +112,55 @@ struct KEKOptions: ParsableArguments {
 /// `--from-key-file`, `--from-passphrase-file`, `--from-passphrase-env`: the key an envelope has now.
 struct FromKeyOptions: ParsableArguments {
     @Option(name: .customLong("from-key-file"), help: "The current 256-bit key file.") var keyFile: String?
-    @Option(name: .customLong("from-passphrase-file"), help: "Read the current passphrase from this file.") var passphraseFile: String?
-    @Option(name: .customLong("from-passphrase-env"), help: "Read the current passphrase from this environment variable.") var passphraseEnvironment: String?
+    @Option(name: .customLong("from-passphrase-file"), help: "Read the current passphrase from this file.")
+    var passphraseFile: String?
+    @Option(
+        name: .customLong("from-passphrase-env"), help: "Read the current passphrase from this environment variable.")
+    var passphraseEnvironment: String?
 
     func input() throws -> KeyInput? {
-        try KeyInput.one(key: origins(file: keyFile, environment: nil), passphrase: origins(file: passphraseFile, environment: passphraseEnvironment),
-                         options: "--from-key-file, --from-passphrase-file or --from-passphrase-env")
+        try KeyInput.one(
+            key: origins(file: keyFile, environment: nil),
+            passphrase: origins(file: passphraseFile, environment: passphraseEnvironment),
+            options: "--from-key-file, --from-passphrase-file or --from-passphrase-env")
     }
 }
 
 /// `--to-key-file`, `--to-passphrase-file`, `--to-passphrase-env`: the key an envelope gets.
 struct ToKeyOptions: ParsableArguments {
     @Option(name: .customLong("to-key-file"), help: "The new 256-bit key file.") var keyFile: String?
-    @Option(name: .customLong("to-passphrase-file"), help: "Read the new passphrase from this file.") var passphraseFile: String?
-    @Option(name: .customLong("to-passphrase-env"), help: "Read the new passphrase from this environment variable.") var passphraseEnvironment: String?
+    @Option(name: .customLong("to-passphrase-file"), help: "Read the new passphrase from this file.")
+    var passphraseFile: String?
+    @Option(name: .customLong("to-passphrase-env"), help: "Read the new passphrase from this environment variable.")
+    var passphraseEnvironment: String?
 
     func input() throws -> KeyInput? {
-        try KeyInput.one(key: origins(file: keyFile, environment: nil), passphrase: origins(file: passphraseFile, environment: passphraseEnvironment),
-                         options: "--to-key-file, --to-passphrase-file or --to-passphrase-env")
+        try KeyInput.one(
+            key: origins(file: keyFile, environment: nil),
+            passphrase: origins(file: passphraseFile, environment: passphraseEnvironment),
+            options: "--to-key-file, --to-passphrase-file or --to-passphrase-env")
     }
 }
 
 /// `--new-key-file`, `--new-key-env`, `--new-passphrase-stdin|file|env`: a vault's new key.
 struct NewKeyOptions: ParsableArguments {
-    @Option(name: .customLong("new-key-file"), help: "The new 256-bit key: 32 raw bytes, 64 hex digits, or base64.") var keyFile: String?
-    @Option(name: .customLong("new-key-env"), help: "An environment variable holding the new key (hex or base64).") var keyEnvironment: String?
-    @Flag(name: .customLong("new-passphrase-stdin"), help: "Read the new passphrase from stdin.") var passphraseStdin = false
-    @Option(name: .customLong("new-passphrase-file"), help: "Read the new passphrase from this file.") var passphraseFile: String?
-    @Option(name: .customLong("new-passphrase-env"), help: "Read the new passphrase from this environment variable.") var passphraseEnvironment: String?
+    @Option(name: .customLong("new-key-file"), help: "The new 256-bit key: 32 raw bytes, 64 hex digits, or base64.")
+    var keyFile: String?
+    @Option(name: .customLong("new-key-env"), help: "An environment variable holding the new key (hex or base64).")
+    var keyEnvironment: String?
+    @Flag(name: .customLong("new-passphrase-stdin"), help: "Read the new passphrase from stdin.") var passphraseStdin =
+        false
+    @Option(name: .customLong("new-passphrase-file"), help: "Read the new passphrase from this file.")
+    var passphraseFile: String?
+    @Option(name: .customLong("new-passphrase-env"), help: "Read the new passphrase from this environment variable.")
+    var passphraseEnvironment: String?
 
     func input() throws -> KeyInput? {
-        try KeyInput.one(key: origins(file: keyFile, environment: keyEnvironment),
-                         passphrase: origins(stdin: passphraseStdin, file: passphraseFile, environment: passphraseEnvironment),
-                         options: "--new-key-file, --new-key-env, --new-passphrase-stdin, --new-passphrase-file or --new-passphrase-env")
+        try KeyInput.one(
+            key: origins(file: keyFile, environment: keyEnvironment),
+            passphrase: origins(stdin: passphraseStdin, file: passphraseFile, environment: passphraseEnvironment),
+            options:
+                "--new-key-file, --new-key-env, --new-passphrase-stdin, --new-passphrase-file or --new-passphrase-env")
     }
 }
 
@@ -154,7 +180,9 @@ struct TokenOptions: ParsableArguments {
 
     func validate() throws {
         let origins = [(token != nil, true), (file != nil, true), (environment != nil, true)].filter(\.0).count
-        guard origins <= 1 else { throw ValidationError("give the token once: as TOKEN, '-' for stdin, --token-file or --token-env") }
+        guard origins <= 1 else {
+            throw ValidationError("give the token once: as TOKEN, '-' for stdin, --token-file or --token-env")
+        }
     }
 
     /// Checks there is a token to read: given, or stdin is not a terminal. Each command that reads
@@ -188,7 +216,12 @@ struct TokenOptions: ParsableArguments {
     /// The token text, surrounding whitespace removed.
     func read() throws -> String {
         if case .argument = input.origin {
-            Console.warn("a token on the command line is visible to other users (ps); prefer '-', --token-file or --token-env (--quiet silences this)")
+            Console.warn(
+                """
+                a token on the command line is visible to other users (ps); prefer '-', --token-file or --token-env \
+                (--quiet silences this)
+                """
+            )
         }
         return try input.text(limit: Self.readLimit, oversize: .malformedToken, trimmingWhitespace: true)
     }

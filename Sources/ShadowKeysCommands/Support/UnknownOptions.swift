@@ -15,18 +15,25 @@ enum UnknownOptions {
             switch suggestions.count {
             case 0: return "Unknown option '\(option)'."
             case 1: return "Unknown option '\(option)'. Did you mean '\(suggestions[0])'?"
-            default: return "Unknown option '\(option)'. Did you mean one of " + suggestions.map { "'\($0)'" }.joined(separator: ", ") + "?"
+            default:
+                return "Unknown option '\(option)'. Did you mean one of "
+                    + suggestions.map { "'\($0)'" }.joined(separator: ", ") + "?"
             }
         }
     }
 
     /// The first unknown option in `arguments` (argv without the program name), or nil.
     static func first(in arguments: [String], root: any ParsableCommand.Type) -> Finding? {
-        guard let help = try? StrictJSON.parse(Array(root._dumpHelp().utf8)), var command = help.objectValue?["command"] else { return nil }
+        guard let help = try? StrictJSON.parse(Array(root._dumpHelp().utf8)), var command = help.objectValue?["command"]
+        else { return nil }
         var path: [String] = []
         var index = 0
         // Subcommand names come first.
-        while index < arguments.count, let sub = command.objectValue?["subcommands"]?.arrayValue?.first(where: { $0.objectValue?["commandName"]?.stringValue == arguments[index] }) {
+        while index < arguments.count,
+            let sub = command.objectValue?["subcommands"]?.arrayValue?.first(where: {
+                $0.objectValue?["commandName"]?.stringValue == arguments[index]
+            })
+        {
             command = sub
             path.append(arguments[index])
             index += 1
@@ -57,7 +64,8 @@ enum UnknownOptions {
             if token.hasPrefix("--") {
                 let name = String(token.dropFirst(2).prefix { $0 != "=" })
                 guard long.contains(name) else {
-                    return Finding(option: "--" + name, suggestions: closest(name, in: long).map { "--" + $0 }, commandPath: path)
+                    return Finding(
+                        option: "--" + name, suggestions: closest(name, in: long).map { "--" + $0 }, commandPath: path)
                 }
                 if takesValue.contains("--" + name), !token.contains("=") { index += 1 }
             } else {

@@ -50,33 +50,45 @@ struct VerificationOptions: ParsableArguments {
 
     func validate() throws {
         for name in algorithms where Self.algorithm(name) == nil {
-            throw ValidationError("--alg \(name): only RS256 and ES256 can be allowed; none and HMAC algorithms never are")
+            throw ValidationError(
+                "--alg \(name): only RS256 and ES256 can be allowed; none and HMAC algorithms never are")
         }
         try checkLeeway(leeway)
-        if let maxAge, !(0...Self.maxAgeLimit).contains(maxAge) { throw ValidationError("--max-age: 0 to \(Int(Self.maxAgeLimit)) seconds (100 years)") }
-        guard (1...TokenOptions.readLimit).contains(maxTokenBytes) else { throw ValidationError("--max-token-bytes: 1 to \(TokenOptions.readLimit)") }
+        if let maxAge, !(0...Self.maxAgeLimit).contains(maxAge) {
+            throw ValidationError("--max-age: 0 to \(Int(Self.maxAgeLimit)) seconds (100 years)")
+        }
+        guard (1...TokenOptions.readLimit).contains(maxTokenBytes) else {
+            throw ValidationError("--max-token-bytes: 1 to \(TokenOptions.readLimit)")
+        }
         _ = try parseNow(now)
     }
 
     /// The verifier these options describe.
     func verifier(defaultAlgorithms: Set<JWSAlgorithm> = [.rs256, .es256]) throws -> JWTVerifier {
         let allowed = algorithms.isEmpty ? defaultAlgorithms : Set(algorithms.compactMap(Self.algorithm))
-        let nonceRule: ClaimPolicy.NonceRule? = try nonce.value().map { nonce.isHashed ? .sha256HexOf($0) : .equals($0) }
+        let nonceRule: ClaimPolicy.NonceRule? = try nonce.value().map {
+            nonce.isHashed ? .sha256HexOf($0) : .equals($0)
+        }
         let policy = ClaimPolicy(
             issuer: issuer, audiences: audiences, requireEveryAudienceAccepted: everyAudienceAccepted,
-            requireExpiration: !allowMissingExpiration, leeway: leeway, maxAge: maxAge, requiredClaims: requiredClaims, nonce: nonceRule)
-        return JWTVerifier(algorithms: allowed, policy: policy, expectedType: type, maxTokenBytes: maxTokenBytes, clock: try parseNow(now))
+            requireExpiration: !allowMissingExpiration, leeway: leeway, maxAge: maxAge, requiredClaims: requiredClaims,
+            nonce: nonceRule)
+        return JWTVerifier(
+            algorithms: allowed, policy: policy, expectedType: type, maxTokenBytes: maxTokenBytes,
+            clock: try parseNow(now))
     }
 }
-
 
 /// The nonce a token must carry: `--nonce RAW` (visible in `ps`, so it draws a warning),
 /// `--nonce-file F` or `--nonce-env VAR`, and the same with `-sha256` for a token that carries
 /// the nonce's SHA-256 hex. It is a possible session secret: nothing prints it.
 struct NonceOptions: ParsableArguments {
-    @Option(name: .customLong("nonce"), help: "Required nonce, compared as is (visible in `ps`: prefer --nonce-file or --nonce-env).")
+    @Option(
+        name: .customLong("nonce"),
+        help: "Required nonce, compared as is (visible in `ps`: prefer --nonce-file or --nonce-env).")
     var argument: String?
-    @Option(name: .customLong("nonce-file"), help: "Read the required nonce from this file (one trailing newline dropped).")
+    @Option(
+        name: .customLong("nonce-file"), help: "Read the required nonce from this file (one trailing newline dropped).")
     var file: String?
     @Option(name: .customLong("nonce-env"), help: "Read the required nonce from this environment variable.")
     var environment: String?
@@ -84,7 +96,9 @@ struct NonceOptions: ParsableArguments {
     var hashedArgument: String?
     @Option(name: .customLong("nonce-sha256-file"), help: "As --nonce-sha256, the raw nonce read from this file.")
     var hashedFile: String?
-    @Option(name: .customLong("nonce-sha256-env"), help: "As --nonce-sha256, the raw nonce read from this environment variable.")
+    @Option(
+        name: .customLong("nonce-sha256-env"),
+        help: "As --nonce-sha256, the raw nonce read from this environment variable.")
     var hashedEnvironment: String?
 
     /// True when the token must carry the SHA-256 hex of the nonce.
@@ -94,10 +108,14 @@ struct NonceOptions: ParsableArguments {
 
     private func input() throws -> SecretInput? {
         let argument = self.argument ?? hashedArgument
-        let candidates: Origins = [(argument != nil, .argument(argument ?? ""))]
+        let candidates: Origins =
+            [(argument != nil, .argument(argument ?? ""))]
             + origins(file: file ?? hashedFile, environment: environment ?? hashedEnvironment)
-        let given = [self.argument, file, environment, hashedArgument, hashedFile, hashedEnvironment].compactMap { $0 }.count
-        guard given <= 1 else { throw ValidationError("give one nonce option: --nonce(-file|-env) or --nonce-sha256(-file|-env)") }
+        let given = [self.argument, file, environment, hashedArgument, hashedFile, hashedEnvironment].compactMap { $0 }
+            .count
+        guard given <= 1 else {
+            throw ValidationError("give one nonce option: --nonce(-file|-env) or --nonce-sha256(-file|-env)")
+        }
         return try oneOrigin(candidates, options: "one nonce option").map { SecretInput(origin: $0, what: "nonce") }
     }
 
@@ -105,7 +123,8 @@ struct NonceOptions: ParsableArguments {
     func value() throws -> String? {
         guard let input = try input() else { return nil }
         if case .argument = input.origin {
-            Console.warn("a nonce on the command line is visible to other users (ps); prefer --nonce-file or --nonce-env")
+            Console.warn(
+                "a nonce on the command line is visible to other users (ps); prefer --nonce-file or --nonce-env")
         }
         return try input.text()
     }

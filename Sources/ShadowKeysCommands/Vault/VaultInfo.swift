@@ -12,7 +12,8 @@ extension VaultCommand {
     struct Info: AsyncParsableCommand, QuietCommand {
         static let configuration = CommandConfiguration(
             commandName: "info",
-            abstract: "Show the vault's format version, KDF parameters, generation and, given the key, its entry count.",
+            abstract:
+                "Show the vault's format version, KDF parameters, generation and, given the key, its entry count.",
             discussion: "Without a key only the header is read; with one the whole vault is checked."
         )
 
@@ -38,11 +39,16 @@ extension VaultCommand {
                     for warning in TokenVault.permissionWarnings(path: vault.path) { Console.warn("\(warning)") }
                 }
                 let object: JSONObject = [
-                    "vault": .string(vault.path), "format_version": .int(Int64(header.version)), "key_kind": .string(header.keyKind),
+                    "vault": .string(vault.path), "format_version": .int(Int64(header.version)),
+                    "key_kind": .string(header.keyKind),
                     "kdf": header.iterations.map { iterations in
-                        ["algorithm": "PBKDF2-HMAC-SHA256", "iterations": .int(Int64(iterations)), "salt_bytes": .int(Int64(header.saltBytes ?? 0))]
+                        [
+                            "algorithm": "PBKDF2-HMAC-SHA256", "iterations": .int(Int64(iterations)),
+                            "salt_bytes": .int(Int64(header.saltBytes ?? 0)),
+                        ]
                     } ?? .null,
-                    "generation": .int(Int64(generation)), "entries": entries.map { .int(Int64($0)) } ?? .null, "vault_id": .string(header.vaultID),
+                    "generation": .int(Int64(generation)), "entries": entries.map { .int(Int64($0)) } ?? .null,
+                    "vault_id": .string(header.vaultID),
                     "file_bytes": .int(Int64(header.fileBytes)), "verified": .bool(entries != nil),
                 ]
                 Console.out(JSONValue.object(object).serializedForTerminal(pretty: !json))

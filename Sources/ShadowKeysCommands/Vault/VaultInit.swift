@@ -10,11 +10,16 @@ import ShadowVault
 
 extension VaultCommand {
     struct Init: AsyncParsableCommand, QuietCommand {
-        static let configuration = CommandConfiguration(commandName: "init", abstract: "Create an empty vault (folder 0700, file 0600).")
+        static let configuration = CommandConfiguration(
+            commandName: "init", abstract: "Create an empty vault (folder 0700, file 0600).")
 
         @OptionGroup var vault: VaultOptions
 
-        @Option(name: .customLong("new-key"), help: ArgumentHelp("Make a new 256-bit key in this file (as keygen does) and create the vault under it.", valueName: "file"))
+        @Option(
+            name: .customLong("new-key"),
+            help: ArgumentHelp(
+                "Make a new 256-bit key in this file (as keygen does) and create the vault under it.", valueName: "file"
+            ))
         var newKey: String?
 
         @Option(help: "PBKDF2 iterations for a passphrase (at least 100000; OWASP currently recommends 600000).")
@@ -28,7 +33,9 @@ extension VaultCommand {
         func validate() throws {
             if newKey != nil {
                 try vault.requirePath()
-                guard try vault.key() == nil else { throw ValidationError("--new-key makes the key: give no other key or passphrase") }
+                guard try vault.key() == nil else {
+                    throw ValidationError("--new-key makes the key: give no other key or passphrase")
+                }
             } else {
                 try vault.requireKey()
             }
@@ -40,7 +47,11 @@ extension VaultCommand {
                 let unlock: VaultUnlock
                 if let newKey {
                     // The vault must not exist yet: check before making a key nobody needs.
-                    guard !FileManager.default.fileExists(atPath: vault.path) else { throw CLIError(.failure, code: "vault_exists", "the vault \(vault.path.terminalSafe) exists already; it was left untouched") }
+                    guard !FileManager.default.fileExists(atPath: vault.path) else {
+                        throw CLIError(
+                            .failure, code: "vault_exists",
+                            "the vault \(vault.path.terminalSafe) exists already; it was left untouched")
+                    }
                     try writeNewKey(to: newKey)
                     Console.note("wrote a new 256-bit key to \(newKey.terminalSafe) (mode 0600)")
                     unlock = try KeyInput.key(SecretInput(origin: .file(newKey), what: "key")).vaultUnlock()

@@ -10,7 +10,8 @@ import ShadowVault
 
 extension VaultCommand {
     struct List: AsyncParsableCommand, QuietCommand {
-        static let configuration = CommandConfiguration(commandName: "list", abstract: "List entries and their metadata; never secrets.")
+        static let configuration = CommandConfiguration(
+            commandName: "list", abstract: "List entries and their metadata; never secrets.")
 
         @OptionGroup var vault: VaultOptions
 
@@ -27,12 +28,18 @@ extension VaultCommand {
                 let now = Date()
                 let entries = try opened.contents().entries
                 if json {
-                    Console.json(["entries": .array(entries.map { .object(entryJSON($0, expired: $0.isExpired(at: now))) })])
+                    Console.json([
+                        "entries": .array(entries.map { .object(entryJSON($0, expired: $0.isExpired(at: now))) })
+                    ])
                     return
                 }
                 for entry in entries {
-                    var line = "\(entry.name.terminalSafe)\t\(entry.provider.rawValue)\t\(entry.kind.rawValue)\t\((entry.subject ?? "-").terminalSafe)\t"
-                    line += entry.expiresAt.map { Timestamp.rfc3339($0) + (entry.isExpired(at: now) ? " (expired)" : "") } ?? "-"
+                    let subject = (entry.subject ?? "-").terminalSafe
+                    var line =
+                        "\(entry.name.terminalSafe)\t\(entry.provider.rawValue)\t\(entry.kind.rawValue)\t\(subject)\t"
+                    line +=
+                        entry.expiresAt.map { Timestamp.rfc3339($0) + (entry.isExpired(at: now) ? " (expired)" : "") }
+                        ?? "-"
                     Console.out(line)
                 }
             }

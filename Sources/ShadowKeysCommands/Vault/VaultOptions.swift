@@ -11,7 +11,9 @@ import ShadowVault
 /// Where the vault is and how to open it: `--vault`, one of `--key-file`, `--key-env` and the
 /// passphrase options, and `--lock-timeout`.
 struct VaultOptions: ParsableArguments {
-    @Option(name: .customLong("vault"), help: "The vault file (default: $SHADOW_KEYS_VAULT, else under $XDG_DATA_HOME/shadow-keys/).")
+    @Option(
+        name: .customLong("vault"),
+        help: "The vault file (default: $SHADOW_KEYS_VAULT, else under $XDG_DATA_HOME/shadow-keys/).")
     var explicitPath: String?
 
     @Option(name: .customLong("key-file"), help: "The vault's 256-bit key: 32 raw bytes, 64 hex digits, or base64.")
@@ -32,7 +34,10 @@ struct VaultOptions: ParsableArguments {
     var path: String { explicitPath ?? (try? TokenVault.defaultPath()) ?? "" }
 
     /// True when any vault option was given.
-    var isGiven: Bool { explicitPath != nil || keyFile != nil || keyEnvironment != nil || passphrase.stdin || passphrase.file != nil || passphrase.environment != nil }
+    var isGiven: Bool {
+        explicitPath != nil || keyFile != nil || keyEnvironment != nil || passphrase.stdin || passphrase.file != nil
+            || passphrase.environment != nil
+    }
 
     func validate() throws {
         _ = try key()
@@ -42,8 +47,9 @@ struct VaultOptions: ParsableArguments {
 
     /// The key or passphrase given, or nil when none was.
     func key() throws -> KeyInput? {
-        try KeyInput.one(key: origins(file: keyFile, environment: keyEnvironment), passphrase: passphrase.candidates,
-                         options: "--key-file, --key-env, --passphrase-stdin, --passphrase-file or --passphrase-env")
+        try KeyInput.one(
+            key: origins(file: keyFile, environment: keyEnvironment), passphrase: passphrase.candidates,
+            options: "--key-file, --key-env, --passphrase-stdin, --passphrase-file or --passphrase-env")
     }
 
     /// True when the key or passphrase comes from stdin.
@@ -58,7 +64,12 @@ struct VaultOptions: ParsableArguments {
     func requireKey() throws {
         try requirePath()
         guard try key() != nil || TerminalPrompt.available else {
-            throw ValidationError("open the vault with one of --key-file, --key-env, --passphrase-stdin, --passphrase-file or --passphrase-env")
+            throw ValidationError(
+                """
+                open the vault with one of --key-file, --key-env, --passphrase-stdin, --passphrase-file or \
+                --passphrase-env
+                """
+            )
         }
     }
 
@@ -83,8 +94,10 @@ func entryJSON(_ entry: VaultEntry, expired: Bool) -> JSONObject {
     for key in entry.labels.keys.sorted() { labels.set(key, .string(entry.labels[key] ?? "")) }
     return [
         "name": .string(entry.name), "provider": .string(entry.provider.rawValue), "kind": .string(entry.kind.rawValue),
-        "subject": entry.subject.map(JSONValue.string) ?? .null, "created_at": .string(Timestamp.rfc3339(entry.createdAt)),
-        "updated_at": .string(Timestamp.rfc3339(entry.updatedAt)), "expires_at": entry.expiresAt.map { .string(Timestamp.rfc3339($0)) } ?? .null,
+        "subject": entry.subject.map(JSONValue.string) ?? .null,
+        "created_at": .string(Timestamp.rfc3339(entry.createdAt)),
+        "updated_at": .string(Timestamp.rfc3339(entry.updatedAt)),
+        "expires_at": entry.expiresAt.map { .string(Timestamp.rfc3339($0)) } ?? .null,
         "expired": .bool(expired), "labels": .object(labels),
     ]
 }
@@ -92,17 +105,21 @@ func entryJSON(_ entry: VaultEntry, expired: Bool) -> JSONObject {
 /// `--iterations` for a vault passphrase: 100000 to 10000000, the range readers accept.
 func checkIterations(_ iterations: Int) throws {
     guard (PBKDF2.minimumIterations...Envelope.maxIterations).contains(iterations) else {
-        throw ValidationError("--iterations: \(PBKDF2.minimumIterations) to \(Envelope.maxIterations), not \(iterations)")
+        throw ValidationError(
+            "--iterations: \(PBKDF2.minimumIterations) to \(Envelope.maxIterations), not \(iterations)")
     }
 }
-
 
 func parseLabels(_ items: [String]) throws -> [String: String] {
     var labels: [String: String] = [:]
     for item in items {
-        guard let equals = item.firstIndex(of: "="), equals != item.startIndex else { throw ValidationError("--label \(item): expected key=value") }
+        guard let equals = item.firstIndex(of: "="), equals != item.startIndex else {
+            throw ValidationError("--label \(item): expected key=value")
+        }
         let key = String(item[..<equals])
-        guard labels.updateValue(String(item[item.index(after: equals)...]), forKey: key) == nil else { throw ValidationError("--label \(key) is given twice") }
+        guard labels.updateValue(String(item[item.index(after: equals)...]), forKey: key) == nil else {
+            throw ValidationError("--label \(key) is given twice")
+        }
     }
     return labels
 }

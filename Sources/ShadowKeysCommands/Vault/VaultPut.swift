@@ -13,7 +13,11 @@ extension VaultCommand {
         static let configuration = CommandConfiguration(
             commandName: "put",
             abstract: "Store a secret read from stdin under NAME, replacing any entry of that name.",
-            discussion: "One trailing newline is dropped from the secret unless --raw is given. The passphrase cannot come from stdin here."
+            discussion:
+                """
+                One trailing newline is dropped from the secret unless --raw is given. The passphrase cannot come \
+                from stdin here.
+                """
         )
 
         @Argument(help: "The entry's name (1 to 255 bytes of printable text).")
@@ -49,9 +53,16 @@ extension VaultCommand {
 
         func validate() throws {
             try vault.requireKey()
-            if vault.keyUsesStdin { throw ValidationError("put reads the secret from stdin; give the passphrase with --passphrase-file or --passphrase-env") }
-            guard VaultEntry.Provider(rawValue: provider) != nil else { throw ValidationError("--provider: one of apple, google, other") }
-            guard VaultEntry.Kind(rawValue: kind) != nil else { throw ValidationError("--kind: one of refresh-token, access-token, id-token, key, other") }
+            if vault.keyUsesStdin {
+                throw ValidationError(
+                    "put reads the secret from stdin; give the passphrase with --passphrase-file or --passphrase-env")
+            }
+            guard VaultEntry.Provider(rawValue: provider) != nil else {
+                throw ValidationError("--provider: one of apple, google, other")
+            }
+            guard VaultEntry.Kind(rawValue: kind) != nil else {
+                throw ValidationError("--kind: one of refresh-token, access-token, id-token, key, other")
+            }
             if expires != nil, expiresIn != nil { throw ValidationError("give --expires or --expires-in, not both") }
             if let expiresIn {
                 guard expiresIn >= 0 else { throw ValidationError("--expires-in: a number of seconds, 0 or more") }
@@ -65,19 +76,30 @@ extension VaultCommand {
             try await reportingFailures(json: json) {
                 var secret = try readSecret()
                 defer { for index in secret.indices { secret[index] = 0 } }
-                let expiresAt = try (expires.map { try parseTime($0, option: "--expires") } ?? expiresIn.map { try timeFromNow(seconds: $0, option: "--expires-in") })?.date
+                let expiresAt = try
+                    (expires.map { try parseTime($0, option: "--expires") }
+                    ?? expiresIn.map { try timeFromNow(seconds: $0, option: "--expires-in") })?.date
                 let entry = VaultEntry(
-                    name: name, secret: SecretBytes(secret), provider: VaultEntry.Provider(rawValue: provider) ?? .other,
-                    kind: VaultEntry.Kind(rawValue: kind) ?? .other, subject: subject, expiresAt: expiresAt, labels: try parseLabels(labels))
+                    name: name, secret: SecretBytes(secret),
+                    provider: VaultEntry.Provider(rawValue: provider) ?? .other,
+                    kind: VaultEntry.Kind(rawValue: kind) ?? .other, subject: subject, expiresAt: expiresAt,
+                    labels: try parseLabels(labels))
                 let opened = try vault.open()
                 try opened.putSync(entry)
-                if json { Console.json(["stored": .string(name), "generation": .int(Int64(try TokenVault.headerInfo(path: vault.path).generation))]) }
+                if json {
+                    Console.json([
+                        "stored": .string(name),
+                        "generation": .int(Int64(try TokenVault.headerInfo(path: vault.path).generation)),
+                    ])
+                }
             }
         }
 
         private func readSecret() throws -> [UInt8] {
             let limit = 1 << 20
-            guard var bytes = try Files.readAll(0, limit: limit, path: "stdin") else { throw CLIError(.usage, "the secret on stdin exceeds \(limit) bytes") }
+            guard var bytes = try Files.readAll(0, limit: limit, path: "stdin") else {
+                throw CLIError(.usage, "the secret on stdin exceeds \(limit) bytes")
+            }
             if !raw {
                 if bytes.last == 0x0A { bytes.removeLast() }
                 if bytes.last == 0x0D { bytes.removeLast() }

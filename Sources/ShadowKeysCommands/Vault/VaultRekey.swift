@@ -13,7 +13,11 @@ extension VaultCommand {
         static let configuration = CommandConfiguration(
             commandName: "rekey",
             abstract: "Re-encrypt the vault under a new passphrase or key, or with more iterations, atomically.",
-            discussion: "The current key comes from --key-file/--key-env/--passphrase-*, the new one from --new-key-file/--new-key-env/--new-passphrase-*."
+            discussion:
+                """
+                The current key comes from --key-file/--key-env/--passphrase-*, the new one from \
+                --new-key-file/--new-key-env/--new-passphrase-*.
+                """
         )
 
         @OptionGroup var vault: VaultOptions
@@ -31,19 +35,31 @@ extension VaultCommand {
         func validate() throws {
             try vault.requireKey()
             guard let newKey = try newKey.input() else {
-                throw ValidationError("give exactly one new key: --new-key-file, --new-key-env, --new-passphrase-stdin, --new-passphrase-file or --new-passphrase-env")
+                throw ValidationError(
+                    """
+                    give exactly one new key: --new-key-file, --new-key-env, --new-passphrase-stdin, \
+                    --new-passphrase-file or --new-passphrase-env
+                    """
+                )
             }
-            if vault.keyUsesStdin, newKey.usesStdin { throw ValidationError("only one of the current and new passphrases can come from stdin") }
+            if vault.keyUsesStdin, newKey.usesStdin {
+                throw ValidationError("only one of the current and new passphrases can come from stdin")
+            }
             try checkIterations(iterations)
         }
 
         func run() async throws {
             try await reportingFailures(json: json) {
-                guard let newUnlock = try newKey.input()?.vaultUnlock() else { throw CLIError(.usage, "no new key given") }
+                guard let newUnlock = try newKey.input()?.vaultUnlock() else {
+                    throw CLIError(.usage, "no new key given")
+                }
                 try vault.open().rekeySync(to: newUnlock, iterations: iterations)
                 let info = try TokenVault.headerInfo(path: vault.path)
                 if json {
-                    Console.json(["rekeyed": true, "key_kind": .string(info.keyKind), "iterations": info.iterations.map { .int(Int64($0)) } ?? .null])
+                    Console.json([
+                        "rekeyed": true, "key_kind": .string(info.keyKind),
+                        "iterations": info.iterations.map { .int(Int64($0)) } ?? .null,
+                    ])
                 } else {
                     Console.note("the vault is now locked with a \(info.keyKind)")
                 }

@@ -10,7 +10,8 @@ import ShadowVault
 
 extension VaultCommand {
     struct Remove: AsyncParsableCommand, QuietCommand {
-        static let configuration = CommandConfiguration(commandName: "rm", abstract: "Delete the entry NAME (exit 32 when there is none).")
+        static let configuration = CommandConfiguration(
+            commandName: "rm", abstract: "Delete the entry NAME (exit 32 when there is none).")
 
         @Argument(help: "The entry's name.")
         var name: String

@@ -8,8 +8,9 @@ extension RoutesBuilder {
         on(.POST, path, body: .collect(maxSize: "64kb")) { request async -> Response in
             let body = request.body.data.map { Array($0.readableBytesView) } ?? []
             let answer = await receiver.receive(body)
-            return Response(status: .init(statusCode: answer.status), headers: ["Content-Type": "application/json"],
-                            body: .init(data: Data(answer.body)))
+            return Response(
+                status: .init(statusCode: answer.status), headers: ["Content-Type": "application/json"],
+                body: .init(data: Data(answer.body)))
         }
     }
 }

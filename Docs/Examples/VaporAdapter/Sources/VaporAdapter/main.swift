@@ -5,7 +5,8 @@ import Vapor
 // a server uses SQLiteCredentialStore or PostgresCredentialStore).
 let app = try await Application.make(.detect())
 let appleKeys = try JWKSProvider(configuration: .init(url: Apple.keysURL), transport: try DefaultHTTPTransport())
-let receiver = AppleNotificationReceiver(clientIDs: ["com.example.app"], keys: appleKeys, store: InMemoryCredentialStore())
+let receiver = AppleNotificationReceiver(
+    clientIDs: ["com.example.app"], keys: appleKeys, store: InMemoryCredentialStore())
 app.appleNotifications("apple", "notifications", receiver: receiver)
 try await app.execute()
 try await app.asyncShutdown()
