@@ -85,7 +85,7 @@ let package = Package(
         .target(
             name: "ShadowCredentials",
             dependencies: [
-                "ShadowCore", "ShadowJOSE", "ShadowJWKS", "ShadowApple", "ShadowVault", crypto, logging, metrics,
+                "ShadowCore", "ShadowJOSE", "ShadowApple", "ShadowCrypto", "ShadowVault", crypto, logging, metrics,
             ], swiftSettings: strictSettings),
         // SQLite through sqlite-nio (which bundles SQLite), PostgreSQL through postgres-nio.
         .target(
@@ -158,21 +158,23 @@ let package = Package(
 
         .target(
             name: "ShadowTestSupport",
-            dependencies: ["ShadowCore", "ShadowJOSE", "ShadowJWKS", crypto, cryptoExtras] + nioLinux,
+            dependencies: ["ShadowCore", "ShadowJOSE", crypto, cryptoExtras] + nioLinux,
             path: "Tests/ShadowTestSupport", swiftSettings: strictSettings),
         .testTarget(
             name: "ShadowCoreTests", dependencies: ["ShadowCore", "ShadowTestSupport"], swiftSettings: strictSettings),
         .testTarget(
             name: "ShadowJOSETests",
-            dependencies: ["ShadowJOSE", "ShadowSelfTest", "ShadowTestSupport", crypto, cryptoExtras],
+            dependencies: ["ShadowJOSE", "ShadowCore", "ShadowSelfTest", "ShadowTestSupport", crypto, cryptoExtras],
             swiftSettings: strictSettings),
         .testTarget(
             name: "ShadowJWKSTests",
-            dependencies: ["ShadowJWKS", "ShadowHTTP", "ShadowTestSupport", "ShadowJOSE", logging, asyncHTTPClient],
+            dependencies: [
+                "ShadowJWKS", "ShadowHTTP", "ShadowTestSupport", "ShadowJOSE", "ShadowCore", asyncHTTPClient,
+            ],
             swiftSettings: strictSettings),
         .testTarget(
             name: "ShadowCryptoTests",
-            dependencies: ["ShadowCrypto", "ShadowCore", "ShadowSelfTest", "ShadowTestSupport", crypto],
+            dependencies: ["ShadowCrypto", "ShadowCore", "ShadowSelfTest", "ShadowTestSupport"],
             swiftSettings: strictSettings),
         .testTarget(
             name: "ShadowVaultTests",
@@ -214,8 +216,12 @@ let package = Package(
             name: "ShadowKeysCLITests",
             dependencies: [
                 "shadow-keys", "shadow-keys-server", "ShadowTestSupport", "ShadowSQLite", "ShadowPostgres",
-                "ShadowJOSE", "ShadowCore", "ShadowApple", "ShadowCrypto", "ShadowVault", "ShadowCredentials", crypto,
-                cryptoExtras, asyncHTTPClient,
-            ] + nioLinux, swiftSettings: strictSettings),
+                "ShadowJOSE", "ShadowCore", "ShadowCrypto", "ShadowVault", "ShadowCredentials", crypto, cryptoExtras,
+                asyncHTTPClient,
+            ]
+                + ["NIOCore", "NIOHTTP1"].map {
+                    .product(name: $0, package: "swift-nio", condition: .when(platforms: [.linux]))
+                },
+            swiftSettings: strictSettings),
     ]
 )

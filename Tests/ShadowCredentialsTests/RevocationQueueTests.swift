@@ -16,7 +16,7 @@ import Testing
 /// The revocation queue of the database stores, and the worker that empties it.
 @Suite(.serialized) struct RevocationQueueTests {
     static let client = "com.example.app"
-    static let databases: [StoreKind] = [.sqlite, .postgres]
+    static let databases: [StoreKind] = [.sqlite, .postgres].filter(StoreKind.wanted.contains)
 
     struct Setup {
         let fixture: StoreFixture

@@ -48,74 +48,81 @@ import Testing
     @Test func notificationsRevokeAndTheMiddlewareRefusesRevokedUsers() async throws {
         let store = try await SQLiteCredentialStore.open(
             path: directory.path + "/state.sqlite", unlock: .key(SecretBytes((0..<32).map { UInt8($0) })))
-        defer { Task { await store.close() } }
-        let router = Router(context: AppleIdentityContext.self)
-        router.addAppleNotifications(
-            receiver: AppleNotificationReceiver(clientIDs: [Self.client], keys: keys, store: store))
-        let validator = AppleIdentityTokenValidator(clientIDs: [Self.client])
-        router.group("api").add(middleware: AppleIdentityMiddleware(validator: validator, keys: keys, states: store))
+        try await closing({ await store.close() }) {
+            let router = Router(context: AppleIdentityContext.self)
+            router.addAppleNotifications(
+                receiver: AppleNotificationReceiver(clientIDs: [Self.client], keys: keys, store: store))
+            let validator = AppleIdentityTokenValidator(clientIDs: [Self.client])
+            router.group("api").add(
+                middleware: AppleIdentityMiddleware(validator: validator, keys: keys, states: store)
+            )
             .get("me") { _, context -> String in
                 """
                 \(context.appleIdentity?.token.subject ?? "-") \
                 \(context.appleIdentity?.status?.state.description ?? "-")
                 """
             }
-        let app = Application(router: router)
-        let subject = "001.hb.1"
-        _ = try await store.apply([
-            try CredentialEvent(
-                kind: .signIn, clientID: Self.client, subject: subject, timeMilliseconds: (now - 100) * 1000, id: "s1")
-        ])
-        let token = try identityToken(subject: subject, issuedAt: now - 50)
-        try await app.test(.router) { client in
-            try await client.execute(uri: "/api/me", method: .get, headers: [.authorization: "Bearer \(token)"]) {
-                response in
-                #expect(response.status == .ok)
-                #expect(String(buffer: response.body) == "\(subject) authorized")
-            }
-            try await client.execute(uri: "/api/me", method: .get) { response in
-                #expect(response.status == .unauthorized && response.headers[.wwwAuthenticate] == "Bearer")
-                #expect(String(buffer: response.body).contains("missing_token"))
-            }
-            try await client.execute(uri: "/api/me", method: .get, headers: [.authorization: "Bearer x.y.z"]) {
-                response in
-                #expect(response.status == .unauthorized)
-            }
-            // The scheme in any case; anything else is no bearer token at all.
-            try await client.execute(uri: "/api/me", method: .get, headers: [.authorization: "bEARER \(token)"]) {
-                response in
-                #expect(response.status == .ok)
-            }
-            for header in ["Basic \(token)", "Bearer", "Bearer ", "Bearer\t\(token)", "Bearér \(token)"] {
-                try await client.execute(uri: "/api/me", method: .get, headers: [.authorization: header]) { response in
-                    #expect(
-                        response.status == .unauthorized && String(buffer: response.body).contains("missing_token"),
-                        "\(header.prefix(10))")
+            let app = Application(router: router)
+            let subject = "001.hb.1"
+            _ = try await store.apply([
+                try CredentialEvent(
+                    kind: .signIn, clientID: Self.client, subject: subject, timeMilliseconds: (now - 100) * 1000,
+                    id: "s1")
+            ])
+            let token = try identityToken(subject: subject, issuedAt: now - 50)
+            try await app.test(.router) { client in
+                try await client.execute(uri: "/api/me", method: .get, headers: [.authorization: "Bearer \(token)"]) {
+                    response in
+                    #expect(response.status == .ok)
+                    #expect(String(buffer: response.body) == "\(subject) authorized")
+                }
+                try await client.execute(uri: "/api/me", method: .get) { response in
+                    #expect(response.status == .unauthorized && response.headers[.wwwAuthenticate] == "Bearer")
+                    #expect(String(buffer: response.body).contains("missing_token"))
+                }
+                try await client.execute(uri: "/api/me", method: .get, headers: [.authorization: "Bearer x.y.z"]) {
+                    response in
+                    #expect(response.status == .unauthorized)
+                }
+                // The scheme in any case; anything else is no bearer token at all.
+                try await client.execute(uri: "/api/me", method: .get, headers: [.authorization: "bEARER \(token)"]) {
+                    response in
+                    #expect(response.status == .ok)
+                }
+                for header in ["Basic \(token)", "Bearer", "Bearer ", "Bearer\t\(token)", "Bearér \(token)"] {
+                    try await client.execute(uri: "/api/me", method: .get, headers: [.authorization: header]) {
+                        response in
+                        #expect(
+                            response.status == .unauthorized && String(buffer: response.body).contains("missing_token"),
+                            "\(header.prefix(10))")
+                    }
+                }
+                // Apple revokes consent: 200 applied, then 200 duplicate; the token is refused from then on.
+                let body = try notification("consent-revoked", subject: subject, jti: "hb-1")
+                try await client.execute(uri: "/apple/notifications", method: .post, body: body) { response in
+                    #expect(response.status == .ok && String(buffer: response.body) == #"{"outcome":"applied"}"#)
+                }
+                try await client.execute(uri: "/apple/notifications", method: .post, body: body) { response in
+                    #expect(response.status == .ok && String(buffer: response.body) == #"{"outcome":"duplicate"}"#)
+                }
+                try await client.execute(uri: "/api/me", method: .get, headers: [.authorization: "Bearer \(token)"]) {
+                    response in
+                    #expect(response.status == .unauthorized)
+                    #expect(String(buffer: response.body).contains("credential_revoked"))
+                }
+                try await client.execute(
+                    uri: "/apple/notifications", method: .post, body: ByteBuffer(string: "not json")
+                ) {
+                    response in
+                    #expect(response.status == .badRequest)
+                }
+                try await client.execute(
+                    uri: "/apple/notifications", method: .post, body: ByteBuffer(repeating: 0x20, count: 64 * 1024 + 10)
+                ) { response in
+                    #expect(response.status == .contentTooLarge)
                 }
             }
-            // Apple revokes consent: 200 applied, then 200 duplicate; the token is refused from then on.
-            let body = try notification("consent-revoked", subject: subject, jti: "hb-1")
-            try await client.execute(uri: "/apple/notifications", method: .post, body: body) { response in
-                #expect(response.status == .ok && String(buffer: response.body) == #"{"outcome":"applied"}"#)
-            }
-            try await client.execute(uri: "/apple/notifications", method: .post, body: body) { response in
-                #expect(response.status == .ok && String(buffer: response.body) == #"{"outcome":"duplicate"}"#)
-            }
-            try await client.execute(uri: "/api/me", method: .get, headers: [.authorization: "Bearer \(token)"]) {
-                response in
-                #expect(response.status == .unauthorized)
-                #expect(String(buffer: response.body).contains("credential_revoked"))
-            }
-            try await client.execute(uri: "/apple/notifications", method: .post, body: ByteBuffer(string: "not json")) {
-                response in
-                #expect(response.status == .badRequest)
-            }
-            try await client.execute(
-                uri: "/apple/notifications", method: .post, body: ByteBuffer(repeating: 0x20, count: 64 * 1024 + 10)
-            ) { response in
-                #expect(response.status == .contentTooLarge)
-            }
+            #expect(try await store.verifyAudit().entries == 2)
         }
-        #expect(try await store.verifyAudit().entries == 2)
     }
 }

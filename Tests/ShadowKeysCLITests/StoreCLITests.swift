@@ -232,7 +232,7 @@ import Testing
             try run(["state", "audit", "--verify", "--store", "sqlite:\(target)", "--key-file", keyFile]).status == 0)
     }
 
-    @Test func postgresThroughTheCLI() throws {
+    @Test(.tags(.postgres), .enabled(if: postgresWanted)) func postgresThroughTheCLI() throws {
         let cluster = try PostgresCluster.shared.get()
         let url = try cluster.freshDatabase()
         let schema = try runServer(["state", "migrate-schema", "--store", url, "--json"])

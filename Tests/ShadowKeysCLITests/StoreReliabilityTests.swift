@@ -87,7 +87,7 @@ import Testing
     /// Four processes apply the same 10,000-event stream (with duplicates, each shuffled its own
     /// way) to one PostgreSQL database at once: every user ends as the sorted fold says, and no
     /// transition is logged twice.
-    @Test func fourProcessesOneDatabase() async throws {
+    @Test(.tags(.postgres), .enabled(if: postgresWanted)) func fourProcessesOneDatabase() async throws {
         let cluster = try PostgresCluster.shared.get()
         let url = try cluster.freshDatabase()
         var random = SeededGenerator(seed: 0x4B1D_5EED)

@@ -17,3 +17,16 @@ public final class ManualClock: Sendable {
     /// A `Clock` reading this one.
     public var clock: WallClock { WallClock { self.now } }
 }
+
+/// Runs `body`, then awaits `close`, whether `body` returned or threw: the close finishes before
+/// the test does (a `defer { Task { … } }` would leave it running after).
+public func closing<R>(_ close: () async -> Void, _ body: () async throws -> R) async rethrows -> R {
+    do {
+        let result = try await body()
+        await close()
+        return result
+    } catch {
+        await close()
+        throw error
+    }
+}
