@@ -94,6 +94,9 @@ public struct AppleAuthClient: Sendable {
 
     // MARK: - Tokens
 
+    /// The longest `expires_in` accepted in a token response: a year (Apple's is an hour).
+    static let maxExpiresIn: Int64 = 366 * 86_400
+
     /// Exchanges an authorization code (`grant_type=authorization_code`); the returned `id_token`
     /// is verified, with `nonce` when the sign-in used one.
     public func exchange(
@@ -238,6 +241,9 @@ public struct AppleAuthClient: Sendable {
         guard let accessToken = object["access_token"]?.stringValue, let tokenType = object["token_type"]?.stringValue,
             let expiresIn = object["expires_in"]?.numberValue?.int64Value
         else { throw AppleError(.invalidResponse, "the token response lacks access_token, token_type or expires_in") }
+        guard (0...Self.maxExpiresIn).contains(expiresIn) else {
+            throw AppleError(.invalidResponse, "the token response's expires_in \(expiresIn) is outside 0 to \(Self.maxExpiresIn) s")
+        }
         let refreshToken = object["refresh_token"]?.stringValue
         if requireRefreshToken && refreshToken == nil {
             throw AppleError(.invalidResponse, "the code exchange returned no refresh_token")
@@ -247,7 +253,12 @@ public struct AppleAuthClient: Sendable {
         if let idToken {
             var validator = self.validator
             validator.nonce = nonce
-            identity = try await validator.validate(idToken, keys: keys)
+            do {
+                identity = try await validator.validate(idToken, keys: keys)
+            } catch let error as JOSEError where error.code == .malformedToken {
+                // Apple's answer is of the wrong shape; the token was not the caller's to give.
+                throw AppleError(.invalidResponse, "the token response's id_token is malformed: \(error.reason)")
+            }
         } else if requireRefreshToken {
             throw AppleError(.invalidResponse, "the code exchange returned no id_token")
         }

@@ -77,10 +77,10 @@ package protocol StateTransaction: Sendable {
     /// The number of rows in each state.
     func stateCounts() async throws -> [Int: Int]
     func appendAudit(_ lines: [StoredAuditLine]) async throws
-    /// Up to `limit` lines with sequence numbers after `sequence`, in order.
-    func audit(after sequence: Int, limit: Int) async throws -> [(sequence: Int, line: [UInt8])]
-    /// The lines about a row id (as subject or linked subject), in order.
-    func audit(about rowID: [UInt8]) async throws -> [(sequence: Int, line: [UInt8])]
+    /// Up to `limit` lines with sequence numbers after `sequence`, in order, clear columns included.
+    func audit(after sequence: Int, limit: Int) async throws -> [StoredAuditLine]
+    /// The lines about a row id (as subject or linked subject), in order, clear columns included.
+    func audit(about rowID: [UInt8]) async throws -> [StoredAuditLine]
     func putToken(_ row: StoredTokenRow) async throws
     /// The row's tokens (of `kind`, or all), in kind order.
     func tokens(rowID: [UInt8], kind: String?) async throws -> [StoredTokenRow]
@@ -158,7 +158,18 @@ package final class StateEngine<Database: StateDatabase>: Sendable {
     package func record(clientID: String, subject: String) async throws -> CredentialRecord {
         let id = keys.rowID(clientID: clientID, subject: subject)
         let rows = try await database.read { try await $0.rows([id]) }
-        guard let row = rows.first else { return CredentialRecord() }
+        guard let row = rows.first else {
+            // Every transition writes the user's row and its audit line together: a user the log
+            // knows must have a row. A deleted row must never turn a refusal into a pass.
+            let lines = try await database.read { try await $0.audit(about: id) }
+            guard lines.isEmpty else {
+                throw CredentialError(
+                    .corruptedState,
+                    "the user's credential row is missing, but the audit log holds \(lines.count) of their transitions: it was deleted"
+                )
+            }
+            return CredentialRecord()
+        }
         return try open(row, clientID: clientID, subject: subject)
     }
 
@@ -185,6 +196,7 @@ package final class StateEngine<Database: StateDatabase>: Sendable {
         let keys = self.keys
         return try await database.transaction(writing: true) { transaction in
             var (count, chain) = try keys.decodeHead(try await transaction.meta(MetaName.auditHead))
+            try await self.checkTail(of: transaction, count: count, chain: chain)
             let items = batches.enumerated().flatMap { owner, events in events.map { (owner: owner, event: $0) } }
                 .sorted { CredentialEvent.appliesBefore($0.event, $1.event) }
             var rowIDs: [SubjectKey: [UInt8]] = [:]
@@ -278,12 +290,54 @@ package final class StateEngine<Database: StateDatabase>: Sendable {
     package func history(clientID: String, subject: String) async throws -> [AuditEntry] {
         let id = keys.rowID(clientID: clientID, subject: subject)
         let lines = try await database.read { try await $0.audit(about: id) }
-        return try lines.map { sequence, sealed in
-            let line = try SealedRows.openAuditLine(sealed, sequence: sequence, keys: keys)
-            guard let (entry, _) = AuditEntry.parse(line[...]), entry.sequence == sequence else {
-                throw CredentialError(.auditTampered, "audit line \(sequence) is not an audit entry")
+        return try lines.map { try openAudit($0).entry }
+    }
+
+    /// A stored audit line opened at its sequence number, after checking that its clear columns
+    /// (the row ids it is about) are the ones its sealed text names: a column moved to another
+    /// user, or a linked subject dropped, is tampering.
+    func openAudit(_ stored: StoredAuditLine) throws -> (entry: AuditEntry, previous: String, line: [UInt8]) {
+        let line = try SealedRows.openAuditLine(stored.line, sequence: stored.sequence, keys: keys)
+        guard let (entry, previous) = AuditEntry.parse(line[...]) else {
+            throw CredentialError(.auditTampered, "line \(stored.sequence) is not an audit entry")
+        }
+        guard entry.sequence == stored.sequence else {
+            throw CredentialError(.auditTampered, "line \(stored.sequence) carries sequence number \(entry.sequence)")
+        }
+        guard Hex.encode(stored.subject) == entry.subjectHash, stored.linked.map(Hex.encode) == entry.linkedSubjectHash
+        else {
+            throw CredentialError(
+                .auditTampered,
+                "audit line \(stored.sequence)'s subject columns disagree with its sealed text: they were edited")
+        }
+        return (entry, previous, line)
+    }
+
+    /// Before a write extends the chain: the last line is there, opens, and ends at the head's
+    /// chain value, and no line lies past the head. A write never appends to a log whose end was
+    /// removed, edited or extended; what lies further back is `verifyAudit()`'s to check.
+    func checkTail(of transaction: Database.Transaction, count: Int, chain: [UInt8]) async throws {
+        let tail = try await transaction.audit(after: max(0, count - 1), limit: 2)
+        if count == 0 {
+            guard tail.isEmpty else {
+                throw CredentialError(.auditTampered, "the audit log holds lines past its authenticated head (0 lines)")
             }
-            return entry
+            return
+        }
+        guard let last = tail.first, last.sequence == count else {
+            throw CredentialError(
+                .auditTampered, "audit line \(count), the last the store's head counts, is missing: it was removed")
+        }
+        guard tail.count == 1 else {
+            throw CredentialError(
+                .auditTampered,
+                "the audit log holds line \(tail[1].sequence) past its authenticated head (\(count) lines): it was inserted"
+            )
+        }
+        let opened = try openAudit(last)
+        guard ConstantTime.equals(keys.audit.link(opened.line[...]), chain) else {
+            throw CredentialError(
+                .auditTampered, "audit line \(count) does not end at the store's authenticated head: it was edited")
         }
     }
 
@@ -298,19 +352,12 @@ package final class StateEngine<Database: StateDatabase>: Sendable {
             var number = 0
             while true {
                 let page = try await transaction.audit(after: number, limit: 5000)
-                for (sequence, sealed) in page {
+                for stored in page {
                     number += 1
-                    guard sequence == number else {
+                    guard stored.sequence == number else {
                         throw CredentialError(.auditTampered, "audit line \(number) is missing: lines were removed")
                     }
-                    let line = try SealedRows.openAuditLine(sealed, sequence: sequence, keys: keys)
-                    guard let (entry, previous) = AuditEntry.parse(line[...]) else {
-                        throw CredentialError(.auditTampered, "line \(number) is not an audit entry")
-                    }
-                    guard entry.sequence == number else {
-                        throw CredentialError(
-                            .auditTampered, "line \(number) carries sequence number \(entry.sequence)")
-                    }
+                    let (entry, previous, line) = try self.openAudit(stored)
                     guard ConstantTime.equals(Array(previous.utf8), Array(Hex.encode(chain).utf8)) else {
                         throw CredentialError(
                             .auditTampered,

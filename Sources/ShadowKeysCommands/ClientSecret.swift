@@ -17,7 +17,9 @@ struct ClientSecretCommand: AsyncParsableCommand, QuietCommand {
         discussion:
             """
             Prints the JWT, or with --json the JWT and its claims. Never prints key material. Exit 64 for bad IDs or \
-            TTL, 65 for an unreadable or wrong key file.
+            TTL, or a --now that makes a secret Apple refuses (iat more than 60 s ahead of this machine's clock, or \
+            exp more than six months after it); a secret already expired by this clock draws a warning. 65 for an \
+            unreadable or wrong key file.
             """
     )
 
@@ -31,12 +33,36 @@ struct ClientSecretCommand: AsyncParsableCommand, QuietCommand {
 
     @Flag(name: .shortAndLong, help: "Print no warnings on stderr.") var quiet = false
 
-    func validate() throws { _ = try parseNow(now) }
+    /// How far ahead of this machine's clock `--now` may put `iat`: Apple refuses a secret issued
+    /// in the future, and clocks drift.
+    static let futureSkew: Double = 60
+
+    func validate() throws {
+        let issued = try parseNow(now).now.timeIntervalSince1970
+        guard now != nil else { return }
+        let real = Date().timeIntervalSince1970
+        if issued > real + Self.futureSkew {
+            throw ValidationError(
+                "--now: iat would be \(Int(issued - real)) s after this machine's clock; Apple refuses a secret issued in the future"
+            )
+        }
+        let expires = issued + Double(credentials.ttl)
+        if expires > real + ClientSecretBuilder.maximumLifetime {
+            throw ValidationError(
+                """
+                --now with --ttl \(credentials.ttl): exp would be \(Int(expires - real)) s after this machine's clock, \
+                beyond Apple's six months (\(Int(ClientSecretBuilder.maximumLifetime)) s)
+                """)
+        }
+    }
 
     func run() async throws {
         try await reportingFailures(json: false) {
             let builder = try credentials.builder()
             let secret = try builder.make(issuedAt: try parseNow(now).now)
+            if now != nil, secret.expiresAt <= Date() {
+                Console.warn("the secret expired at \(Timestamp.rfc3339(secret.expiresAt)); Apple refuses it")
+            }
             guard json else {
                 Console.out(secret.token)
                 return

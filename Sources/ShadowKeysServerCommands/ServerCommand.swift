@@ -26,9 +26,17 @@ public struct ShadowKeysServerCommand: AsyncParsableCommand {
 struct PostgresBackend: PostgresStores {
     func describe(_ url: String) throws -> String { try PostgresLocation(url: url).description }
 
-    func open(_ url: String, unlock: VaultUnlock, retryFor: Duration) async throws -> any AuditedCredentialStore {
-        try await PostgresCredentialStore.connect(
-            try PostgresLocation(url: url), unlock: unlock, connectTimeout: .seconds(10), retryFor: retryFor)
+    func open(
+        _ url: String, unlock: VaultUnlock, retryFor: Duration, create: Bool
+    ) async throws
+        -> any AuditedCredentialStore
+    {
+        let location = try PostgresLocation(url: url)
+        guard create else {
+            return try await PostgresCredentialStore.connectForReading(location, unlock: unlock, retryFor: retryFor)
+        }
+        return try await PostgresCredentialStore.connect(
+            location, unlock: unlock, connectTimeout: .seconds(10), retryFor: retryFor)
     }
 
     func migrate(from vault: VaultCredentialStore, to url: String, unlock: VaultUnlock) async throws -> MigrationReport

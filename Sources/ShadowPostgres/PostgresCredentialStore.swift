@@ -55,6 +55,30 @@ public final class PostgresCredentialStore: DatabaseCredentialStore {
         }
     }
 
+    /// Connects for reading only: the schema is checked by one read of its version (any version
+    /// this ShadowKeys migrates from is read as it is), nothing is created, migrated or written.
+    /// - Throws: ``CredentialError/Code/notAStore`` for a database without ShadowKeys' tables;
+    ///   ``CredentialError/Code/corruptedState`` when the secret is missing from a store that holds
+    ///   state; ``CredentialError/Code/noStore`` for a store never written; the errors of
+    ///   ``connect(_:unlock:connectTimeout:retryFor:maximumConnections:logger:clock:)``.
+    public static func connectForReading(
+        _ location: PostgresLocation, unlock: VaultUnlock, connectTimeout: Duration = .seconds(10),
+        retryFor: Duration = .seconds(30), clock: WallClock = .system
+    ) async throws -> PostgresCredentialStore {
+        let database = try PostgresStateDatabase(
+            location: location, connectTimeout: connectTimeout, retryFor: retryFor, maximumConnections: 2,
+            logger: Logger(label: "shadow-keys.postgres", factory: { _ in SwiftLogNoOpLogHandler() }))
+        do {
+            try await database.checkReadableSchema()
+            return PostgresCredentialStore(
+                location: location,
+                state: try await StateEngine.open(database, unlock: unlock, create: false, clock: clock))
+        } catch {
+            await database.close()
+            throw error
+        }
+    }
+
     /// Applies pending schema migrations and returns the schema version (what
     /// `shadow-keys state migrate-schema` runs); needs no key.
     public static func migrateSchema(
@@ -214,6 +238,28 @@ final class PostgresStateDatabase: StateDatabase {
                     }
                 }
             }
+        }
+    }
+
+    /// A reader's one check of the schema: the version in `shadow_meta`, which must exist.
+    func checkReadableSchema() async throws {
+        let version = try await transaction(writing: false) { transaction -> String? in
+            let exists =
+                try await transaction.connection.query(
+                    "SELECT to_regclass('shadow_meta') IS NOT NULL", logger: transaction.logger
+                ).collect().first?.decode(Bool.self) ?? false
+            guard exists else { return nil }
+            return try await transaction.meta(MetaName.schemaVersion).map { String(decoding: $0, as: UTF8.self) }
+        }
+        guard let version else {
+            throw CredentialError(
+                .notAStore, "the database \(location.database) holds no ShadowKeys state store (no shadow_meta table)")
+        }
+        guard let number = Int(version), (1...Self.migrations.count).contains(number) else {
+            throw CredentialError(
+                .corruptedState,
+                "the database has schema version \(version.prefix(20)); this ShadowKeys reads 1 to \(Self.migrations.count)"
+            )
         }
     }
 
@@ -445,25 +491,35 @@ struct PostgresStateTransaction: StateTransaction {
             """, logger: logger)
     }
 
-    func audit(after sequence: Int, limit: Int) async throws -> [(sequence: Int, line: [UInt8])] {
+    func audit(after sequence: Int, limit: Int) async throws -> [StoredAuditLine] {
         try await auditLines(
             try await connection.query(
-                "SELECT seq, line FROM shadow_audit WHERE seq > \(Int64(sequence)) ORDER BY seq LIMIT \(limit)",
+                """
+                SELECT seq, subject, linked, line FROM shadow_audit WHERE seq > \(Int64(sequence)) ORDER BY seq \
+                LIMIT \(limit)
+                """,
                 logger: logger))
     }
 
-    func audit(about rowID: [UInt8]) async throws -> [(sequence: Int, line: [UInt8])] {
+    func audit(about rowID: [UInt8]) async throws -> [StoredAuditLine] {
         let id = ByteBuffer(bytes: rowID)
         return try await auditLines(
             try await connection.query(
-                "SELECT seq, line FROM shadow_audit WHERE subject = \(id) OR linked = \(id) ORDER BY seq",
+                """
+                SELECT seq, subject, linked, line FROM shadow_audit WHERE subject = \(id) OR linked = \(id) \
+                ORDER BY seq
+                """,
                 logger: logger))
     }
 
-    func auditLines(_ sequence: PostgresRowSequence) async throws -> [(sequence: Int, line: [UInt8])] {
-        var lines: [(sequence: Int, line: [UInt8])] = []
-        for try await (seq, line) in sequence.decode((Int64, ByteBuffer).self) {
-            lines.append((Int(seq), Array(line.readableBytesView)))
+    func auditLines(_ sequence: PostgresRowSequence) async throws -> [StoredAuditLine] {
+        var lines: [StoredAuditLine] = []
+        for try await (seq, subject, linked, line) in sequence.decode((Int64, ByteBuffer, ByteBuffer?, ByteBuffer).self)
+        {
+            lines.append(
+                StoredAuditLine(
+                    sequence: Int(seq), subject: Array(subject.readableBytesView),
+                    linked: linked.map { Array($0.readableBytesView) }, line: Array(line.readableBytesView)))
         }
         return lines
     }

@@ -463,31 +463,40 @@ struct SQLiteStateTransaction: StateTransaction {
         _ = try await connection.query("INSERT INTO shadow_audit (seq, subject, linked, line) VALUES \(values)", binds)
     }
 
-    func audit(after sequence: Int, limit: Int) async throws -> [(sequence: Int, line: [UInt8])] {
+    func audit(after sequence: Int, limit: Int) async throws -> [StoredAuditLine] {
         try await connection.query(
-            "SELECT seq, line FROM shadow_audit WHERE seq > ? ORDER BY seq LIMIT ?",
+            "SELECT seq, subject, linked, line FROM shadow_audit WHERE seq > ? ORDER BY seq LIMIT ?",
             [.integer(SQLiteInt64(sequence)), .integer(limit)]
         ).map(auditLine)
     }
 
-    func audit(about rowID: [UInt8]) async throws -> [(sequence: Int, line: [UInt8])] {
+    func audit(about rowID: [UInt8]) async throws -> [StoredAuditLine] {
         let id = SQLiteData.blob(ByteBuffer(bytes: rowID))
         return try await connection.query(
             """
-            SELECT seq, line FROM shadow_audit WHERE subject = ? UNION SELECT seq, line FROM shadow_audit WHERE \
-            linked = ? ORDER BY seq
+            SELECT seq, subject, linked, line FROM shadow_audit WHERE subject = ? UNION \
+            SELECT seq, subject, linked, line FROM shadow_audit WHERE linked = ? ORDER BY seq
             """,
             [id, id]
         )
         .map(auditLine)
     }
 
-    func auditLine(_ row: SQLiteRow) throws -> (sequence: Int, line: [UInt8]) {
-        guard let sequence = row.column("seq")?.integer, let line = row.column("line")?.blob else {
-            throw CredentialError(
-                .auditTampered, "an audit row's sequence number or line has the wrong type: it was edited")
+    func auditLine(_ row: SQLiteRow) throws -> StoredAuditLine {
+        guard let sequence = row.column("seq")?.integer, let subject = row.column("subject")?.blob,
+            let line = row.column("line")?.blob, let linked = row.column("linked")
+        else {
+            throw CredentialError(.auditTampered, "an audit row's columns have the wrong type: it was edited")
         }
-        return (Int(sequence), Array(line.readableBytesView))
+        let linkedBytes: [UInt8]?
+        switch linked {
+        case .null: linkedBytes = nil
+        case .blob(let bytes): linkedBytes = Array(bytes.readableBytesView)
+        default: throw CredentialError(.auditTampered, "an audit row's linked column has the wrong type: it was edited")
+        }
+        return StoredAuditLine(
+            sequence: Int(sequence), subject: Array(subject.readableBytesView), linked: linkedBytes,
+            line: Array(line.readableBytesView))
     }
 
     func putToken(_ row: StoredTokenRow) async throws {

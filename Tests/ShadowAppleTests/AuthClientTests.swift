@@ -114,6 +114,19 @@ import Testing
         }
     }
 
+    /// An answer of the wrong shape is Apple's fault (invalidResponse, exit 42), never the
+    /// caller's malformed token (10): a broken id_token, or an expires_in out of range.
+    @Test(arguments: [
+        #"{"access_token":"a","token_type":"Bearer","expires_in":3600,"refresh_token":"r","id_token":"not-a-jws"}"#,
+        #"{"access_token":"a","token_type":"Bearer","expires_in":3600,"refresh_token":"r","id_token":"a.b"}"#,
+        #"{"access_token":"a","token_type":"Bearer","expires_in":-1,"refresh_token":"r","id_token":"a.b.c"}"#,
+        #"{"access_token":"a","token_type":"Bearer","expires_in":99999999999,"refresh_token":"r"}"#,
+    ])
+    func anAnswerOfTheWrongShapeIsInvalidResponse(body: String) async throws {
+        fake.inject("/auth/token", [.json(body)])
+        await expectCode(.invalidResponse) { _ = try await client.exchange(code: SecretBytes(utf8: "c")) }
+    }
+
     @Test func aWrongSigningKeyIsInvalidClient() async throws {
         let stranger = try Self.client(fake: fake, key: P256.Signing.PrivateKey())
         await expectCode(.invalidClient) { _ = try await stranger.refresh(SecretBytes(utf8: "r1")) }

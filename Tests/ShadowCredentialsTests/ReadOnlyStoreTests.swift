@@ -1,6 +1,7 @@
 import Foundation
 import ShadowCore
 import ShadowCredentials
+import ShadowPostgres
 import ShadowSQLite
 import ShadowTestSupport
 import ShadowVault
@@ -117,5 +118,42 @@ import Testing
             fixture.location, "SELECT value FROM shadow_meta WHERE name = 'schema_version'"
         ).first?.column("value")?.blob
         #expect(version.map { String(buffer: $0) } == "1")
+    }
+
+    /// PostgreSQL readers likewise: a database without the tables is not a store and is left
+    /// without them; a deleted secret is corruption; an older schema is read, not migrated.
+    @Test(.tags(.postgres), .enabled(if: postgresWanted))
+    func postgresReadersNeverWrite() async throws {
+        let empty = try StoreFixture(.postgres)
+        let location = try PostgresLocation(url: empty.location)
+        await #expect(throws: CredentialError(.notAStore, "")) {
+            _ = try await PostgresCredentialStore.connectForReading(location, unlock: .key(empty.key), retryFor: .zero)
+        }
+        let tables = try PostgresCluster.shared.get().psql(
+            location.database, "SELECT count(*) FROM pg_tables WHERE tablename LIKE 'shadow_%'")
+        #expect(tables.trimmingCharacters(in: .whitespacesAndNewlines) == "0", "the reader created tables: \(tables)")
+
+        let fixture = try StoreFixture(.postgres)
+        let store = try await fixture.open()
+        try await closing({ await close(store) }) {
+            _ = try await store.apply([Table.event(.consentRevoked, at: Table.t, subject: "u1")])
+        }
+        let written = try PostgresLocation(url: fixture.location)
+        let cluster = try PostgresCluster.shared.get()
+        _ = try cluster.psql(written.database, "DROP TABLE shadow_revocations")
+        _ = try cluster.psql(
+            written.database, "UPDATE shadow_meta SET value = convert_to('1', 'UTF8') WHERE name = 'schema_version'")
+        let reader = try await PostgresCredentialStore.connectForReading(
+            written, unlock: .key(fixture.key), retryFor: .zero)
+        let status = try await reader.status(clientID: Table.client, subject: "u1")
+        await reader.close()
+        #expect(status.state == .revoked)
+        let version = try cluster.psql(
+            written.database, "SELECT convert_from(value, 'UTF8') FROM shadow_meta WHERE name = 'schema_version'")
+        #expect(version.trimmingCharacters(in: .whitespacesAndNewlines) == "1", "the reader migrated the schema")
+        _ = try cluster.psql(written.database, "DELETE FROM shadow_meta WHERE name = 'secret'")
+        await #expect(throws: CredentialError(.corruptedState, "")) {
+            _ = try await PostgresCredentialStore.connectForReading(written, unlock: .key(fixture.key), retryFor: .zero)
+        }
     }
 }

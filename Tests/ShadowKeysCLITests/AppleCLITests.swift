@@ -49,6 +49,22 @@ import Testing
         #expect((json["claims"] as? [String: Any])?["exp"] as? Int == 1_700_003_600)
         #expect(json["expires_at"] as? String == "2023-11-14T23:13:20Z")
         #expect(!plain.stdout.contains("PRIVATE") && !plain.stderr.contains("PRIVATE"))
+        // A past --now makes an expired secret, which Apple refuses: said on stderr, still printed.
+        #expect(plain.stderr.contains("expired") && plain.stderr.contains("Apple refuses it"), "\(plain.stderr)")
+        // A --now that makes a secret Apple refuses outright is a usage error: iat ahead of the
+        // clock, or exp beyond six months of it.
+        let now = Int(Date().timeIntervalSince1970)
+        for (arguments, reason) in [
+            (["--now", String(now + 3600)], "in the future"),
+            (["--now", String(now + 86_400 * 30), "--ttl", "3600"], "in the future"),
+            (["--now", String(now + 30), "--ttl", "15777000"], "six months"),
+        ] {
+            let refused = try run(["client-secret"] + credentials + arguments)
+            #expect(refused.status == 64 && refused.stderr.contains(reason), "\(arguments): \(refused.stderr)")
+            #expect(refused.stdout.isEmpty)
+        }
+        let current = try run(["client-secret"] + credentials + ["--now", String(now), "--ttl", "86400"])
+        #expect(current.status == 0 && current.stderr.isEmpty, "\(current.stderr)")
         // Usage errors (64) and key errors (65).
         for bad in [
             ["--team-id", "SHORT"], ["--key-id", "key1234567"], ["--ttl", "15777001"], ["--ttl", "0"],

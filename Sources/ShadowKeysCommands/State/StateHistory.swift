@@ -20,8 +20,11 @@ extension StateCommand {
 
         func run() async throws {
             try await reportingFailures(json: query.json) {
-                let entries = try await query.store.withStore(create: false) {
-                    try await $0.history(clientID: query.user.clientID, subject: query.user.subject)
+                let entries = try await query.store.withStore(create: false) { store in
+                    // The whole chain first, clear columns included: a line moved to another
+                    // user, or hidden from this one, is tampering (31), not a shorter history.
+                    _ = try await store.verifyAudit()
+                    return try await store.history(clientID: query.user.clientID, subject: query.user.subject)
                 }
                 if query.json {
                     Console.json([

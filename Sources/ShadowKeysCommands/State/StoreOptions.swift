@@ -14,8 +14,12 @@ package import ShadowVault
 package protocol PostgresStores: Sendable {
     /// Checks `url` and describes it without its password.
     func describe(_ url: String) throws -> String
-    /// Connects (waiting up to `retryFor` for the server), migrates the schema, and opens the store.
-    func open(_ url: String, unlock: VaultUnlock, retryFor: Duration) async throws -> any AuditedCredentialStore
+    /// Connects (waiting up to `retryFor` for the server) and opens the store: a writer migrates the
+    /// schema and creates a new store; a reader (`create` off) only reads.
+    func open(
+        _ url: String, unlock: VaultUnlock, retryFor: Duration, create: Bool
+    ) async throws
+        -> any AuditedCredentialStore
     /// Moves a vault's state into a new store at `url` (`state migrate`).
     func migrate(from vault: VaultCredentialStore, to url: String, unlock: VaultUnlock) async throws -> MigrationReport
     /// Brings the schema up to date and returns its version (`state migrate-schema`).
@@ -172,7 +176,7 @@ package struct StoreOptions: ParsableArguments {
                 lockTimeout: .seconds(vault.lockTimeout))
         case .postgres(let url, _):
             return try await StoreBackends.requirePostgres(option: "--store").open(
-                url, unlock: try vault.unlock(), retryFor: .seconds(vault.lockTimeout))
+                url, unlock: try vault.unlock(), retryFor: .seconds(vault.lockTimeout), create: create)
         }
     }
 }

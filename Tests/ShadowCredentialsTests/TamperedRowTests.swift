@@ -1,0 +1,104 @@
+import Foundation
+import ShadowCore
+import ShadowCredentials
+import ShadowPostgres
+import ShadowSQLite
+import ShadowTestSupport
+import Testing
+
+/// An attacker who can edit a store's rows but holds no key (a DBA, a leaked backup, an SQL
+/// injection elsewhere): every edit fails closed (Docs/credential-state.md, "Threat model").
+@Suite(.serialized) struct TamperedRowTests {
+    typealias Table = StateMachineTests
+    static let databases = DatabaseStoreTests.databases
+
+    /// A store with four lines: a and b sign in, a is revoked, d is transferred to 002.bbb.2.
+    func written(_ kind: StoreKind) async throws -> StoreFixture {
+        let fixture = try StoreFixture(kind)
+        let store = try await fixture.open()
+        try await closing({ await close(store) }) {
+            _ = try await store.apply([
+                Table.event(.signIn, at: Table.t, subject: "a"), Table.event(.signIn, at: Table.t + 1, subject: "b"),
+                Table.event(.consentRevoked, at: Table.t + 2, subject: "a"),
+                Table.event(.transferred, at: Table.t + 3, subject: "d"),
+            ])
+            #expect(try await store.verifyAudit().entries == 4)
+        }
+        return fixture
+    }
+
+    /// Opens the fixture's store and runs `body` with it, closing it afterwards.
+    func withStore(_ fixture: StoreFixture, _ body: (any AuditedCredentialStore) async throws -> Void) async throws {
+        let store = try await fixture.open()
+        try await closing({ await close(store) }) { try await body(store) }
+    }
+
+    func sql(_ fixture: StoreFixture, _ statement: String) async throws {
+        try await DatabaseStoreTests().sql(fixture, statement)
+    }
+
+    @Test(arguments: databases)
+    func anAuditLineMovedToAnotherUserIsTampering(kind: StoreKind) async throws {
+        let fixture = try await written(kind)
+        // a's first line now claims to be about b.
+        try await sql(
+            fixture, "UPDATE shadow_audit SET subject = (SELECT subject FROM shadow_audit WHERE seq = 2) WHERE seq = 1")
+        try await withStore(fixture) { store in
+            await #expect(throws: CredentialError(.auditTampered, "")) { _ = try await store.verifyAudit() }
+            await #expect(throws: CredentialError(.auditTampered, "")) {
+                _ = try await store.history(clientID: Table.client, subject: "b")
+            }
+        }
+    }
+
+    @Test(arguments: databases)
+    func aDroppedLinkedSubjectIsTampering(kind: StoreKind) async throws {
+        let fixture = try await written(kind)
+        try await sql(fixture, "UPDATE shadow_audit SET linked = NULL WHERE seq = 4")
+        try await withStore(fixture) { store in
+            await #expect(throws: CredentialError(.auditTampered, "")) { _ = try await store.verifyAudit() }
+            await #expect(throws: CredentialError(.auditTampered, "")) {
+                _ = try await store.history(clientID: Table.client, subject: "d")
+            }
+        }
+    }
+
+    /// A revoked user's row deleted: the reader does not answer notFound (which would pass the
+    /// user's old tokens); the audit log still knows the user.
+    @Test(arguments: databases)
+    func aDeletedRowIsCorruptionNotAnUnknownUser(kind: StoreKind) async throws {
+        let fixture = try await written(kind)
+        try await sql(
+            fixture, "DELETE FROM shadow_credentials WHERE row_id = (SELECT subject FROM shadow_audit WHERE seq = 3)")
+        try await withStore(fixture) { store in
+            await #expect(throws: CredentialError(.corruptedState, "")) {
+                _ = try await store.status(clientID: Table.client, subject: "a")
+            }
+            // Users the log does not know are still unknown, not errors.
+            let never = try await store.status(clientID: Table.client, subject: "never")
+            let other = try await store.status(clientID: Table.client, subject: "b")
+            #expect(never.state == .notFound && other.state == .authorized)
+        }
+    }
+
+    /// A write refuses a log whose end was removed, edited or extended, and appends nothing.
+    @Test(arguments: databases)
+    func aWriteRefusesABrokenTail(kind: StoreKind) async throws {
+        let edits = [
+            "DELETE FROM shadow_audit WHERE seq = 4",
+            "UPDATE shadow_audit SET line = (SELECT line FROM shadow_audit WHERE seq = 3) WHERE seq = 4",
+            "INSERT INTO shadow_audit (seq, subject, linked, line) SELECT 5, subject, linked, line FROM shadow_audit WHERE seq = 1",
+        ]
+        for edit in edits {
+            let fixture = try await written(kind)
+            try await sql(fixture, edit)
+            try await withStore(fixture) { store in
+                await #expect(throws: CredentialError(.auditTampered, ""), "\(edit)") {
+                    _ = try await store.apply([Table.event(.signIn, at: Table.t + 10, subject: "c")])
+                }
+                let appended = try await store.status(clientID: Table.client, subject: "c")
+                #expect(appended.state == .notFound, "\(edit)")
+            }
+        }
+    }
+}
