@@ -182,9 +182,10 @@ public struct AppleAuthClient: Sendable {
     private func post(
         _ path: String, _ fields: [(String, String)], bearer: SecretBytes? = nil
     ) async throws -> HTTPResponse {
+        // Apple requires TLS 1.3 for every call; a mirror at another base URL too.
         var request = HTTPRequest(
             method: "POST", url: configuration.baseURL + path, timeout: configuration.timeout,
-            maxResponseBytes: 256 * 1024)
+            maxResponseBytes: 256 * 1024, requiresTLS13: true)
         request.headers.add("Content-Type", "application/x-www-form-urlencoded")
         request.headers.add("Accept", "application/json")
         request.headers.add("User-Agent", configuration.userAgent)
@@ -242,7 +243,8 @@ public struct AppleAuthClient: Sendable {
             let expiresIn = object["expires_in"]?.numberValue?.int64Value
         else { throw AppleError(.invalidResponse, "the token response lacks access_token, token_type or expires_in") }
         guard (0...Self.maxExpiresIn).contains(expiresIn) else {
-            throw AppleError(.invalidResponse, "the token response's expires_in \(expiresIn) is outside 0 to \(Self.maxExpiresIn) s")
+            throw AppleError(
+                .invalidResponse, "the token response's expires_in \(expiresIn) is outside 0 to \(Self.maxExpiresIn) s")
         }
         let refreshToken = object["refresh_token"]?.stringValue
         if requireRefreshToken && refreshToken == nil {

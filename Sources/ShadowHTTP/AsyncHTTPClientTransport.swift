@@ -53,8 +53,14 @@ public final class AsyncHTTPClientTransport: HTTPTransport {
     /// For clients of its own: how to make them.
     private let options: Options
     private let tls: TLSConfiguration
-    /// The clients this transport made on first use, keyed by "through the proxy"; it shuts them down.
-    private let owned = Mutex<[Bool: HTTPClient]>([:])
+    /// The clients this transport made on first use, keyed by "through the proxy" and "TLS 1.3
+    /// only"; it shuts them down.
+    private let owned = Mutex<[ClientKey: HTTPClient]>([:])
+
+    private struct ClientKey: Hashable {
+        let proxied: Bool
+        let tls13: Bool
+    }
     /// Whether plain `http://` to a literal loopback address is allowed.
     public let allowLoopbackHTTP: Bool
 
@@ -112,7 +118,7 @@ public final class AsyncHTTPClientTransport: HTTPTransport {
         guard let method = Self.method(request.method) else {
             throw HTTPTransportError(.other, "\(request.method) is not an HTTP method")
         }
-        let client = try client(for: request.url)
+        let client = try client(for: request.url, tls13: request.requiresTLS13)
 
         var outgoing = HTTPClientRequest(url: request.url)
         outgoing.method = method
@@ -140,14 +146,26 @@ public final class AsyncHTTPClientTransport: HTTPTransport {
         }
     }
 
-    /// The client for `url`: the borrowed one, or an owned one, direct or through the proxy.
-    private func client(for url: String) throws -> HTTPClient {
-        if let borrowed { return borrowed }
+    /// The client for `url`: the borrowed one, or an owned one, direct or through the proxy, and
+    /// for https with TLS 1.3 as its minimum when `tls13` is set.
+    private func client(for url: String, tls13: Bool) throws -> HTTPClient {
         // URLPolicy has already checked that the URL parses and names a host.
         let (scheme, host) = Self.schemeAndHost(url)
+        let tls13 = tls13 && scheme == "https"
+        if let borrowed {
+            // Its TLS settings are the caller's; a requirement it may not meet fails before sending.
+            guard !tls13 else {
+                throw HTTPTransportError(
+                    .tls, "\(url) requires TLS 1.3, which a borrowed HTTPClient cannot be made to enforce")
+            }
+            return borrowed
+        }
         let proxy = scheme == "https" ? try options.proxy.server(forHost: host) : nil
+        let key = ClientKey(proxied: proxy != nil, tls13: tls13)
         return owned.withLock { clients in
-            if let client = clients[proxy != nil] { return client }
+            if let client = clients[key] { return client }
+            var tls = self.tls
+            if tls13 { tls.minimumTLSVersion = .tlsv13 }
             // A refused connection or a certificate that does not verify fails the request at once
             // instead of being retried until the deadline.
             var pool = HTTPClient.Configuration.ConnectionPool(idleTimeout: .seconds(30))
@@ -159,7 +177,7 @@ public final class AsyncHTTPClientTransport: HTTPTransport {
             let client = HTTPClient(
                 eventLoopGroup: options.eventLoopGroup ?? HTTPClient.defaultEventLoopGroup, configuration: configuration
             )
-            clients[proxy != nil] = client
+            clients[key] = client
             return client
         }
     }
@@ -214,6 +232,9 @@ public final class AsyncHTTPClientTransport: HTTPTransport {
             }
         }
         // A connection or TLS failure keeps its own reason even when the deadline passed meanwhile.
+        if error is NIOSSLError || error is BoringSSLError {
+            return HTTPTransportError(.tls, "\(url): the TLS handshake failed (\(error))")
+        }
         return HTTPTransportError(.connection, "\(url): \(error)")
     }
 

@@ -14,23 +14,36 @@ import Synchronization
 /// (key-set caching is ShadowKeys' own).
 public final class URLSessionTransport: HTTPTransport {
     private let session: URLSession
+    /// The same, with TLS 1.3 as its minimum, for requests that require it.
+    private let tls13Session: URLSession
     private let delegate: Delegate
     /// Whether plain `http://` to a loopback address is allowed.
     public let allowLoopbackHTTP: Bool
 
     /// A transport with its own ephemeral session.
     public init(allowLoopbackHTTP: Bool = false) {
+        delegate = Delegate()
+        session = URLSession(configuration: Self.configuration(tls13: false), delegate: delegate, delegateQueue: nil)
+        tls13Session = URLSession(
+            configuration: Self.configuration(tls13: true), delegate: delegate, delegateQueue: nil)
+        self.allowLoopbackHTTP = allowLoopbackHTTP
+    }
+
+    /// An ephemeral configuration without caches or cookies; with `tls13`, TLS 1.3 at least.
+    private static func configuration(tls13: Bool) -> URLSessionConfiguration {
         let configuration = URLSessionConfiguration.ephemeral
         configuration.urlCache = nil
         configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
         configuration.httpShouldSetCookies = false
         configuration.httpCookieAcceptPolicy = .never
-        delegate = Delegate()
-        session = URLSession(configuration: configuration, delegate: delegate, delegateQueue: nil)
-        self.allowLoopbackHTTP = allowLoopbackHTTP
+        if tls13 { configuration.tlsMinimumSupportedProtocolVersion = .TLSv13 }
+        return configuration
     }
 
-    deinit { session.invalidateAndCancel() }
+    deinit {
+        session.invalidateAndCancel()
+        tls13Session.invalidateAndCancel()
+    }
 
     public func send(_ request: HTTPRequest) async throws -> HTTPResponse {
         try URLPolicy.check(request.url, allowLoopbackHTTP: allowLoopbackHTTP)
@@ -44,7 +57,7 @@ public final class URLSessionTransport: HTTPTransport {
         if let body = request.body { urlRequest.httpBody = Data(body) }
 
         let exchange = Exchange(limit: request.maxResponseBytes)
-        let task = session.dataTask(with: urlRequest)
+        let task = (request.requiresTLS13 ? tls13Session : session).dataTask(with: urlRequest)
         delegate.register(exchange, for: task)
         // The deadline runs on a Dispatch timer, not on Swift's cooperative pool, so that it fires
         // on time even when every pool thread is busy.

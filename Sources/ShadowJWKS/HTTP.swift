@@ -43,10 +43,13 @@ public struct HTTPRequest: Sendable {
     public var timeout: Duration
     /// Largest response body accepted; a larger one fails the request.
     public var maxResponseBytes: Int
+    /// An https request must negotiate TLS 1.3 or fail before anything is sent (Apple requires it
+    /// for its APIs). Plain `http://` to loopback, where a transport allows it, has no TLS.
+    public var requiresTLS13: Bool
 
     public init(
         method: String = "GET", url: String, headers: HTTPHeaders = [:], body: [UInt8]? = nil,
-        timeout: Duration = .seconds(5), maxResponseBytes: Int = 256 * 1024
+        timeout: Duration = .seconds(5), maxResponseBytes: Int = 256 * 1024, requiresTLS13: Bool = false
     ) {
         self.method = method
         self.url = url
@@ -54,6 +57,7 @@ public struct HTTPRequest: Sendable {
         self.body = body
         self.timeout = timeout
         self.maxResponseBytes = maxResponseBytes
+        self.requiresTLS13 = requiresTLS13
     }
 }
 
@@ -90,6 +94,8 @@ public struct HTTPTransportError: Error, Sendable, Hashable, CustomStringConvert
         case connection
         /// The response body exceeded the cap.
         case bodyTooLarge = "body_too_large"
+        /// The TLS handshake failed, or could not meet the request's minimum TLS version.
+        case tls
         /// The URL is not allowed (scheme, host) or not valid.
         case forbiddenURL = "forbidden_url"
         /// Anything else.

@@ -42,6 +42,9 @@ public final class JWKSProvider: Sendable {
         public var allowLoopbackHTTP = false
         /// Sent as `User-Agent`.
         public var userAgent = "shadow-keys/0.1"
+        /// Fetch over TLS 1.3 only: set for Apple's key set and mirrors of it (Apple requires
+        /// TLS 1.3 for its APIs), or for any issuer that requires it. Default false.
+        public var requiresTLS13 = false
 
         /// Settings for `url` with every default.
         public init(url: String) { self.url = url }
@@ -322,7 +325,8 @@ public final class JWKSProvider: Sendable {
 
         let started = clock.now
         var request = HTTPRequest(
-            url: configuration.url, timeout: configuration.timeout, maxResponseBytes: configuration.maxResponseBytes)
+            url: configuration.url, timeout: configuration.timeout, maxResponseBytes: configuration.maxResponseBytes,
+            requiresTLS13: configuration.requiresTLS13)
         request.headers.add("Accept", "application/json, application/jwk-set+json")
         request.headers.add("User-Agent", configuration.userAgent)
         let conditional = state.withLock { state -> (String?, String?) in

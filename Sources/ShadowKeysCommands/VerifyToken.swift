@@ -132,7 +132,7 @@ struct VerifyToken: AsyncParsableCommand, QuietCommand {
             let verifier = try options.verifier(), keys = try keySource.keys()
             return { (try await verifier.verify($0, keys: keys), []) }
         }
-        let validator = try options.appleValidator(), keys = try keySource.keys(default: Apple.keysURL),
+        let validator = try options.appleValidator(), keys = try keySource.appleKeys(),
             clientID = self.clientID
         return { token in
             let identity = try await validator.validate(token, keys: keys)

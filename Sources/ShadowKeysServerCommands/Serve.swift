@@ -129,7 +129,7 @@ struct Serve: AsyncParsableCommand, QuietCommand {
             MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
             var logger = Logger(label: "shadow-keys.serve")
             logger.logLevel = .info
-            let keys = try keySource.keys(default: Apple.keysURL)
+            let keys = try keySource.appleKeys()
             let states = try await store.open(create: true)
             let receiver = AppleNotificationReceiver(
                 clientIDs: clientIDs, keys: keys, store: states, maxAge: maxAge, logger: logger)

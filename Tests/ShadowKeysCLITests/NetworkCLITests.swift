@@ -1,10 +1,11 @@
+import Crypto
 import Foundation
 import ShadowCore
 import ShadowJOSE
 import ShadowTestSupport
 import Testing
 
-/// The one binary's own HTTP client, as scripts meet it: hostile servers cost a bounded time and
+/// The lean binary's own HTTP client, as scripts meet it: hostile servers cost a bounded time and
 /// memory, https works with a given CA, and no helper program or networking library is involved.
 @Suite(.tags(.multiProcess)) struct NetworkCLITests {
     let cache: TemporaryDirectory
@@ -78,6 +79,43 @@ import Testing
     }
 
     #if canImport(NIOSSL)
+    /// Apple requires TLS 1.3 for every call: against a server that speaks TLS 1.2 only, each
+    /// Apple call and Apple's key set (a mirror included) fail before any request is sent, naming
+    /// TLS; a key set that is not Apple's is still fetched from the same server.
+    @Test func everyAppleCallRequiresTLS13() throws {
+        let signer = try JWSSigner.rs256(TestKeys.rsa, keyID: "tls-key")
+        let server = try LoopbackHTTPSServer(
+            body: Array(TestKeys.jwksJSON([try signer.publicJWK()]).utf8), tls12Only: true)
+        let ca = ["--ca-file", LoopbackHTTPSServer.caFile]
+        let (generic, _) = try fetch(server.url("/keys"), ca)
+        #expect(generic.status == 0, "a TLS 1.2 server serves a key set that is not Apple's: \(generic.stderr)")
+        let served = server.requestCount
+        #expect(served == 1)
+
+        let p8 = try cache.write("AuthKey.p8", P256.Signing.PrivateKey().pemRepresentation, mode: 0o600)
+        let credentials = [
+            "--p8", p8, "--team-id", "TEAM123456", "--key-id", "KEY1234567", "--client-id", "com.example.app",
+        ]
+        let refresh = try cache.write("refresh.txt", "r.token\n", mode: 0o600)
+        let token = try signer.sign(claims: TokenFactory.claims(now: Int64(Date().timeIntervalSince1970)))
+        let calls: [(arguments: [String], stdin: String?)] = [
+            (["apple", "refresh", "--token-file", refresh, "--base-url", server.url("")] + credentials + ca, nil),
+            (
+                ["apple", "revoke", "--token-file", refresh, "--kind", "refresh", "--base-url", server.url("")]
+                    + credentials + ca, nil
+            ),
+            (["apple", "token", "--code-stdin", "--base-url", server.url("")] + credentials + ca, "code\n"),
+            (["verify-token", "--apple", "--aud", "app.example", "--jwks", server.url("/apple-keys")] + ca, token),
+        ]
+        for call in calls {
+            let result = try CLIRunner.run(
+                call.arguments, stdin: call.stdin, environment: ["XDG_CACHE_HOME": cache.path])
+            #expect(result.status != 0, "\(call.arguments.prefix(2)) succeeded over TLS 1.2")
+            #expect(result.stderr.contains("TLS"), "\(call.arguments.prefix(2)): \(result.stderr)")
+        }
+        #expect(server.requestCount == served, "a request reached the TLS 1.2 server")
+    }
+
     @Test func httpsWorksWithTheGivenCAAndFailsClosedWithout() throws {
         let signer = try JWSSigner.rs256(TestKeys.rsa, keyID: "tls-key")
         let server = try LoopbackHTTPSServer(

@@ -17,14 +17,19 @@ public final class LoopbackHTTPSServer: Sendable {
     private let counter = Counter()
     public let port: Int
 
-    /// Starts a server that answers `status` with `body` (as application/json) and `headers`.
-    public init(status: Int = 200, headers: [(String, String)] = [], body: [UInt8]) throws {
+    /// Starts a server that answers `status` with `body` (as application/json) and `headers`;
+    /// with `tls12Only`, it speaks TLS 1.2 and nothing newer.
+    public init(status: Int = 200, headers: [(String, String)] = [], body: [UInt8], tls12Only: Bool = false) throws {
         let tls = PackagePaths.root.appendingPathComponent("Tests/Fixtures/tls")
-        let configuration = TLSConfiguration.makeServerConfiguration(
+        var configuration = TLSConfiguration.makeServerConfiguration(
             certificateChain: try NIOSSLCertificate.fromPEMFile(tls.appendingPathComponent("server.pem").path).map {
                 .certificate($0)
             },
             privateKey: .file(tls.appendingPathComponent("server-key.pem").path))
+        if tls12Only {
+            configuration.minimumTLSVersion = .tlsv12
+            configuration.maximumTLSVersion = .tlsv12
+        }
         let context = try NIOSSLContext(configuration: configuration)
         let counter = self.counter
         let answer = Answer(status: HTTPResponseStatus(statusCode: status), headers: headers, body: body)

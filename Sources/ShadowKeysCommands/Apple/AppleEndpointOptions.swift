@@ -33,7 +33,7 @@ struct AppleEndpointOptions: ParsableArguments {
         let keysURL = jwks ?? baseURL + "/auth/keys"
         let keys: any JWKSource =
             KeySourceOptions.isURL(keysURL)
-            ? try keySetProvider(url: keysURL, network: network, offline: false) : try readKeySet(keysURL)
+            ? try keySetProvider(url: keysURL, network: network, offline: false, tls13: true) : try readKeySet(keysURL)
         return try AppleAuthClient(
             configuration: configuration, secrets: ClientSecretProvider(builder: try credentials.builder()),
             transport: try network.transport(), identityTokenKeys: keys)
@@ -61,5 +61,5 @@ func readNotification(
         throw CLIError(.malformedToken, "notification body exceeds \(AppleNotificationVerifier.maxBodyBytes) bytes")
     }
     let verifier = AppleNotificationVerifier(clientIDs: audiences, leeway: leeway, clock: try parseNow(now))
-    return try await verifier.verify(body: trimWhitespace(body), keys: keySource.keys(default: Apple.keysURL))
+    return try await verifier.verify(body: trimWhitespace(body), keys: keySource.appleKeys())
 }

@@ -55,7 +55,7 @@ extension StateCommand {
             try await reportingFailures(json: json) {
                 let raw = try token.read()
                 let identity = try await appleOptions.appleValidator().validate(
-                    raw, keys: keySource.keys(default: Apple.keysURL))
+                    raw, keys: keySource.appleKeys())
                 let client = clientID ?? identity.audience
                 let events = try CredentialEvent.signIn(identity, rawToken: raw, clientID: client)
                 let (changes, record) = try await store.withStore(create: true) { store in

@@ -1,4 +1,5 @@
 package import ArgumentParser
+import ShadowApple
 import ShadowCore
 package import ShadowJOSE
 package import ShadowJWKS
@@ -41,16 +42,27 @@ package struct KeySourceOptions: ParsableArguments {
 
     /// The configured key source: a fetched, disk-cached set for a URL; a local set for a file or stdin.
     package func keys(default defaultSource: String? = nil) throws -> any JWKSource {
+        try keys(default: defaultSource, tls13: false)
+    }
+
+    /// Apple's key set: `--jwks`, else Apple's URL; a URL (a mirror included) is fetched over TLS
+    /// 1.3 only, as Apple requires for its APIs.
+    package func appleKeys() throws -> any JWKSource {
+        try keys(default: Apple.keysURL, tls13: true)
+    }
+
+    private func keys(default defaultSource: String?, tls13: Bool) throws -> any JWKSource {
         guard let source = jwks ?? defaultSource else { throw CLIError(.usage, "--jwks URL|FILE|- is required") }
         return Self.isURL(source)
-            ? try keySetProvider(url: source, network: network, offline: offline) : try readKeySet(source)
+            ? try keySetProvider(url: source, network: network, offline: offline, tls13: tls13) : try readKeySet(source)
     }
 }
 
 /// The disk-cached provider the CLI uses for a URL. A cache folder that another user could write
 /// to is not used (with a warning): the key set is then fetched for this run only.
-func keySetProvider(url: String, network: NetworkOptions, offline: Bool) throws -> JWKSProvider {
+func keySetProvider(url: String, network: NetworkOptions, offline: Bool, tls13: Bool = false) throws -> JWKSProvider {
     var configuration = JWKSProvider.Configuration(url: url)
+    configuration.requiresTLS13 = tls13
     configuration.allowLoopbackHTTP = network.allowHTTPLoopback
     var store: FileKeySetStore? = FileKeySetStore(url: url, directory: try cacheDirectory())
     if let problem = store?.directoryProblem {
