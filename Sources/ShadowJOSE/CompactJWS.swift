@@ -71,6 +71,9 @@ public struct CompactJWS: Sendable {
             return try parseObject(UnsafeBufferPointer(scratch), part: "header")
         }
         guard second + 1 < bytes.count else {
+            // An unsecured or HMAC token is refused for its algorithm (as Docs/cli.md and
+            // Docs/server.md class it), whatever else is wrong with it.
+            if let name = headerObject["alg"]?.stringValue { try JWSAlgorithm.refuseUnsecured(name) }
             throw JOSEError(.malformedToken, "signature segment is empty (an unsecured JWS is never accepted)")
         }
         // Payload and signature share one allocation.

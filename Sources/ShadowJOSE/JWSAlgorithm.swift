@@ -21,9 +21,8 @@ public enum JWSAlgorithm: String, Sendable, Hashable, CaseIterable, CustomString
         }
     }
 
-    /// Resolves a header `alg` value, refusing anything outside `allowed`.
-    static func resolve(_ name: String, allowed: Set<JWSAlgorithm>) throws -> JWSAlgorithm {
-        if let algorithm = JWSAlgorithm(exactly: name), allowed.contains(algorithm) { return algorithm }
+    /// Refuses `none` and the HMAC algorithms, which are never accepted whatever is allowed.
+    static func refuseUnsecured(_ name: String) throws {
         if name.exactlyEquals("none") {
             throw JOSEError(.disallowedAlgorithm, "alg \"none\" (unsecured JWS) is never accepted")
         }
@@ -32,6 +31,12 @@ public enum JWSAlgorithm: String, Sendable, Hashable, CaseIterable, CustomString
                 .disallowedAlgorithm,
                 "alg \(name.quotedForMessage) is an HMAC algorithm; shared-secret algorithms are never accepted")
         }
+    }
+
+    /// Resolves a header `alg` value, refusing anything outside `allowed`.
+    static func resolve(_ name: String, allowed: Set<JWSAlgorithm>) throws -> JWSAlgorithm {
+        if let algorithm = JWSAlgorithm(exactly: name), allowed.contains(algorithm) { return algorithm }
+        try refuseUnsecured(name)
         guard let algorithm = JWSAlgorithm(exactly: name) else {
             throw JOSEError(
                 .disallowedAlgorithm, "alg \(name.quotedForMessage) is not supported (supported: RS256, ES256)")

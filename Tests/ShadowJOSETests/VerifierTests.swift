@@ -101,9 +101,15 @@ import Testing
         let payload = Base64URL.encode(Array(TokenFactory.claims(now: now).serialized().utf8))
         for header in [#"{"alg":"none"}"#, #"{"alg":"none","kid":"rsa-1"}"#] {
             let input = Base64URL.encode(Array(header.utf8)) + "." + payload
-            expectRejected(input + ".", .malformedToken, mentioning: "unsecured")
+            // With or without a signature, the algorithm is the refusal (exit 11, 401 in serve).
+            expectRejected(input + ".", .disallowedAlgorithm, mentioning: "unsecured")
             expectRejected(input + ".AAAA", .disallowedAlgorithm, mentioning: "none")
         }
+        let hmac = Base64URL.encode(Array(#"{"alg":"HS256"}"#.utf8)) + "." + payload
+        expectRejected(hmac + ".", .disallowedAlgorithm, mentioning: "HMAC")
+        // An allowed algorithm with no signature is a malformed token.
+        let unsigned = Base64URL.encode(Array(#"{"alg":"RS256","kid":"rsa-1"}"#.utf8)) + "." + payload
+        expectRejected(unsigned + ".", .malformedToken, mentioning: "signature segment is empty")
         for alg in ["None", "NONE", "nOnE"] {
             let input = Base64URL.encode(Array(#"{"alg":"\#(alg)"}"#.utf8)) + "." + payload
             expectRejected(input + ".AAAA", .disallowedAlgorithm)

@@ -238,15 +238,25 @@ import Testing
         }
         #expect(Set(calls.keys) == Set(owed.map { tokens[$0]! }))
 
-        // The two metrics pages add up to what was sent and done.
-        var totals: [String: Double] = [:]
-        for port in ports {
-            let page = try ServeCLITests.http("GET", port: port, path: "/metrics")
-            #expect(page.status == 200)
-            for line in page.body.split(separator: "\n") where !line.hasPrefix("#") {
-                let parts = line.split(separator: " ")
-                if parts.count == 2, let value = Double(parts[1]) { totals[String(parts[0]), default: 0] += value }
+        // The two metrics pages add up to what was sent and done. Each worker sets its pending
+        // gauge when it next polls the queue, so the pages are read until the gauges have caught
+        // up with the drained queue (or 30 s pass).
+        func metrics() throws -> [String: Double] {
+            var totals: [String: Double] = [:]
+            for port in ports {
+                let page = try ServeCLITests.http("GET", port: port, path: "/metrics")
+                #expect(page.status == 200)
+                for line in page.body.split(separator: "\n") where !line.hasPrefix("#") {
+                    let parts = line.split(separator: " ")
+                    if parts.count == 2, let value = Double(parts[1]) { totals[String(parts[0]), default: 0] += value }
+                }
             }
+            return totals
+        }
+        var totals = try metrics()
+        for _ in 0..<300 where totals["shadow_keys_revocations_pending", default: -1] != 0 {
+            usleep(100_000)
+            totals = try metrics()
         }
         #expect(totals["shadow_keys_notifications_received_total"] == Double(sent.count), "\(totals)")
         #expect(
