@@ -26,6 +26,9 @@ public struct NotificationResponse: Sendable {
         case tooLarge = "too_large"
         /// Apple's keys or the store could not be reached (503): Apple retries later.
         case unavailable
+        /// The body did not arrive: the client went away mid-body (400), or was slower than the
+        /// body timeout (408). Nothing was verified or applied.
+        case incomplete
     }
 
     public let status: Int
@@ -50,6 +53,7 @@ public struct NotificationResponse: Sendable {
         case .unauthorized: status = 401
         case .tooLarge: status = 413
         case .unavailable: status = 503
+        case .incomplete: status = code == "timeout" ? 408 : 400
         }
         var object: JSONObject = ["outcome": .string(outcome.rawValue)]
         if let code, let message { object.set("error", .object(["code": .string(code), "message": .string(message)])) }
@@ -91,7 +95,7 @@ public final class AppleNotificationReceiver: Sendable {
         self.maxAge = maxAge
         self.logger = logger
         let all: [NotificationResponse.Outcome] = [
-            .applied, .duplicate, .ignored, .badRequest, .unauthorized, .tooLarge, .unavailable,
+            .applied, .duplicate, .ignored, .badRequest, .unauthorized, .tooLarge, .unavailable, .incomplete,
         ]
         outcomes = Dictionary(
             uniqueKeysWithValues: all.map {
@@ -116,6 +120,19 @@ public final class AppleNotificationReceiver: Sendable {
         outcomes[.tooLarge]?.increment()
         return NotificationResponse(
             .tooLarge, code: "too_large", message: "the body exceeds \(AppleNotificationVerifier.maxBodyBytes) bytes")
+    }
+
+    /// The answer to a body that never arrived whole: the client hung up or broke off
+    /// (`incomplete`, 400), or was slower than the body timeout (`timeout`, 408). Counted under
+    /// the outcome `incomplete`, never `too_large`.
+    public func refuseIncomplete(timedOut: Bool) -> NotificationResponse {
+        logger.notice("notification refused", metadata: ["reason": "\(timedOut ? "body timeout" : "incomplete body")"])
+        received.increment()
+        outcomes[.incomplete]?.increment()
+        return timedOut
+            ? NotificationResponse(
+                .incomplete, code: "timeout", message: "the body did not arrive within the body timeout")
+            : NotificationResponse(.incomplete, code: "incomplete", message: "the body ended before it was complete")
     }
 
     private func handle(_ body: some Collection<UInt8>) async -> NotificationResponse {

@@ -1,5 +1,11 @@
 import ArgumentParser
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import Hummingbird
+import HummingbirdCore
 import Logging
 import Metrics
 import NIOCore
@@ -55,6 +61,24 @@ struct Serve: AsyncParsableCommand, QuietCommand {
         name: .customLong("revocation-lease"),
         help: "Seconds a claimed revocation is held before another worker may take it (5 to 3600).")
     var revocationLease: Double = 60
+    @Option(
+        name: .customLong("shutdown-grace"),
+        help: "Seconds the requests in flight get after SIGTERM or SIGINT; then the rest are closed (0 to 3600).")
+    var shutdownGrace: Double = 10
+    @Option(
+        name: .customLong("idle-timeout"),
+        help:
+            "Seconds a connection may sit without a complete request head: idle, or sending its head slowly (1 to 3600)."
+    )
+    var idleTimeout: Double = 15
+    @Option(
+        name: .customLong("body-timeout"),
+        help: "Seconds a request body may take to arrive; slower gets 408 and the connection is closed (1 to 600).")
+    var bodyTimeout: Double = 10
+    @Option(
+        name: .customLong("max-connections"),
+        help: "Most connections at once; more wait to be accepted (default: the descriptor limit less 64).")
+    var maxConnections: Int?
 
     /// The listen address, checked.
     func address() throws -> (host: String, port: Int) {
@@ -97,6 +121,13 @@ struct Serve: AsyncParsableCommand, QuietCommand {
         }
         guard (5...3600).contains(revocationLease) else {
             throw ValidationError("--revocation-lease: 5 to 3600 seconds")
+        }
+        guard (0...3600).contains(shutdownGrace) else { throw ValidationError("--shutdown-grace: 0 to 3600 seconds") }
+        guard (1...3600).contains(idleTimeout) else { throw ValidationError("--idle-timeout: 1 to 3600 seconds") }
+        guard (1...600).contains(bodyTimeout) else { throw ValidationError("--body-timeout: 1 to 600 seconds") }
+        if let maxConnections, !(1...ServeLimits.descriptorLimit()).contains(maxConnections) {
+            throw ValidationError(
+                "--max-connections: 1 to \(ServeLimits.descriptorLimit()) (this process's descriptor limit)")
         }
     }
 
@@ -145,7 +176,7 @@ struct Serve: AsyncParsableCommand, QuietCommand {
                     "a vault store keeps no revocation queue: --p8 is not used; use a SQLite or PostgreSQL store")
             }
             let router = Router()
-            router.addAppleNotifications(receiver: receiver)
+            router.addAppleNotifications(receiver: receiver, bodyTimeout: .nanoseconds(Int64(bodyTimeout * 1e9)))
             router.get("metrics") { _, _ -> Response in
                 var text: [UInt8] = []
                 registry.emit(into: &text)
@@ -162,15 +193,23 @@ struct Serve: AsyncParsableCommand, QuietCommand {
                             string: healthy ? #"{"status":"ok"}"# : #"{"status":"store_unavailable"}"#)))
             }
             let (host, port) = try address()
+            let connections = maxConnections ?? ServeLimits.defaultMaxConnections()
             let app = Application(
-                router: router, configuration: .init(address: .hostname(host, port: port), serverName: "shadow-keys"),
+                router: router,
+                server: .http1(configuration: .init(idleTimeout: .nanoseconds(Int64(idleTimeout * 1e9)))),
+                configuration: .init(
+                    address: .hostname(host, port: port), serverName: "shadow-keys",
+                    availableConnectionsDelegate: MaximumAvailableConnections(connections, logger: logger)),
                 logger: logger)
             var services: [any Service] = [app]
             if let worker { services.append(RevocationService(worker: worker)) }
-            let group = ServiceGroup(
-                configuration: .init(
-                    services: services.map { .init(service: $0) }, gracefulShutdownSignals: [.sigterm, .sigint],
-                    logger: logger))
+            var configuration = ServiceGroupConfiguration(
+                services: services.map { .init(service: $0) }, gracefulShutdownSignals: [.sigterm, .sigint],
+                logger: logger)
+            // After the grace period the group cancels the server, which closes what is still open.
+            configuration.maximumGracefulShutdownDuration = .nanoseconds(Int64(shutdownGrace * 1e9))
+            configuration.maximumCancellationDuration = .seconds(5)
+            let group = ServiceGroup(configuration: configuration)
             do {
                 try await group.run()
             } catch {
@@ -189,4 +228,31 @@ struct RevocationService: Service {
     func run() async throws {
         try await cancelWhenGracefulShutdown { await worker.run() }
     }
+}
+
+/// The descriptor limit `serve` runs under: raised at start to the hard limit, as servers do
+/// (systemd's soft default of 1024 is for programs that do not expect many connections).
+enum ServeLimits {
+    /// Descriptors kept back from the connection limit: the store, the key cache, logs, Apple.
+    static let reserve = 64
+
+    /// Raises the soft descriptor limit to the hard one, and returns the soft limit now in force.
+    static func descriptorLimit() -> Int {
+        #if canImport(Glibc)
+        let resource = __rlimit_resource_t(RLIMIT_NOFILE.rawValue)
+        #else
+        let resource = RLIMIT_NOFILE
+        #endif
+        var limit = rlimit()
+        guard getrlimit(resource, &limit) == 0 else { return 1024 }
+        if limit.rlim_cur < limit.rlim_max {
+            var raised = limit
+            raised.rlim_cur = min(limit.rlim_max, 1 << 20)
+            if setrlimit(resource, &raised) == 0 { limit = raised }
+        }
+        return Int(clamping: limit.rlim_cur)
+    }
+
+    /// The default connection limit: the descriptor limit less the reserve.
+    static func defaultMaxConnections() -> Int { max(1, descriptorLimit() - reserve) }
 }

@@ -1,0 +1,160 @@
+import Foundation
+import ShadowCore
+import ShadowTestSupport
+import Testing
+
+/// `serve` against slow and vanishing clients: a stalled upload cannot hold up shutdown, idle and
+/// half-sent requests are closed, a slow body gets 408, a hang-up is not counted as too large, a
+/// declared oversized body is refused from its header, and many slow clients do not starve a
+/// valid notification (Docs/server.md, "Slow clients").
+@Suite(.tags(.multiProcess)) struct ServeSlowClientTests {
+    let base: ServeCLITests
+
+    init() throws { base = try ServeCLITests() }
+
+    /// A connected socket to serve, or an error.
+    static func connectSocket(_ port: Int) throws -> Int32 {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw CLIRunnerError("socket: \(errno)") }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = UInt16(port).bigEndian
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        }
+        guard connected == 0 else {
+            close(fd)
+            throw CLIRunnerError("connect to \(port) failed")
+        }
+        return fd
+    }
+
+    static func send(_ fd: Int32, _ text: String) {
+        let bytes = Array(text.utf8)
+        _ = bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+    }
+
+    /// Everything the server sends until it closes the connection or `seconds` pass; and whether it closed.
+    static func receive(_ fd: Int32, seconds: Double) -> (text: String, closed: Bool) {
+        var timeout = timeval(tv_sec: Int(seconds), tv_usec: Int((seconds - Double(Int(seconds))) * 1e6))
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        var received: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let n = recv(fd, &buffer, buffer.count, 0)
+            if n == 0 { return (String(decoding: received, as: UTF8.self), true) }
+            if n < 0 { return (String(decoding: received, as: UTF8.self), errno == ECONNRESET) }
+            received += buffer[..<n]
+        }
+    }
+
+    func startServe(_ extra: [String]) throws -> (ChildProcess, Int) {
+        let port = try PostgresCluster.freePortForTests()
+        let server = try ChildProcess(
+            CLIRunner.serverExecutable.path,
+            [
+                "serve", "--listen", "127.0.0.1:\(port)", "--client-id", ServeCLITests.client, "--jwks", base.jwks,
+                "--store", "sqlite:\(base.directory.path)/state.sqlite", "--key-file", base.keyFile,
+            ] + extra, environment: [:], removing: ["SHADOW_KEYS_STATE_STORE"])
+        for _ in 0..<300 {
+            if let (status, _) = try? ServeCLITests.http("GET", port: port, path: "/healthz"), status == 200 {
+                return (server, port)
+            }
+            usleep(100_000)
+        }
+        server.kill(SIGKILL)
+        throw CLIRunnerError("serve never answered /healthz: \(try server.wait(timeout: 10).stderr.suffix(2000))")
+    }
+
+    static let partialUpload =
+        "POST /apple/notifications HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"pa"
+
+    @Test func aStalledUploadCannotHoldUpShutdown() throws {
+        let (server, port) = try startServe(["--shutdown-grace", "1", "--body-timeout", "600"])
+        let fd = try Self.connectSocket(port)
+        defer { close(fd) }
+        Self.send(fd, Self.partialUpload)
+        usleep(300_000)
+        let started = Date()
+        server.kill(SIGTERM)
+        let result = try server.wait(timeout: 30)
+        let took = Date().timeIntervalSince(started)
+        #expect(result.status == 0, "\(result.stderr.suffix(1000))")
+        #expect(took < 10, "serve took \(took) s to stop with a stalled upload open")
+    }
+
+    @Test func idleAndHalfSentRequestsAreClosedAndASlowBodyGets408() throws {
+        let (server, port) = try startServe(["--idle-timeout", "2", "--body-timeout", "1"])
+        defer { server.kill(SIGKILL) }
+        let idle = try Self.connectSocket(port)
+        defer { close(idle) }
+        let halfHeader = try Self.connectSocket(port)
+        defer { close(halfHeader) }
+        Self.send(halfHeader, "POST /apple/notifications HTTP/1.1\r\nHost: x\r\n")
+        let slowBody = try Self.connectSocket(port)
+        defer { close(slowBody) }
+        Self.send(slowBody, Self.partialUpload)
+        #expect(Self.receive(idle, seconds: 6).closed, "an idle connection stayed open")
+        #expect(Self.receive(halfHeader, seconds: 6).closed, "a half-sent header stayed open")
+        let answer = Self.receive(slowBody, seconds: 6)
+        #expect(answer.text.hasPrefix("HTTP/1.1 408") && answer.text.contains("\"timeout\""), "\(answer.text)")
+        #expect(answer.closed)
+    }
+
+    /// A client that hangs up mid-body is `incomplete`, not `too_large`; an oversized body
+    /// declared with Expect: 100-continue is refused at once from its header.
+    @Test func hangUpsAreNotTooLargeAndADeclaredHugeBodyIsRefusedAtOnce() throws {
+        let (server, port) = try startServe([])
+        defer { server.kill(SIGKILL) }
+        for _ in 0..<20 {
+            let fd = try Self.connectSocket(port)
+            Self.send(fd, Self.partialUpload)
+            usleep(20_000)
+            close(fd)
+        }
+        let huge = try Self.connectSocket(port)
+        defer { close(huge) }
+        Self.send(
+            huge,
+            "POST /apple/notifications HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000000000\r\nExpect: 100-continue\r\n\r\n"
+        )
+        let refused = Self.receive(huge, seconds: 3)
+        #expect(refused.text.hasPrefix("HTTP/1.1 413"), "\(refused.text)")
+        var metrics = ""
+        for _ in 0..<50 {
+            metrics = try ServeCLITests.http("GET", port: port, path: "/metrics").body
+            if metrics.contains(#"shadow_keys_notifications_total{outcome="incomplete"} 20"#) { break }
+            usleep(100_000)
+        }
+        #expect(metrics.contains(#"shadow_keys_notifications_total{outcome="incomplete"} 20"#), "\(metrics)")
+        #expect(metrics.contains(#"shadow_keys_notifications_total{outcome="too_large"} 1"#), "\(metrics)")
+    }
+
+    /// A thousand slow clients connected at once (past systemd's default 1024 descriptors) do
+    /// not keep a valid notification from being applied.
+    @Test func aValidNotificationGetsThroughAThousandSlowClients() throws {
+        var limit = rlimit()
+        getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit)
+        guard limit.rlim_max >= 2400 else { return }
+        limit.rlim_cur = max(limit.rlim_cur, 2400)
+        setrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit)
+        let (server, port) = try startServe(["--idle-timeout", "30"])
+        defer { server.kill(SIGKILL) }
+        var slow: [Int32] = []
+        defer { for fd in slow { close(fd) } }
+        for index in 0..<1100 {
+            let fd = try Self.connectSocket(port)
+            if index % 2 == 0 { Self.send(fd, "POST /apple/notifications HTTP/1.1\r\nHost: x\r\n") }
+            slow.append(fd)
+        }
+        let body = Array(try base.notification("consent-revoked", subject: "u.slow", jti: "slow-1").utf8)
+        let started = Date()
+        let (status, answer) = try ServeCLITests.http("POST", port: port, path: "/apple/notifications", body: body)
+        #expect(status == 200 && answer.contains("applied"), "\(status) \(answer)")
+        #expect(Date().timeIntervalSince(started) < 5)
+        #expect(try ServeCLITests.http("GET", port: port, path: "/healthz").status == 200)
+    }
+}
