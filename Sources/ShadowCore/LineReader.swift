@@ -19,6 +19,8 @@ package struct LineReader {
     /// Reads up to the buffer's size into it; 0 at the end.
     private let source: (UnsafeMutableRawBufferPointer) throws -> Int
     private var buffer: [UInt8] = []
+    /// Where each read lands before its bytes join `buffer`.
+    private var scratch = [UInt8](repeating: 0, count: 64 * 1024)
     private var start = 0
     private var ended = false
     /// The length of the over-long line being skipped, if any.
@@ -90,21 +92,11 @@ package struct LineReader {
             buffer.removeFirst(start)
             start = 0
         }
-        let chunk = 64 * 1024
-        let old = buffer.count
-        buffer.append(contentsOf: repeatElement(0, count: chunk))
         let source = self.source
-        let count: Int
-        do {
-            count = try buffer.withUnsafeMutableBytes {
-                try source(UnsafeMutableRawBufferPointer(rebasing: $0[old...]))
-            }
-        } catch {
-            buffer.removeLast(chunk)
-            throw error
-        }
-        precondition((0...chunk).contains(count), "a line source returned \(count) for a \(chunk)-byte buffer")
-        buffer.removeLast(chunk - count)
+        let count = try scratch.withUnsafeMutableBytes { try source($0) }
+        precondition(
+            (0...scratch.count).contains(count), "a line source returned \(count) for a \(scratch.count)-byte buffer")
         if count == 0 { ended = true }
+        buffer.append(contentsOf: scratch[..<count])
     }
 }

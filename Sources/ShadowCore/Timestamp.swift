@@ -87,6 +87,14 @@ package struct Timestamp: Sendable, Hashable, Comparable, CustomStringConvertibl
         return date + "T\(Self.pad(f.hour, 2)):\(Self.pad(f.minute, 2)):\(Self.pad(f.second, 2))Z"
     }
 
+    /// RFC 3339 in UTC to the millisecond: as ``rfc3339`` for a whole second, else with three
+    /// fraction digits, e.g. `2023-11-14T22:13:20.042Z`.
+    package var rfc3339Exact: String {
+        let fraction = Int(milliseconds - wholeSeconds * 1000)
+        guard fraction != 0 else { return rfc3339 }
+        return String(rfc3339.dropLast()) + "." + Self.pad(fraction, 3) + "Z"
+    }
+
     /// UTC calendar fields: year 1...9999, month 1...12, day, hour, minute, second, weekday (0 = Sunday).
     package var fields: (year: Int, month: Int, day: Int, hour: Int, minute: Int, second: Int, weekday: Int) {
         let total = Int(wholeSeconds)
@@ -285,5 +293,10 @@ extension Timestamp {
     /// is not (never a crash).
     package static func rfc3339(_ date: Date) -> String {
         Timestamp(date)?.rfc3339 ?? "\(date.timeIntervalSince1970) s since 1970"
+    }
+
+    /// ``rfc3339Exact`` of a date (milliseconds kept).
+    package static func rfc3339Exact(_ date: Date) -> String {
+        Timestamp(date)?.rfc3339Exact ?? "\(date.timeIntervalSince1970) s since 1970"
     }
 }

@@ -165,7 +165,10 @@ package final class StateEngine<Database: StateDatabase>: Sendable {
             guard lines.isEmpty else {
                 throw CredentialError(
                     .corruptedState,
-                    "the user's credential row is missing, but the audit log holds \(lines.count) of their transitions: it was deleted"
+                    """
+                    the user's credential row is missing, but the audit log holds \(lines.count) of their \
+                    transitions: it was deleted
+                    """
                 )
             }
             return CredentialRecord()
@@ -331,7 +334,10 @@ package final class StateEngine<Database: StateDatabase>: Sendable {
         guard tail.count == 1 else {
             throw CredentialError(
                 .auditTampered,
-                "the audit log holds line \(tail[1].sequence) past its authenticated head (\(count) lines): it was inserted"
+                """
+                the audit log holds line \(tail[1].sequence) past its authenticated head (\(count) lines): it was \
+                inserted
+                """
             )
         }
         let opened = try openAudit(last)

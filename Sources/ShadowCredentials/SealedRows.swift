@@ -71,6 +71,12 @@ package enum SealedRows {
             }
         }
         guard reader.isAtEnd else { throw Reader.corrupted("a credential row has trailing bytes") }
+        // The fold never keeps an authorization at or before the revocation: no writer stores one.
+        if let authorization = marks[0], let revocation = marks[1],
+            authorization.timeMilliseconds <= revocation.timeMilliseconds
+        {
+            throw Reader.corrupted("a credential row holds an authorization at or before its revocation")
+        }
         record.authorization = marks[0]
         record.revocation = marks[1]
         record.transfer = marks[2]

@@ -43,7 +43,10 @@ struct ClientSecretCommand: AsyncParsableCommand, QuietCommand {
         let real = Date().timeIntervalSince1970
         if issued > real + Self.futureSkew {
             throw ValidationError(
-                "--now: iat would be \(Int(issued - real)) s after this machine's clock; Apple refuses a secret issued in the future"
+                """
+                --now: iat would be \(Int(issued - real)) s after this machine's clock; Apple refuses a secret issued \
+                in the future
+                """
             )
         }
         let expires = issued + Double(credentials.ttl)

@@ -68,7 +68,10 @@ struct Serve: AsyncParsableCommand, QuietCommand {
     @Option(
         name: .customLong("idle-timeout"),
         help:
-            "Seconds a connection may sit without a complete request head: idle, or sending its head slowly (1 to 3600)."
+            """
+            Seconds a connection may sit without a complete request head: idle, or sending its head slowly (1 to \
+            3600).
+            """
     )
     var idleTimeout: Double = 15
     @Option(

@@ -258,7 +258,10 @@ final class PostgresStateDatabase: StateDatabase {
         guard let number = Int(version), (1...Self.migrations.count).contains(number) else {
             throw CredentialError(
                 .corruptedState,
-                "the database has schema version \(version.prefix(20)); this ShadowKeys reads 1 to \(Self.migrations.count)"
+                """
+                the database has schema version \(version.prefix(20)); this ShadowKeys reads 1 to \
+                \(Self.migrations.count)
+                """
             )
         }
     }

@@ -79,4 +79,17 @@ import Testing
             #expect(try Timestamp.parse(time.rfc3339) == time, "seed 0x5EED7135, \(seconds)")
         }
     }
+
+    /// `since` keeps its milliseconds: a fraction of three digits when there is one.
+    @Test(arguments: [
+        (Int64(1_700_000_000_042), "2023-11-14T22:13:20.042Z"), (1_700_000_000_000, "2023-11-14T22:13:20Z"),
+        (1_700_000_000_999, "2023-11-14T22:13:20.999Z"), (-1, "1969-12-31T23:59:59.999Z"),
+        (5, "1970-01-01T00:00:00.005Z"),
+    ])
+    func exactTimesKeepTheirMilliseconds(milliseconds: Int64, text: String) throws {
+        let time = try #require(Timestamp(milliseconds: milliseconds))
+        #expect(time.rfc3339Exact == text)
+        #expect(Timestamp.rfc3339Exact(Date(timeIntervalSince1970: Double(milliseconds) / 1000)) == text)
+        #expect(try Timestamp.parse(text).milliseconds == milliseconds)
+    }
 }

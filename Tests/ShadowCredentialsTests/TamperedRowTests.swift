@@ -87,7 +87,10 @@ import Testing
         let edits = [
             "DELETE FROM shadow_audit WHERE seq = 4",
             "UPDATE shadow_audit SET line = (SELECT line FROM shadow_audit WHERE seq = 3) WHERE seq = 4",
-            "INSERT INTO shadow_audit (seq, subject, linked, line) SELECT 5, subject, linked, line FROM shadow_audit WHERE seq = 1",
+            """
+            INSERT INTO shadow_audit (seq, subject, linked, line) SELECT 5, subject, linked, line FROM shadow_audit \
+            WHERE seq = 1
+            """,
         ]
         for edit in edits {
             let fixture = try await written(kind)

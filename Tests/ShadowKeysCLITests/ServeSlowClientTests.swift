@@ -70,7 +70,10 @@ import Testing
     }
 
     static let partialUpload =
-        "POST /apple/notifications HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"pa"
+        """
+        POST /apple/notifications HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: \
+        100\r\n\r\n{\"pa
+        """
 
     @Test func aStalledUploadCannotHoldUpShutdown() throws {
         let (server, port) = try startServe(["--shutdown-grace", "1", "--body-timeout", "600"])
@@ -119,7 +122,10 @@ import Testing
         defer { close(huge) }
         Self.send(
             huge,
-            "POST /apple/notifications HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000000000\r\nExpect: 100-continue\r\n\r\n"
+            """
+            POST /apple/notifications HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: \
+            1000000000\r\nExpect: 100-continue\r\n\r\n
+            """
         )
         let refused = Self.receive(huge, seconds: 3)
         #expect(refused.text.hasPrefix("HTTP/1.1 413"), "\(refused.text)")

@@ -26,7 +26,7 @@ extension StateCommand {
                     Console.note(
                         """
                         \(query.user.subject.quotedForMessage) is \
-                        \(status.state)\(status.since.map { " since \(Timestamp.rfc3339($0))" } ?? "")
+                        \(status.state)\(status.since.map { " since \(Timestamp.rfc3339Exact($0))" } ?? "")
                         """
                     )
                     throw ExitCode(ExitStatus.credentialRevoked.rawValue)

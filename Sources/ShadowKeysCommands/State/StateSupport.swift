@@ -50,7 +50,7 @@ func millisecondsToDate(_ milliseconds: Int64) -> Date { Date(timeIntervalSince1
 func statusJSON(_ status: CredentialStatus) -> JSONObject {
     [
         "state": .string(status.state.description), "raw_value": .int(status.state.rawValue),
-        "since": status.since.map { .string(Timestamp.rfc3339($0)) } ?? .null,
+        "since": status.since.map { .string(Timestamp.rfc3339Exact($0)) } ?? .null,
         "cause": status.cause.map { .string($0.rawValue) } ?? .null,
         "event_id": status.eventID.map(JSONValue.string) ?? .null,
         "linked_sub": status.linkedSubject.map(JSONValue.string) ?? .null,
@@ -66,7 +66,7 @@ func printStatus(_ status: CredentialStatus, user: UserOptions, json: Bool) {
         return
     }
     Console.out("state: \(status.state) (\(status.state.rawValue))")
-    if let since = status.since { Console.out("since: \(Timestamp.rfc3339(since))") }
+    if let since = status.since { Console.out("since: \(Timestamp.rfc3339Exact(since))") }
     if let cause = status.cause {
         Console.out("cause: \(cause.rawValue)\(status.eventID.map { " (\($0.terminalSafe))" } ?? "")")
     }
