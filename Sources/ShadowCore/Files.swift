@@ -304,3 +304,27 @@ package let systemWrite = Musl.write
 package let systemRead = Darwin.read
 package let systemWrite = Darwin.write
 #endif
+
+/// open(2) with a mode, through the platform's C library (a method named `open` or `close`
+/// shadows the free function, so callers name the library; this names it once for all).
+package func systemOpen(_ path: String, _ flags: Int32, _ mode: UInt16) -> Int32 {
+    #if canImport(Glibc)
+    Glibc.open(path, flags, mode_t(mode))
+    #elseif canImport(Musl)
+    Musl.open(path, flags, mode_t(mode))
+    #else
+    Darwin.open(path, flags, mode_t(mode))
+    #endif
+}
+
+/// close(2), through the platform's C library.
+@discardableResult
+package func systemClose(_ fd: Int32) -> Int32 {
+    #if canImport(Glibc)
+    Glibc.close(fd)
+    #elseif canImport(Musl)
+    Musl.close(fd)
+    #else
+    Darwin.close(fd)
+    #endif
+}

@@ -154,11 +154,11 @@ public final class SQLiteCredentialStore: DatabaseCredentialStore {
                 throw CredentialError(.storeUnavailable, "creating \(folder): \(error)")
             }
         }
-        let fd = Glibc.open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        let fd = systemOpen(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
         guard fd >= 0 || errno == EEXIST else {
             throw CredentialError(.storeUnavailable, "creating \(path): \(String(cString: strerror(errno)))")
         }
-        if fd >= 0 { Glibc.close(fd) }
+        if fd >= 0 { systemClose(fd) }
     }
 }
 

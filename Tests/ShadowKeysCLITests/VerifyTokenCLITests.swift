@@ -149,6 +149,22 @@ import Testing
         }
     }
 
+    /// A nonce on argv draws its warning once, with --apple too (which builds Apple's validator
+    /// only, not the generic verifier beside it).
+    @Test func aNonceOnTheCommandLineIsWarnedAboutOnce() throws {
+        let apple = try JWSSigner.rs256(TestKeys.rsa, keyID: "apple-1")
+        let appleKeys = try directory.write("apple.json", TestKeys.jwksJSON([try apple.publicJWK()]))
+        let claims = TokenFactory.claims(
+            now: now, extra: ["iss": "https://appleid.apple.com", "aud": "app.example", "nonce": "n-1"])
+        let token = try apple.sign(claims: claims)
+        for arguments in [["--apple", "--aud", "app.example"], ["--aud", "app.example"]] {
+            let result = try verify(token, arguments + ["--nonce", "n-1"], jwks: appleKeys)
+            #expect(result.status == 0, "\(arguments): \(result.stderr)")
+            let warnings = result.stderr.components(separatedBy: "visible to other users").count - 1
+            #expect(warnings == 1, "\(arguments): \(result.stderr)")
+        }
+    }
+
     @Test func optionsReachThePolicy() throws {
         let nonce = "raw-nonce"
         let hashed = try token(extra: ["nonce": .string(Hex.encode(Array(SHA256Hex.digest(nonce))))])

@@ -28,7 +28,7 @@ struct InputFile {
         size = fstat(fd, &info) == 0 && (info.st_mode & S_IFMT) == S_IFREG ? Int(info.st_size) : nil
     }
 
-    func close() { if fd > 0 { _ = Glibc.close(fd) } }
+    func close() { if fd > 0 { systemClose(fd) } }
 }
 
 /// Progress on stderr for large inputs, only when stderr is a terminal and `--quiet` is not given.
