@@ -78,17 +78,11 @@ public struct AppleIdentityMiddleware<Context: AppleIdentityRequestContext>: Rou
             do { record = try await states.record(clientID: token.audience, subject: token.subject) } catch {
                 return jsonError(.serviceUnavailable, "store_unavailable", "the credential store is unavailable")
             }
-            if (try? record.enforce(token)) == nil {
-                return jsonError(
-                    .unauthorized, "credential_revoked",
-                    "the token was issued before its subject's credential was revoked or transferred", challenge: true)
+            // The one enforcement rule (Docs/credential-state.md, "Enforcement").
+            do { try record.enforce(token) } catch let error as CredentialError {
+                return jsonError(.unauthorized, error.codeName, error.reason, challenge: true)
             }
             status = record.status
-            if status?.state == .revoked || status?.state == .transferred {
-                return jsonError(
-                    .unauthorized, "credential_revoked", "the user's credential is \(record.status.state)",
-                    challenge: true)
-            }
         }
         var context = context
         context.appleIdentity = AuthenticatedAppleIdentity(token: token, status: status)

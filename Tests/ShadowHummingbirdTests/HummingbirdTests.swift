@@ -110,6 +110,14 @@ import Testing
                     #expect(response.status == .unauthorized)
                     #expect(String(buffer: response.body).contains("credential_revoked"))
                 }
+                // The one enforcement rule: a token issued after the revocation (the user signed in
+                // with Apple again) passes, as it does for verify-token --state; the state shows why.
+                let later = try identityToken(subject: subject, issuedAt: now + 1)
+                try await client.execute(uri: "/api/me", method: .get, headers: [.authorization: "Bearer \(later)"]) {
+                    response in
+                    #expect(response.status == .ok)
+                    #expect(String(buffer: response.body) == "\(subject) revoked")
+                }
                 try await client.execute(
                     uri: "/apple/notifications", method: .post, body: ByteBuffer(string: "not json")
                 ) {
