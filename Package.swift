@@ -42,6 +42,9 @@ let package = Package(
         .library(name: "ShadowCrypto", targets: ["ShadowCrypto"]),
         .library(name: "ShadowVault", targets: ["ShadowVault"]),
         .library(name: "ShadowCredentials", targets: ["ShadowCredentials"]),
+        // The framework-neutral server side: the notification receiver (HTTP statuses, JSON
+        // bodies, metrics) and Apple's revoke call for the revocation worker.
+        .library(name: "ShadowServer", targets: ["ShadowServer"]),
         // The database stores: each its own product, so `import ShadowKeys` builds no database.
         .library(name: "ShadowSQLite", targets: ["ShadowSQLite"]),
         .library(name: "ShadowPostgres", targets: ["ShadowPostgres"]),
@@ -87,6 +90,10 @@ let package = Package(
             dependencies: [
                 "ShadowCore", "ShadowJOSE", "ShadowApple", "ShadowCrypto", "ShadowVault", crypto, logging, metrics,
             ], swiftSettings: strictSettings),
+        .target(
+            name: "ShadowServer",
+            dependencies: ["ShadowCore", "ShadowJOSE", "ShadowApple", "ShadowCredentials", logging, metrics],
+            swiftSettings: strictSettings),
         // SQLite through sqlite-nio (which bundles SQLite), PostgreSQL through postgres-nio.
         .target(
             name: "ShadowSQLite",
@@ -99,7 +106,7 @@ let package = Package(
         .target(
             name: "ShadowHummingbird",
             dependencies: [
-                "ShadowCore", "ShadowJOSE", "ShadowApple", "ShadowCredentials",
+                "ShadowCore", "ShadowJOSE", "ShadowApple", "ShadowCredentials", "ShadowServer",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"), nioCore,
             ],
@@ -129,7 +136,7 @@ let package = Package(
             name: "ShadowKeys",
             dependencies: [
                 "ShadowCore", "ShadowJOSE", "ShadowJWKS", "ShadowHTTP", "ShadowApple", "ShadowCrypto", "ShadowVault",
-                "ShadowCredentials",
+                "ShadowCredentials", "ShadowServer",
             ], swiftSettings: strictSettings),
         // The commands, as libraries; each executable is a thin `main` that lists its commands.
         // ShadowKeysCommands holds everything `shadow-keys` does: no server, no PostgreSQL client,
@@ -145,7 +152,7 @@ let package = Package(
             name: "ShadowKeysServerCommands",
             dependencies: [
                 "ShadowKeysCommands", "ShadowCore", "ShadowJOSE", "ShadowApple", "ShadowVault", "ShadowCredentials",
-                "ShadowPostgres", "ShadowHummingbird", argumentParser, logging, metrics,
+                "ShadowPostgres", "ShadowHummingbird", "ShadowServer", argumentParser, logging, metrics,
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
@@ -184,7 +191,8 @@ let package = Package(
         .testTarget(
             name: "ShadowCredentialsTests",
             dependencies: [
-                "ShadowCredentials", "ShadowSQLite", "ShadowPostgres", sqliteNIO, "ShadowSelfTest", "ShadowApple",
+                "ShadowCredentials", "ShadowServer", "ShadowSQLite", "ShadowPostgres", sqliteNIO, "ShadowSelfTest",
+                "ShadowApple",
                 "ShadowVault", "ShadowCrypto", "ShadowJOSE", "ShadowJWKS", "ShadowHTTP", "ShadowCore",
                 "ShadowTestSupport", crypto, logging,
             ], swiftSettings: strictSettings),
@@ -197,7 +205,8 @@ let package = Package(
         .testTarget(
             name: "ShadowHummingbirdTests",
             dependencies: [
-                "ShadowHummingbird", "ShadowSQLite", "ShadowCredentials", "ShadowApple", "ShadowJOSE", "ShadowCore",
+                "ShadowHummingbird", "ShadowServer", "ShadowSQLite", "ShadowCredentials", "ShadowApple", "ShadowJOSE",
+                "ShadowCore",
                 "ShadowVault", "ShadowTestSupport",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),

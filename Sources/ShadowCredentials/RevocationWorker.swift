@@ -64,18 +64,6 @@ public final class RevocationWorker: Sendable {
         self.logger = logger
     }
 
-    /// Revokes through Apple's `/auth/revoke`, with the client of the token's client ID.
-    public static func apple(_ clients: [String: AppleAuthClient]) -> Revoke {
-        { token in
-            guard let client = clients[token.clientID] else {
-                throw AppleError(
-                    .invalidParameter,
-                    "no Apple client is configured for the client ID \(token.clientID.quotedForMessage)")
-            }
-            try await client.revoke(token.value, kind: token.kind == .access ? .accessToken : .refreshToken)
-        }
-    }
-
     /// One pass: claims up to `batchSize` due revocations and attempts them concurrently.
     /// Returns how many were attempted.
     @discardableResult

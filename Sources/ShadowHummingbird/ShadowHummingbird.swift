@@ -5,6 +5,7 @@ public import ShadowApple
 public import ShadowCore
 public import ShadowCredentials
 public import ShadowJOSE
+public import ShadowServer
 
 /// A verified Sign in with Apple identity, as the middleware puts it into the request context.
 /// A class: the router copies the context several times a request, and the token is large.

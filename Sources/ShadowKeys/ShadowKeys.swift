@@ -7,3 +7,4 @@
 @_exported public import ShadowCrypto
 @_exported public import ShadowVault
 @_exported public import ShadowCredentials
+@_exported public import ShadowServer

@@ -17,6 +17,7 @@ import ShadowCredentials
 import ShadowHummingbird
 import ShadowJOSE
 import ShadowKeysCommands
+import ShadowServer
 import UnixSignals
 
 struct Serve: AsyncParsableCommand, QuietCommand {

@@ -2,6 +2,7 @@ import Foundation
 import ShadowApple
 import ShadowCore
 import ShadowCredentials
+import ShadowServer
 import ShadowJOSE
 import ShadowSQLite
 import ShadowTestSupport

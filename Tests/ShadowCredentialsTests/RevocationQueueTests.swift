@@ -4,6 +4,7 @@ import Logging
 import ShadowApple
 import ShadowCore
 import ShadowCredentials
+import ShadowServer
 import ShadowHTTP
 import ShadowJOSE
 import ShadowJWKS

@@ -6,6 +6,7 @@ import NIOCore
 import ShadowApple
 import ShadowCore
 import ShadowCredentials
+import ShadowServer
 import ShadowHummingbird
 import ShadowJOSE
 import ShadowSQLite

@@ -7,6 +7,7 @@ public import Logging
 import Metrics
 public import ShadowApple
 public import ShadowCore
+public import ShadowCredentials
 public import ShadowJOSE
 
 /// What a notification endpoint answers: an HTTP status and a JSON body, and what happened.
