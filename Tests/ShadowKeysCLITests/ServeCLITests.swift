@@ -35,19 +35,8 @@ import Testing
     static func http(
         _ method: String, port: Int, path: String, body: [UInt8] = []
     ) throws -> (status: Int, body: String) {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw CLIRunnerError("socket") }
+        let fd = try ServeSlowClientTests.connectSocket(port)
         defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = UInt16(port).bigEndian
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-            }
-        }
-        guard connected == 0 else { throw CLIRunnerError("connect to \(port) failed") }
         let request =
             Array(
                 """
