@@ -127,7 +127,8 @@ import Testing
         let empty = try StoreFixture(.postgres)
         let location = try PostgresLocation(url: empty.location)
         await #expect(throws: CredentialError(.notAStore, "")) {
-            _ = try await PostgresCredentialStore.connectForReading(location, unlock: .key(empty.key), retryFor: .zero)
+            _ = try await PostgresCredentialStore.connectForReading(
+                location, unlock: .key(empty.key), retryFor: .seconds(30))
         }
         let tables = try PostgresCluster.shared.get().psql(
             location.database, "SELECT count(*) FROM pg_tables WHERE tablename LIKE 'shadow_%'")
@@ -153,7 +154,8 @@ import Testing
         #expect(version.trimmingCharacters(in: .whitespacesAndNewlines) == "1", "the reader migrated the schema")
         _ = try cluster.psql(written.database, "DELETE FROM shadow_meta WHERE name = 'secret'")
         await #expect(throws: CredentialError(.corruptedState, "")) {
-            _ = try await PostgresCredentialStore.connectForReading(written, unlock: .key(fixture.key), retryFor: .zero)
+            _ = try await PostgresCredentialStore.connectForReading(
+                written, unlock: .key(fixture.key), retryFor: .seconds(30))
         }
     }
 }
