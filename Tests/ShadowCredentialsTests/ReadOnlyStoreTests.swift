@@ -145,7 +145,7 @@ import Testing
         _ = try cluster.psql(
             written.database, "UPDATE shadow_meta SET value = convert_to('1', 'UTF8') WHERE name = 'schema_version'")
         let reader = try await PostgresCredentialStore.connectForReading(
-            written, unlock: .key(fixture.key), retryFor: .zero)
+            written, unlock: .key(fixture.key), retryFor: .seconds(30))
         let status = try await reader.status(clientID: Table.client, subject: "u1")
         await reader.close()
         #expect(status.state == .revoked)
