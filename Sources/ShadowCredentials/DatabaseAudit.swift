@@ -34,35 +34,56 @@ extension StateEngine {
         return (entry, previous, line)
     }
 
-    /// Before a write extends the chain: the last line is there, opens, and ends at the head's
-    /// chain value, and no line lies past the head. A write never appends to a log whose end was
-    /// removed, edited or extended; what lies further back is `verifyAudit()`'s to check.
-    func checkTail(of transaction: Database.Transaction, count: Int, chain: [UInt8]) async throws {
-        let tail = try await transaction.audit(after: max(0, count - 1), limit: 2)
-        if count == 0 {
-            guard tail.isEmpty else {
-                throw CredentialError(.auditTampered, "the audit log holds lines past its authenticated head (0 lines)")
-            }
-            return
-        }
-        guard let last = tail.first, last.sequence == count else {
-            throw CredentialError(
-                .auditTampered, "audit line \(count), the last the store's head counts, is missing: it was removed")
-        }
-        guard tail.count == 1 else {
+    /// How many lines past the checkpoint a write lets accumulate before it moves the checkpoint
+    /// up: each write checks at most this many lines plus the last batch, whatever the log's length.
+    static var checkpointWindow: Int { 1024 }
+
+    /// Before a write extends the chain: every line after the authenticated checkpoint is there,
+    /// in order, opens with its columns bound, and chains from the checkpoint's value to the
+    /// head's, and no line lies past the head. A write never appends to a log whose recent part
+    /// was removed, edited, reordered or extended; what lies before the checkpoint is
+    /// `verifyAudit()`'s to check. Returns the checkpoint read.
+    @discardableResult
+    func checkSinceCheckpoint(
+        of transaction: Database.Transaction, count: Int, chain: [UInt8]
+    ) async throws
+        -> (count: Int, chain: [UInt8])
+    {
+        let checkpoint = try keys.decodeCheckpoint(try await transaction.meta(MetaName.auditCheckpoint))
+        guard checkpoint.count <= count else {
             throw CredentialError(
                 .auditTampered,
-                """
-                the audit log holds line \(tail[1].sequence) past its authenticated head (\(count) lines): it was \
-                inserted
-                """
+                "the audit checkpoint (\(checkpoint.count) lines) lies past the authenticated head (\(count) lines)")
+        }
+        var running = checkpoint.chain
+        var expected = checkpoint.count
+        while true {
+            let page = try await transaction.audit(after: expected, limit: 1000)
+            for stored in page {
+                expected += 1
+                guard stored.sequence == expected, expected <= count else {
+                    throw CredentialError(
+                        .auditTampered,
+                        expected > count
+                            ? "the audit log holds line \(stored.sequence) past its authenticated head (\(count) lines)"
+                            : "audit line \(expected) is missing: lines were removed")
+                }
+                let (_, previous, line) = try openAudit(stored)
+                guard ConstantTime.equals(Array(previous.utf8), Array(Hex.encode(running).utf8)) else {
+                    throw CredentialError(
+                        .auditTampered, "audit line \(expected) does not link to the line before it: a line was edited")
+                }
+                running = keys.audit.link(line[...])
+            }
+            if page.count < 1000 { break }
+        }
+        guard expected == count, ConstantTime.equals(running, chain) else {
+            throw CredentialError(
+                .auditTampered,
+                "the audit log since its checkpoint does not end at the authenticated head (\(count) lines): lines were removed or edited"
             )
         }
-        let opened = try openAudit(last)
-        guard ConstantTime.equals(keys.audit.link(opened.line[...]), chain) else {
-            throw CredentialError(
-                .auditTampered, "audit line \(count) does not end at the store's authenticated head: it was edited")
-        }
+        return checkpoint
     }
 
     /// Checks the whole chain against the authenticated head, reading it a page at a time in one

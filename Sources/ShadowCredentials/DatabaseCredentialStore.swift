@@ -112,6 +112,8 @@ extension StateEngine {
                     line: try SealedRows.sealAuditLine(line, sequence: entry.sequence, keys: keys)))
         }
         let head = keys.encodeHead(count: lines.count, chain: export.auditChain)
+        // The vault's log was verified whole on export: the checkpoint starts at its end.
+        let checkpoint = keys.encodeCheckpoint(count: lines.count, chain: export.auditChain)
         let (moved, logged) = (rows.count, lines.count)
         let (finalRows, finalLines) = (rows, lines)
         try await database.transaction(writing: true) { transaction in
@@ -124,6 +126,7 @@ extension StateEngine {
             for chunk in finalRows.chunked(300) { try await transaction.upsert(Array(chunk)) }
             for chunk in finalLines.chunked(200) { try await transaction.appendAudit(Array(chunk)) }
             try await transaction.setMeta(MetaName.auditHead, head)
+            try await transaction.setMeta(MetaName.auditCheckpoint, checkpoint)
         }
         return MigrationReport(users: moved, auditEntries: logged)
     }

@@ -100,4 +100,5 @@ package enum MetaName {
     package static let schemaVersion = "schema_version"
     package static let secret = "secret"
     package static let auditHead = "audit_head"
+    package static let auditCheckpoint = "audit_checkpoint"
 }

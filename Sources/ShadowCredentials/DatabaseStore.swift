@@ -102,7 +102,8 @@ package final class StateEngine<Database: StateDatabase>: Sendable {
         let keys = self.keys
         return try await database.transaction(writing: true) { transaction in
             var (count, chain) = try keys.decodeHead(try await transaction.meta(MetaName.auditHead))
-            try await self.checkTail(of: transaction, count: count, chain: chain)
+            let checkpoint = try await self.checkSinceCheckpoint(of: transaction, count: count, chain: chain)
+            let verified = (count: count, chain: chain)
             let items = batches.enumerated().flatMap { owner, events in events.map { (owner: owner, event: $0) } }
                 .sorted { CredentialEvent.appliesBefore($0.event, $1.event) }
             var rowIDs: [SubjectKey: [UInt8]] = [:]
@@ -170,6 +171,12 @@ package final class StateEngine<Database: StateDatabase>: Sendable {
             if !lines.isEmpty {
                 for chunk in lines.chunked(200) { try await transaction.appendAudit(Array(chunk)) }
                 try await transaction.setMeta(MetaName.auditHead, keys.encodeHead(count: count, chain: chain))
+                // The lines up to the head this write checked are known good: the checkpoint moves
+                // there once the unchecked span would pass the window.
+                if count - checkpoint.count > Self.checkpointWindow {
+                    try await transaction.setMeta(
+                        MetaName.auditCheckpoint, keys.encodeCheckpoint(count: verified.count, chain: verified.chain))
+                }
             }
             // In the same transaction: a recorded deletion or revocation always has its tokens queued.
             if !revoking.isEmpty { try await self.queueRevocations(revoking, now: recordedAt, in: transaction) }

@@ -31,28 +31,46 @@ package struct StoreKeys: Sendable {
     /// The audit head as stored: count (8 bytes, big-endian) ‖ chain value (32) ‖ HMAC-SHA-256
     /// under the chain key of "shadow-keys audit v1 head" ‖ count ‖ chain value.
     package func encodeHead(count: Int, chain: [UInt8]) -> [UInt8] {
+        encode(count: count, chain: chain, label: Self.headLabel)
+    }
+
+    /// The `audit_checkpoint` meta row: as the head, under its own label.
+    package func encodeCheckpoint(count: Int, chain: [UInt8]) -> [UInt8] {
+        encode(count: count, chain: chain, label: Self.checkpointLabel)
+    }
+
+    /// The stored checkpoint, checked; nil (none yet) reads as the log's start.
+    package func decodeCheckpoint(_ bytes: [UInt8]?) throws -> (count: Int, chain: [UInt8]) {
+        try decode(bytes, label: Self.checkpointLabel, what: "audit checkpoint")
+    }
+
+    static let headLabel = Array("shadow-keys audit v1 head".utf8)
+    static let checkpointLabel = Array("shadow-keys audit v1 checkpoint".utf8)
+
+    /// count (8, big-endian) ‖ chain value (32) ‖ HMAC-SHA-256(chain key, label ‖ count ‖ chain value).
+    private func encode(count: Int, chain: [UInt8], label: [UInt8]) -> [UInt8] {
         let body = BigEndian.bytes(UInt64(count)) + chain
-        return body
-            + Array(
-                HMAC<SHA256>.authenticationCode(for: Array("shadow-keys audit v1 head".utf8) + body, using: audit.chain)
-            )
+        return body + Array(HMAC<SHA256>.authenticationCode(for: label + body, using: audit.chain))
     }
 
     /// The stored head, checked; nil (no head yet) reads as the empty log.
     package func decodeHead(_ bytes: [UInt8]?) throws -> (count: Int, chain: [UInt8]) {
+        try decode(bytes, label: Self.headLabel, what: "audit head")
+    }
+
+    private func decode(_ bytes: [UInt8]?, label: [UInt8], what: String) throws -> (count: Int, chain: [UInt8]) {
         guard let bytes else { return (0, audit.start) }
         guard bytes.count == 72 else {
-            throw CredentialError(.corruptedState, "the store's audit head is \(bytes.count) bytes, not 72")
+            throw CredentialError(.corruptedState, "the store's \(what) is \(bytes.count) bytes, not 72")
         }
         let body = Array(bytes[..<40])
-        let mac = HMAC<SHA256>.authenticationCode(
-            for: Array("shadow-keys audit v1 head".utf8) + body, using: audit.chain)
+        let mac = HMAC<SHA256>.authenticationCode(for: label + body, using: audit.chain)
         guard ConstantTime.equals(Array(mac), Array(bytes[40...])) else {
-            throw CredentialError(.auditTampered, "the store's audit head does not authenticate: it was edited")
+            throw CredentialError(.auditTampered, "the store's \(what) does not authenticate: it was edited")
         }
         let count = BigEndian.uint64(bytes[0..<8])
         guard count <= UInt64(Int.max) else {
-            throw CredentialError(.corruptedState, "the store's audit head holds an impossible count")
+            throw CredentialError(.corruptedState, "the store's \(what) holds an impossible count")
         }
         return (Int(count), Array(bytes[8..<40]))
     }

@@ -104,4 +104,41 @@ import Testing
             }
         }
     }
+
+    /// A line flipped or deleted in the middle of the recent log, not only at its end, is caught
+    /// by the next write: it checks every line since the authenticated checkpoint.
+    @Test(arguments: databases)
+    func aWriteRefusesAnEditInTheMiddleOfTheRecentLog(kind: StoreKind) async throws {
+        let edits = [
+            "DELETE FROM shadow_audit WHERE seq = 2",
+            "UPDATE shadow_audit SET line = (SELECT line FROM shadow_audit WHERE seq = 1) WHERE seq = 2",
+        ]
+        for edit in edits {
+            let fixture = try await written(kind)
+            try await sql(fixture, edit)
+            try await withStore(fixture) { store in
+                await #expect(throws: CredentialError(.auditTampered, ""), "\(edit)") {
+                    _ = try await store.apply([Table.event(.signIn, at: Table.t + 10, subject: "c")])
+                }
+            }
+        }
+    }
+
+    /// The checkpoint moves up as the log grows, so a write checks a bounded span: after more
+    /// than the window's lines, an edit before the checkpoint is left to verifyAudit.
+    @Test func theCheckpointBoundsWhatAWriteChecks() async throws {
+        let fixture = try StoreFixture(.sqlite)
+        let store = try await fixture.open()
+        let window = 1024
+        try await closing({ await close(store) }) {
+            _ = try await store.apply((0...window).map { Table.event(.signIn, at: Table.t, subject: "w\($0)") })
+            _ = try await store.apply([Table.event(.signIn, at: Table.t, subject: "one-more")])
+        }
+        try await sql(
+            fixture, "UPDATE shadow_audit SET line = (SELECT line FROM shadow_audit WHERE seq = 2) WHERE seq = 3")
+        try await withStore(fixture) { store in
+            _ = try await store.apply([Table.event(.signIn, at: Table.t, subject: "after")])
+            await #expect(throws: CredentialError(.auditTampered, "")) { _ = try await store.verifyAudit() }
+        }
+    }
 }
