@@ -62,6 +62,17 @@ package enum StateDBSuites {
                         && decoded.chain == chain && (try? keys.decodeHead(bad)) == nil
                 })
         }
+        for (index, row) in objects(audit["checkpoints"]).enumerated() {
+            cases.append(
+                check("audit checkpoint \(index + 1)") {
+                    let count = Int(row["count"]?.numberValue?.int64Value ?? -1), chain = try hex(row["chain"]),
+                        stored = try hex(row["stored"])
+                    let decoded = try keys.decodeCheckpoint(stored)
+                    // Not interchangeable with a head: each is authenticated under its own label.
+                    return keys.encodeCheckpoint(count: count, chain: chain) == stored && decoded.count == count
+                        && decoded.chain == chain && (try? keys.decodeHead(stored)) == nil
+                })
+        }
         return cases
     }
 

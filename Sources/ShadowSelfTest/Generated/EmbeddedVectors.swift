@@ -2906,6 +2906,14 @@ package enum EmbeddedVectors {
             "stored": "00000000000000015e5fd6967984c61edb8f542d6a66af40b07b7b8cd751a3c9c9332798356f239ac3791\#
         b6ef08371adf92c6a33eac40f83be581caca4a64b7cd53044a95f3d704f"
            }
+          ],
+          "checkpoints": [
+           {
+            "count": 1,
+            "chain": "5e5fd6967984c61edb8f542d6a66af40b07b7b8cd751a3c9c9332798356f239a",
+            "stored": "00000000000000015e5fd6967984c61edb8f542d6a66af40b07b7b8cd751a3c9c9332798356f239a79c9e\#
+        c588fb89ab6e0eb65939a1bcdaff2e26994be4abb1d94a640671be29d8f"
+           }
           ]
          }
         }
