@@ -3,7 +3,7 @@ public import FoundationEssentials
 #else
 public import Foundation
 #endif
-package import ShadowCore
+import ShadowCore
 package import ShadowVault
 
 /// What every database store does, whatever its database: the engine's operations.

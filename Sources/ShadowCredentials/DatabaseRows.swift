@@ -1,9 +1,9 @@
 #if canImport(FoundationEssentials)
-public import FoundationEssentials
+import FoundationEssentials
 #else
-public import Foundation
+import Foundation
 #endif
-package import ShadowCore
+import ShadowCore
 
 /// A credential row as a database holds it: the row id, the state in the clear (so counts per
 /// state need no key), and the sealed record.

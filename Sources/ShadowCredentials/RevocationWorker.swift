@@ -1,11 +1,11 @@
 #if canImport(FoundationEssentials)
-public import FoundationEssentials
+import FoundationEssentials
 #else
-public import Foundation
+import Foundation
 #endif
 public import Logging
 import Metrics
-public import ShadowApple
+import ShadowApple
 public import ShadowCore
 
 /// Works through a store's ``RevocationQueue``: claims due revocations, revokes each token with

@@ -3,7 +3,7 @@ public import FoundationEssentials
 #else
 public import Foundation
 #endif
-package import ShadowCore
+import ShadowCore
 
 /// A queued revocation as a database holds it: the token's row id and kind, the time of the
 /// event that asked for it, when it is next due, how often it was tried, and, once finished,

@@ -1,8 +1,8 @@
 public import Hummingbird
-public import HTTPTypes
-public import NIOCore
+import HTTPTypes
+import NIOCore
 public import ShadowApple
-public import ShadowCore
+import ShadowCore
 public import ShadowCredentials
 public import ShadowJOSE
 public import ShadowServer

@@ -1,5 +1,5 @@
-public import Crypto
-public import CryptoExtras
+import Crypto
+import CryptoExtras
 public import ShadowCore
 
 /// Keys read from the files people have: PEM (PKCS#8, SEC1 `EC PRIVATE KEY`, PKCS#1

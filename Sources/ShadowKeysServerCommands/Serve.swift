@@ -230,7 +230,7 @@ struct RevocationService: Service {
     let worker: RevocationWorker
 
     func run() async throws {
-        try await cancelWhenGracefulShutdown { await worker.run() }
+        await cancelWhenGracefulShutdown { await worker.run() }
     }
 }
 

@@ -4,9 +4,9 @@ import Darwin
 import Glibc
 #endif
 #if canImport(FoundationEssentials)
-public import FoundationEssentials
+import FoundationEssentials
 #else
-public import Foundation
+import Foundation
 #endif
 import Logging
 import NIOCore

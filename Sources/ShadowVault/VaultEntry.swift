@@ -3,7 +3,7 @@ public import FoundationEssentials
 #else
 public import Foundation
 #endif
-public import ShadowCrypto
+import ShadowCrypto
 public import ShadowCore
 
 /// One secret in the vault, with its metadata.

@@ -74,7 +74,7 @@ import Testing
     @Test func anEmptyFileOrAForeignDatabaseIsNotAStoreAndIsLeftAlone() async throws {
         let directory = try TemporaryDirectory()
         let empty = directory.path + "/empty.sqlite"
-        FileManager.default.createFile(atPath: empty, contents: Data())
+        _ = FileManager.default.createFile(atPath: empty, contents: Data())
         await #expect(throws: CredentialError(.notAStore, "")) {
             _ = try await SQLiteCredentialStore.openForReading(path: empty, unlock: .key(StoreFixture.defaultKey))
         }

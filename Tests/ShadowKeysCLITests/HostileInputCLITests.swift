@@ -153,7 +153,7 @@ import Testing
         // 128 MiB of seeded random bytes, written in pieces.
         var generator = SeededGenerator(seed: 0x5A1F)
         let plain = directory.path + "/big.bin"
-        FileManager.default.createFile(atPath: plain, contents: nil)
+        _ = FileManager.default.createFile(atPath: plain, contents: nil)
         let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: plain))
         var piece = [UInt8](repeating: 0, count: 8 << 20)
         for _ in 0..<16 {
