@@ -80,7 +80,10 @@ extension StateEngine {
         guard expected == count, ConstantTime.equals(running, chain) else {
             throw CredentialError(
                 .auditTampered,
-                "the audit log since its checkpoint does not end at the authenticated head (\(count) lines): lines were removed or edited"
+                """
+                the audit log since its checkpoint does not end at the authenticated head (\(count) lines): lines \
+                were removed or edited
+                """
             )
         }
         return checkpoint

@@ -139,3 +139,18 @@ enum CLIBenchmarks {
         String(format: "%.1f MiB", Harness.median(kibibytes.map(Double.init)) / 1024)
     }
 }
+
+/// The python3 interpreter that has joserfc (a peer of the crypto rows), resolved once to its real path.
+func pythonWithJoserfc() -> String {
+    let answer = FileManager.default.temporaryDirectory.appendingPathComponent("shadow-bench-python-\(getpid())").path
+    defer { try? FileManager.default.removeItem(atPath: answer) }
+    let probe = try? Harness.spawn(
+        "/usr/bin/env", ["python3", "-c", "import sys, joserfc; print(sys.executable)"],
+        environment: Harness.environment,
+        stdout: answer)
+    guard probe?.status == 0,
+        let path = try? String(contentsOfFile: answer, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines),
+        !path.isEmpty
+    else { return "/usr/bin/python3" }
+    return path
+}
