@@ -66,7 +66,7 @@ public final class PostgresCluster: @unchecked Sendable {
     }
 
     var serverOptions: String {
-        "-c listen_addresses=127.0.0.1 -p \(port) -k \(root) -c max_connections=200"
+        "-c listen_addresses=127.0.0.1 -p \(port) -k \(root) -c max_connections=500"
             + (durable ? "" : " -c fsync=off -c full_page_writes=off")
     }
 
