@@ -26,7 +26,7 @@ import Testing
     }
 
     /// Every harness has a corpus folder and every folder a harness, so a renamed one cannot
-    /// leave inputs unrun; the failures kept are replayed by the test above.
+    /// leave inputs unrun; the folders of kept failures belong to harnesses (replayed above).
     @Test func everyCorpusFolderHasAHarness() throws {
         let names = Set(FuzzTargets.all.map(\.name))
         func folders(_ folder: String) throws -> Set<String> {
@@ -37,10 +37,8 @@ import Testing
                 })
         }
         #expect(try folders("Corpus") == names, "FuzzTesting/Corpus and the harnesses differ")
-        let failures = try folders("FailCases")
+        // Scripts/fuzz makes a folder per harness it runs; the ones holding inputs are the kept failures.
+        let failures = try folders("FailCases").filter { !Self.inputs("FailCases", $0).isEmpty }
         #expect(!failures.isEmpty && failures.isSubset(of: names), "FuzzTesting/FailCases: \(failures.sorted())")
-        for name in failures {
-            #expect(!Self.inputs("FailCases", name).isEmpty, "FuzzTesting/FailCases/\(name) is empty")
-        }
     }
 }
