@@ -37,30 +37,30 @@ import Testing
         try await DatabaseStoreTests().sql(fixture, statement)
     }
 
-    @Test(arguments: databases)
-    func anAuditLineMovedToAnotherUserIsTampering(kind: StoreKind) async throws {
+    /// After `edit` to an audit row's clear columns, verifying the log and reading the history of
+    /// `subject` both fail as tampering.
+    func expectColumnEditCaught(_ kind: StoreKind, _ edit: String, historyOf subject: String) async throws {
         let fixture = try await written(kind)
-        // a's first line now claims to be about b.
-        try await sql(
-            fixture, "UPDATE shadow_audit SET subject = (SELECT subject FROM shadow_audit WHERE seq = 2) WHERE seq = 1")
+        try await sql(fixture, edit)
         try await withStore(fixture) { store in
             await #expect(throws: CredentialError(.auditTampered, "")) { _ = try await store.verifyAudit() }
             await #expect(throws: CredentialError(.auditTampered, "")) {
-                _ = try await store.history(clientID: Table.client, subject: "b")
+                _ = try await store.history(clientID: Table.client, subject: subject)
             }
         }
     }
 
     @Test(arguments: databases)
+    func anAuditLineMovedToAnotherUserIsTampering(kind: StoreKind) async throws {
+        // a's first line now claims to be about b.
+        try await expectColumnEditCaught(
+            kind, "UPDATE shadow_audit SET subject = (SELECT subject FROM shadow_audit WHERE seq = 2) WHERE seq = 1",
+            historyOf: "b")
+    }
+
+    @Test(arguments: databases)
     func aDroppedLinkedSubjectIsTampering(kind: StoreKind) async throws {
-        let fixture = try await written(kind)
-        try await sql(fixture, "UPDATE shadow_audit SET linked = NULL WHERE seq = 4")
-        try await withStore(fixture) { store in
-            await #expect(throws: CredentialError(.auditTampered, "")) { _ = try await store.verifyAudit() }
-            await #expect(throws: CredentialError(.auditTampered, "")) {
-                _ = try await store.history(clientID: Table.client, subject: "d")
-            }
-        }
+        try await expectColumnEditCaught(kind, "UPDATE shadow_audit SET linked = NULL WHERE seq = 4", historyOf: "d")
     }
 
     /// A revoked user's row deleted: the reader does not answer notFound (which would pass the
