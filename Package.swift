@@ -42,6 +42,8 @@ let package = Package(
         .library(name: "ShadowCrypto", targets: ["ShadowCrypto"]),
         .library(name: "ShadowVault", targets: ["ShadowVault"]),
         .library(name: "ShadowCredentials", targets: ["ShadowCredentials"]),
+        // The tamper-evident operation log for sync tools (RFC 9162 tree, C2SP checkpoints).
+        .library(name: "ShadowOperationLog", targets: ["ShadowOperationLog"]),
         // The framework-neutral server side: the notification receiver (HTTP statuses, JSON
         // bodies, metrics) and Apple's revoke call for the revocation worker.
         .library(name: "ShadowServer", targets: ["ShadowServer"]),
@@ -90,6 +92,10 @@ let package = Package(
             dependencies: [
                 "ShadowCore", "ShadowJOSE", "ShadowApple", "ShadowCrypto", "ShadowVault", crypto, logging, metrics,
             ], swiftSettings: strictSettings),
+        .target(
+            name: "ShadowOperationLog",
+            dependencies: ["ShadowCore", "ShadowCrypto", "ShadowVault", "ShadowCredentials", crypto],
+            swiftSettings: strictSettings),
         .target(
             name: "ShadowServer",
             dependencies: ["ShadowCore", "ShadowJOSE", "ShadowApple", "ShadowCredentials", logging, metrics],
@@ -187,6 +193,12 @@ let package = Package(
         .testTarget(
             name: "ShadowVaultTests",
             dependencies: ["ShadowVault", "ShadowCrypto", "ShadowCore", "ShadowSelfTest", "ShadowTestSupport"],
+            swiftSettings: strictSettings),
+        .testTarget(
+            name: "ShadowOperationLogTests",
+            dependencies: [
+                "ShadowOperationLog", "ShadowSQLite", "ShadowCore", "ShadowVault", "ShadowTestSupport",
+            ],
             swiftSettings: strictSettings),
         .testTarget(
             name: "ShadowCredentialsTests",

@@ -83,13 +83,29 @@ package struct StoreKeys: Sendable {
 /// encrypted with AES-256-GCM (32) ‖ tag (16). The associated data is
 /// "shadow-keys state v1 secret" followed by every byte before the nonce.
 package enum SealedStoreSecret {
-    static let label = Array("shadow-keys state v1 secret".utf8)
+    /// What a sealed secret belongs to: its associated-data label and its key-encryption key's
+    /// HKDF info, so a state store's sealed secret never opens as another format's.
+    package struct Purpose: Sendable {
+        let label: [UInt8]
+        let kekInfo: [UInt8]
+
+        /// The state stores: "shadow-keys state v1 secret", "shadow-keys state v1 kek".
+        package static let state = Purpose(prefix: "shadow-keys state v1")
+        /// The operation log: "shadow-keys oplog v1 secret", "shadow-keys oplog v1 kek".
+        package static let operationLog = Purpose(prefix: "shadow-keys oplog v1")
+
+        init(prefix: String) {
+            label = Array("\(prefix) secret".utf8)
+            kekInfo = Array("\(prefix) kek".utf8)
+        }
+    }
+
     static let maxIterations = 10_000_000
 
     /// Seals `secret` (default: a fresh one); returns it and its stored form.
     package static func create(
         unlock: VaultUnlock, secret given: [UInt8]? = nil, iterations: Int = PBKDF2.defaultIterations,
-        salt: [UInt8]? = nil, nonce fixedNonce: [UInt8]? = nil
+        salt: [UInt8]? = nil, nonce fixedNonce: [UInt8]? = nil, purpose: Purpose = .state
     ) throws -> (secret: [UInt8], stored: [UInt8]) {
         let secret = given ?? SecretBytes.random(count: 32).withUnsafeBytes { Array($0) }
         var header: [UInt8] = [0x01]
@@ -104,15 +120,15 @@ package enum SealedStoreSecret {
             header += BigEndian.bytes(UInt32(iterations))
             header += salt ?? SecretBytes.random(count: 16).withUnsafeBytes { Array($0) }
         }
-        let kek = try keyEncryptionKey(unlock: unlock, header: header)
+        let kek = try keyEncryptionKey(unlock: unlock, header: header, purpose: purpose)
         let nonce = fixedNonce ?? SecretBytes.random(count: AES256GCM.nonceBytes).withUnsafeBytes { Array($0) }
-        let sealed = try AES256GCM.seal(secret, key: kek, nonce: nonce, aad: label + header)
+        let sealed = try AES256GCM.seal(secret, key: kek, nonce: nonce, aad: purpose.label + header)
         return (secret, header + nonce + sealed)
     }
 
     /// Opens a stored secret: ``CredentialError/Code/wrongKey`` when the key or passphrase is not
     /// the one it was sealed with.
-    package static func open(_ stored: [UInt8], unlock: VaultUnlock) throws -> [UInt8] {
+    package static func open(_ stored: [UInt8], unlock: VaultUnlock, purpose: Purpose = .state) throws -> [UInt8] {
         func corrupted(_ reason: String) -> CredentialError {
             CredentialError(.corruptedState, "the store's sealed secret: \(reason)")
         }
@@ -132,24 +148,24 @@ package enum SealedStoreSecret {
         case (0x02, .key): throw CredentialError(.wrongKey, "the store was created with a passphrase, not a key")
         default: break
         }
-        let kek = try keyEncryptionKey(unlock: unlock, header: header)
+        let kek = try keyEncryptionKey(unlock: unlock, header: header, purpose: purpose)
         let nonce = stored[headerBytes..<(headerBytes + AES256GCM.nonceBytes)]
         do {
             return try AES256GCM.open(
-                stored[(headerBytes + AES256GCM.nonceBytes)...], key: kek, nonce: nonce, aad: label + header)
+                stored[(headerBytes + AES256GCM.nonceBytes)...], key: kek, nonce: nonce, aad: purpose.label + header)
         } catch {
             throw CredentialError(.wrongKey, "the key or passphrase does not open this store")
         }
     }
 
-    /// A key: HKDF-SHA-256 of it (info "shadow-keys state v1 kek"); a passphrase:
-    /// PBKDF2-HMAC-SHA-256 with the header's salt and iterations.
-    static func keyEncryptionKey(unlock: VaultUnlock, header: [UInt8]) throws -> SymmetricKey {
+    /// A key: HKDF-SHA-256 of it (info: the purpose's, "shadow-keys state v1 kek" for a state
+    /// store); a passphrase: PBKDF2-HMAC-SHA-256 with the header's salt and iterations.
+    static func keyEncryptionKey(unlock: VaultUnlock, header: [UInt8], purpose: Purpose) throws -> SymmetricKey {
         switch unlock {
         case .key(let key):
             guard key.count == 32 else { throw CredentialError(.invalidParameter, "a store key is 32 bytes") }
             return HKDF<SHA256>.deriveKey(
-                inputKeyMaterial: key.symmetricKey, info: Array("shadow-keys state v1 kek".utf8), outputByteCount: 32)
+                inputKeyMaterial: key.symmetricKey, info: purpose.kekInfo, outputByteCount: 32)
         case .passphrase(let passphrase):
             let iterations = Int(BigEndian.uint32(header[2..<6]))
             guard (PBKDF2.minimumIterations...maxIterations).contains(iterations) else {

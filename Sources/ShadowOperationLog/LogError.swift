@@ -1,0 +1,33 @@
+public import ShadowCore
+
+/// The error ShadowOperationLog throws. Equal by code.
+public typealias LogError = ModuleError<LogErrorCode>
+
+/// The codes of `LogError`. New codes may be added; switch with a `default`.
+public struct LogErrorCode: ShadowKeysErrorCode {
+    public let name: String
+    private init(_ name: String) { self.name = name }
+
+    /// The log's bytes do not match its tree, its checkpoints or their signatures: an entry was
+    /// changed, deleted, reordered or added, or the log was cut short.
+    public static let tampered = LogErrorCode("log_tampered")
+    /// The log is consistent in itself but older than, or forked from, the checkpoint a witness
+    /// accepted before; or a vault or state store the witness watches went back.
+    public static let rolledBack = LogErrorCode("rolled_back")
+    /// A proof does not verify against the given root(s).
+    public static let proofRejected = LogErrorCode("proof_rejected")
+    /// A signed note or checkpoint is malformed, or no trusted key signed it.
+    public static let badCheckpoint = LogErrorCode("bad_checkpoint")
+    /// The key or passphrase does not open the log's sealed secret.
+    public static let wrongKey = LogErrorCode("wrong_passphrase_or_key")
+    /// The bytes are not a ShadowKeys operation log, or a version this build does not read.
+    public static let notALog = LogErrorCode("not_an_operation_log")
+    /// There is no log at the location.
+    public static let notFound = LogErrorCode("log_not_found")
+    /// An entry field, index or size is out of range.
+    public static let invalidParameter = LogErrorCode("invalid_parameter")
+    /// The entry was pruned: its leaf hash stays, its payload is gone.
+    public static let pruned = LogErrorCode("entry_pruned")
+    /// Reading or writing failed.
+    public static let io = LogErrorCode("io")
+}

@@ -1,0 +1,283 @@
+import ShadowCore
+
+/// A tamper-evident log of cloud operations (Docs/operation-log.md): entries with sealed entity
+/// IDs and errors, an RFC 9162 Merkle tree over them, and a signed C2SP checkpoint per batch.
+///
+/// Appends from concurrent callers are committed together: while one batch is being written,
+/// the next callers' entries queue up and go in the following write, so the hot path of a sync
+/// tool pays one durable write per batch, not per entry. Every append returns only once its
+/// entry is durable.
+public actor OperationLog {
+    public nonisolated let storage: any LogStorage
+    nonisolated let signer: NoteSigner
+    /// The log's note key, for checking its checkpoints anywhere.
+    public nonisolated let verifier: NoteVerifier
+
+    private var queued: [(bytes: [UInt8], waiter: CheckedContinuation<UInt64, any Error>)] = []
+    private var writing = false
+
+    /// The most entries one read returns.
+    public static let maxReadCount = 10_000
+
+    public init(storage: any LogStorage) throws {
+        self.storage = storage
+        signer = try storage.keys.signer(origin: storage.origin)
+        verifier = signer.verifier
+    }
+
+    // MARK: Appending
+
+    /// Appends one entry; returns its index once it is durable.
+    public func append(_ entry: OperationEntry) async throws -> UInt64 {
+        let bytes = try EntryCodec.encode(entry, keys: storage.keys)
+        return try await withCheckedThrowingContinuation { waiter in
+            queued.append((bytes, waiter))
+            if !writing {
+                writing = true
+                Task { await self.drain() }
+            }
+        }
+    }
+
+    /// Appends entries in order, in one write; returns their indices.
+    public func append(contentsOf entries: [OperationEntry]) async throws -> Range<UInt64> {
+        let encoded = try entries.map { try EntryCodec.encode($0, keys: storage.keys) }
+        guard !encoded.isEmpty else {
+            let size = try await storage.latest()?.checkpoint.size ?? 0
+            return size..<size
+        }
+        let (first, _) = try await storage.append(encoded)
+        return first..<(first + UInt64(encoded.count))
+    }
+
+    private func drain() async {
+        while !queued.isEmpty {
+            let batch = queued
+            queued = []
+            do {
+                let (first, _) = try await storage.append(batch.map(\.bytes))
+                for (offset, item) in batch.enumerated() { item.waiter.resume(returning: first + UInt64(offset)) }
+            } catch {
+                for item in batch { item.waiter.resume(throwing: error) }
+            }
+        }
+        writing = false
+    }
+
+    // MARK: Reading
+
+    /// The latest checkpoint; for a log without entries, a fresh signed checkpoint of the empty tree.
+    public func checkpoint() async throws -> SignedCheckpoint {
+        if let latest = try await storage.latest() { return latest }
+        return try SignedCheckpoint(
+            checkpoint: try Checkpoint(origin: storage.origin, size: 0, root: .empty), signer: signer)
+    }
+
+    /// The number of entries.
+    public func size() async throws -> UInt64 { try await storage.latest()?.checkpoint.size ?? 0 }
+
+    /// Entry `index`, opened.
+    /// - Throws: ``LogErrorCode/pruned`` for a pruned entry; ``LogErrorCode/invalidParameter``
+    ///   past the end; ``LogErrorCode/tampered`` when its bytes do not match its leaf hash.
+    public func entry(at index: UInt64) async throws -> OperationEntry {
+        guard let record = try await storage.records(from: index, count: 1).first, record.index == index else {
+            throw LogError(.invalidParameter, "the log has no entry \(index)")
+        }
+        return try Self.open(record, keys: storage.keys)
+    }
+
+    /// Entries `from ..< from + count`, opened (nil where pruned).
+    public func entries(from index: UInt64, count: Int) async throws -> [(index: UInt64, entry: OperationEntry?)] {
+        guard (0...Self.maxReadCount).contains(count) else {
+            throw LogError(.invalidParameter, "read 0 to \(Self.maxReadCount) entries at a time")
+        }
+        return try await storage.records(from: index, count: count).map { record in
+            (record.index, record.bytes == nil ? nil : try Self.open(record, keys: storage.keys))
+        }
+    }
+
+    static func open(_ record: LogRecord, keys: LogKeys) throws -> OperationEntry {
+        guard let bytes = record.bytes else { throw LogError(.pruned, "entry \(record.index) was pruned") }
+        guard TreeHash.leaf(bytes).constantTimeEquals(record.leaf) else {
+            throw LogError(.tampered, "entry \(record.index)'s bytes do not match its leaf hash")
+        }
+        return try EntryCodec.open(try EntryCodec.decode(bytes), keys: keys)
+    }
+
+    /// The indices of the entries about `entityID` (found by its keyed hash), oldest first.
+    public func indices(ofEntity entityID: String, limit: Int = 1000) async throws -> [UInt64] {
+        try await storage.find(entityHash: storage.keys.entityHash(entityID), limit: limit)
+    }
+
+    // MARK: Proofs
+
+    /// The inclusion proof of entry `index` in the tree of `size` entries (default: the latest checkpoint's).
+    public func inclusionProof(index: UInt64, size: UInt64? = nil) async throws -> InclusionProof {
+        let latest = try await checkpoint().checkpoint
+        let size = size ?? latest.size
+        guard size <= latest.size else {
+            throw LogError(.invalidParameter, "the log has \(latest.size) entries, not \(size)")
+        }
+        guard index < size else { throw LogError(.invalidParameter, "entry \(index) is not in a tree of \(size)") }
+        let nodes = try await fetch(size: latest.size) {
+            _ = try $0.node(level: 0, index: index)
+            _ = try MerkleTree.root(of: $0, size: size)
+            return try MerkleTree.inclusionProof(of: $0, index: index, size: size)
+        }
+        let leaf = try nodes.node(level: 0, index: index)
+        return InclusionProof(
+            index: index, size: size, leaf: leaf,
+            path: try MerkleTree.inclusionProof(of: nodes, index: index, size: size),
+            root: try MerkleTree.root(of: nodes, size: size))
+    }
+
+    /// The consistency proof from the tree of `oldSize` entries to that of `newSize` (default: the latest).
+    public func consistencyProof(from oldSize: UInt64, to newSize: UInt64? = nil) async throws -> ConsistencyProof {
+        let latest = try await checkpoint().checkpoint
+        let newSize = newSize ?? latest.size
+        guard newSize <= latest.size else {
+            throw LogError(.invalidParameter, "the log has \(latest.size) entries, not \(newSize)")
+        }
+        guard oldSize <= newSize else {
+            throw LogError(.invalidParameter, "the old size \(oldSize) is larger than the new size \(newSize)")
+        }
+        let nodes = try await fetch(size: latest.size) {
+            _ = try MerkleTree.root(of: $0, size: oldSize)
+            _ = try MerkleTree.root(of: $0, size: newSize)
+            return try MerkleTree.consistencyProof(of: $0, from: oldSize, to: newSize)
+        }
+        return ConsistencyProof(
+            oldSize: oldSize, newSize: newSize, oldRoot: try MerkleTree.root(of: nodes, size: oldSize),
+            newRoot: try MerkleTree.root(of: nodes, size: newSize),
+            path: try MerkleTree.consistencyProof(of: nodes, from: oldSize, to: newSize))
+    }
+
+    /// Runs `work` once to learn which nodes it reads, fetches exactly those, and returns them.
+    private func fetch(size: UInt64, _ work: (NodeRecorder) throws -> [TreeHash]) async throws -> NodeMap {
+        let recorder = NodeRecorder(size: size)
+        _ = try work(recorder)
+        return NodeMap(size: size, nodes: try await storage.nodes(recorder.wanted))
+    }
+
+    // MARK: Verifying and pruning
+
+    /// Checks the whole log: every entry's bytes against its leaf hash and format, every stored
+    /// node against the tree rebuilt from the leaves, every stored checkpoint's signature and
+    /// root, and that the latest checkpoint covers every entry.
+    /// - Throws: ``LogErrorCode/tampered`` naming the first thing that does not hold.
+    public func verify() async throws -> LogVerification {
+        let checkpoints = try await storage.checkpoints()
+        var pending = checkpoints[...]
+        for signed in checkpoints {
+            _ = try SignedCheckpoint(note: signed.note, verifier: verifier)
+            guard signed.checkpoint.origin == storage.origin else {
+                throw LogError(.tampered, "a checkpoint names another log (\(signed.checkpoint.origin))")
+            }
+        }
+        var frontier = TreeFrontier()
+        var pruned: UInt64 = 0
+        let chunk = 8192
+        while true {
+            let start = frontier.size
+            let records = try await storage.records(from: start, count: chunk)
+            var closed: [Int: [(UInt64, TreeHash)]] = [:]
+            for record in records {
+                guard record.index == frontier.size else {
+                    throw LogError(.tampered, "entry \(frontier.size) is missing (the next stored is \(record.index))")
+                }
+                if let bytes = record.bytes {
+                    guard TreeHash.leaf(bytes).constantTimeEquals(record.leaf) else {
+                        throw LogError(.tampered, "entry \(record.index)'s bytes do not match its leaf hash")
+                    }
+                    do {
+                        _ = try EntryCodec.decode(bytes)
+                    } catch let error as LogError {
+                        throw LogError(.tampered, "entry \(record.index): \(error.reason)")
+                    }
+                } else {
+                    pruned += 1
+                }
+                for (id, hash) in frontier.append(record.leaf) where id.level > 0 {
+                    closed[id.level, default: []].append((id.index, hash))
+                }
+                while let next = pending.first, next.checkpoint.size <= frontier.size {
+                    guard next.checkpoint.size == frontier.size, next.checkpoint.root.constantTimeEquals(frontier.root)
+                    else {
+                        throw LogError(
+                            .tampered,
+                            "the checkpoint of \(next.checkpoint.size) entries does not match the entries' tree")
+                    }
+                    pending = pending.dropFirst()
+                }
+            }
+            for (level, nodes) in closed {
+                let range = nodes.first!.0..<(nodes.last!.0 + 1)
+                let stored = try await storage.nodes(level: level, in: range)
+                for (index, hash) in nodes {
+                    guard let found = stored[index], found.constantTimeEquals(hash) else {
+                        throw LogError(.tampered, "the stored tree node at level \(level), index \(index) is wrong")
+                    }
+                }
+            }
+            if records.count < chunk { break }
+        }
+        if let next = pending.first {
+            throw LogError(
+                .tampered,
+                "a checkpoint covers \(next.checkpoint.size) entries but the log holds \(frontier.size): it was cut short"
+            )
+        }
+        if frontier.size > 0 {
+            guard let last = checkpoints.last, last.checkpoint.size == frontier.size else {
+                throw LogError(.tampered, "entries after the latest checkpoint: the last write did not finish")
+            }
+        }
+        return LogVerification(size: frontier.size, root: frontier.root, pruned: pruned, checkpoints: checkpoints.count)
+    }
+
+    /// Removes the bytes of entries before `index` (their leaf hashes stay, so the tree still
+    /// verifies and proves); returns how many entries were pruned now.
+    public func prune(before index: UInt64) async throws -> UInt64 {
+        let size = try await size()
+        guard index <= size else { throw LogError(.invalidParameter, "the log has \(size) entries, not \(index)") }
+        return try await storage.prune(before: index)
+    }
+}
+
+/// What ``OperationLog/verify()`` checked.
+public struct LogVerification: Sendable, Hashable {
+    public let size: UInt64
+    public let root: TreeHash
+    /// Entries whose bytes were pruned (their leaf hashes were checked against the tree).
+    public let pruned: UInt64
+    /// Signed checkpoints checked.
+    public let checkpoints: Int
+}
+
+/// An inclusion proof, with what it proves.
+public struct InclusionProof: Sendable, Hashable {
+    public let index: UInt64
+    public let size: UInt64
+    public let leaf: TreeHash
+    public let path: [TreeHash]
+    public let root: TreeHash
+
+    /// Checks the proof against its own root (use ``MerkleProof`` against a root you trust).
+    public func verify() throws {
+        try MerkleProof.verifyInclusion(index: index, size: size, leaf: leaf, proof: path, root: root)
+    }
+}
+
+/// A consistency proof, with what it proves.
+public struct ConsistencyProof: Sendable, Hashable {
+    public let oldSize: UInt64
+    public let newSize: UInt64
+    public let oldRoot: TreeHash
+    public let newRoot: TreeHash
+    public let path: [TreeHash]
+
+    public func verify() throws {
+        try MerkleProof.verifyConsistency(
+            oldSize: oldSize, newSize: newSize, oldRoot: oldRoot, newRoot: newRoot, proof: path)
+    }
+}
