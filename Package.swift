@@ -103,7 +103,10 @@ let package = Package(
         // SQLite through sqlite-nio (which bundles SQLite), PostgreSQL through postgres-nio.
         .target(
             name: "ShadowSQLite",
-            dependencies: ["ShadowCore", "ShadowVault", "ShadowCredentials", sqliteNIO, logging, nioCore, nioPosix],
+            dependencies: [
+                "ShadowCore", "ShadowVault", "ShadowCredentials", "ShadowOperationLog", sqliteNIO, logging, nioCore,
+                nioPosix,
+            ],
             swiftSettings: strictSettings),
         .target(
             name: "ShadowPostgres",
@@ -197,7 +200,8 @@ let package = Package(
         .testTarget(
             name: "ShadowOperationLogTests",
             dependencies: [
-                "ShadowOperationLog", "ShadowSQLite", "ShadowCore", "ShadowVault", "ShadowTestSupport",
+                "ShadowOperationLog", "ShadowSQLite", "ShadowCore", "ShadowVault", "ShadowTestSupport", sqliteNIO,
+                nioCore,
             ],
             swiftSettings: strictSettings),
         .testTarget(

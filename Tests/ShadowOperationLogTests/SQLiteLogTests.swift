@@ -1,0 +1,152 @@
+import Foundation
+import NIOCore
+import ShadowCore
+import ShadowOperationLog
+import ShadowSQLite
+import ShadowTestSupport
+import ShadowVault
+import SQLiteNIO
+import Testing
+
+/// The operation log in SQLite: the same contract as the file, plus edits to its rows by
+/// someone who can write the database.
+@Suite struct SQLiteLogTests {
+    let directory: TemporaryDirectory
+    let path: String
+
+    init() throws {
+        directory = try TemporaryDirectory()
+        path = directory.path + "/state.sqlite"
+    }
+
+    func withLog<R>(create: Bool = true, _ body: (OperationLog) async throws -> R) async throws -> R {
+        let storage = try await SQLiteLogStorage.open(
+            path: path, unlock: LogFixtures.unlock, create: create, origin: create ? LogFixtures.origin : nil)
+        do {
+            let result = try await body(try OperationLog(storage: storage))
+            await storage.close()
+            return result
+        } catch {
+            await storage.close()
+            throw error
+        }
+    }
+
+    func fill(_ log: OperationLog, count: Int, from start: Int = 0) async throws {
+        _ = try await log.append(contentsOf: (start..<(start + count)).map { LogFixtures.entry($0) })
+    }
+
+    /// Runs SQL on the database as an attacker with write access would.
+    func edit(_ statements: String...) async throws {
+        let connection = try await SQLiteConnection.open(storage: .file(path: path))
+        for statement in statements { _ = try await connection.query(statement, []) }
+        try await connection.close()
+    }
+
+    @Test func appendsProofsAndPruning() async throws {
+        try await withLog { log in
+            try await fill(log, count: 5)
+            let old = try await log.checkpoint().checkpoint
+            let indices = try await withThrowingTaskGroup(of: UInt64.self) { group in
+                for number in 5..<105 { group.addTask { try await log.append(LogFixtures.entry(number)) } }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            #expect(Set(indices) == Set(5..<105))
+            let report = try await log.verify()
+            #expect(report.size == 105)
+            for index in [UInt64(0), 4, 63, 64, 104] { try await log.inclusionProof(index: index).verify() }
+            let consistency = try await log.consistencyProof(from: old.size)
+            #expect(consistency.oldRoot == old.root)
+            try consistency.verify()
+            #expect(try await log.entry(at: 77) == LogFixtures.entry(77))
+            #expect(try await log.indices(ofEntity: "Documents/report-77.pdf") == [77])
+            #expect(try await log.prune(before: 50) == 50)
+            #expect(try await log.verify().root == report.root)
+            await #expect(throws: LogError(.pruned, "")) { try await log.entry(at: 49) }
+            #expect(try await log.indices(ofEntity: "Documents/report-7.pdf") == [])
+            try await log.inclusionProof(index: 7).verify()
+        }
+        // Reopened, the log goes on where it was.
+        try await withLog(create: false) { log in
+            try await fill(log, count: 3, from: 105)
+            #expect(try await log.verify().size == 108)
+        }
+    }
+
+    @Test func theLogSharesTheStateStoreFile() async throws {
+        let store = try await SQLiteCredentialStore.open(path: path, unlock: LogFixtures.unlock)
+        try await withLog { log in try await fill(log, count: 3) }
+        await store.close()
+        let reopened = try await SQLiteCredentialStore.open(path: path, unlock: LogFixtures.unlock, create: false)
+        await reopened.close()
+        try await withLog(create: false) { log in
+            let size = try await log.verify().size
+            #expect(size == 3)
+        }
+    }
+
+    @Test func aWrongKeyOrAMissingLogIsRefused() async throws {
+        await #expect(throws: LogError(.notFound, "")) {
+            try await SQLiteLogStorage.open(path: path, unlock: LogFixtures.unlock)
+        }
+        try await withLog { log in try await fill(log, count: 1) }
+        await #expect(throws: LogError(.wrongKey, "")) {
+            try await SQLiteLogStorage.open(path: path, unlock: .key(SecretBytes([UInt8](repeating: 3, count: 32))))
+        }
+    }
+
+    func expectTampered(_ what: String, _ statements: String...) async throws {
+        let backup = directory.path + "/backup.sqlite"
+        try? FileManager.default.removeItem(atPath: backup)
+        try FileManager.default.copyItem(atPath: path, toPath: backup)
+        for statement in statements { try await edit(statement) }
+        await #expect(throws: LogError(.tampered, ""), "\(what)") {
+            try await withLog(create: false) { _ = try await $0.verify() }
+        }
+        try FileManager.default.removeItem(atPath: path)
+        try FileManager.default.copyItem(atPath: backup, toPath: path)
+        // The control: the unedited copy verifies.
+        try await withLog(create: false) { log in _ = try await log.verify() }
+    }
+
+    @Test func editedRowsAreCaught() async throws {
+        try await withLog { log in
+            try await fill(log, count: 10)
+            try await fill(log, count: 10, from: 10)
+        }
+        // Checkpointing the WAL keeps the copies whole.
+        try await edit("PRAGMA wal_checkpoint(TRUNCATE)")
+        try await expectTampered(
+            "a changed body", "UPDATE shadow_oplog_entries SET body = zeroblob(length(body)) WHERE idx = 3")
+        try await expectTampered(
+            "a changed leaf", "UPDATE shadow_oplog_entries SET leaf = zeroblob(32) WHERE idx = 3")
+        try await expectTampered(
+            "a body and leaf both changed",
+            "UPDATE shadow_oplog_entries SET (leaf, body) = (SELECT leaf, body FROM shadow_oplog_entries WHERE idx = 4) WHERE idx = 3"
+        )
+        try await expectTampered("a deleted entry", "DELETE FROM shadow_oplog_entries WHERE idx = 5")
+        try await expectTampered("a cut tail", "DELETE FROM shadow_oplog_entries WHERE idx >= 18")
+        try await expectTampered(
+            "a reordering",
+            "UPDATE shadow_oplog_entries SET idx = -1 WHERE idx = 1",
+            "UPDATE shadow_oplog_entries SET idx = 1 WHERE idx = 2",
+            "UPDATE shadow_oplog_entries SET idx = 2 WHERE idx = -1")
+        try await expectTampered(
+            "a changed tree node",
+            "UPDATE shadow_oplog_nodes SET hash = zeroblob(32) WHERE rowid IN (SELECT rowid FROM shadow_oplog_nodes LIMIT 1)"
+        )
+        try await expectTampered(
+            "an extra entry",
+            "INSERT INTO shadow_oplog_entries SELECT 20, leaf, entity, body FROM shadow_oplog_entries WHERE idx = 0")
+        try await expectTampered(
+            "a changed checkpoint",
+            "UPDATE shadow_oplog_meta SET value = replace(value, CAST('\n20\n' AS BLOB), CAST('\n19\n' AS BLOB)) WHERE name = 'checkpoint'"
+        )
+        // Pruning by hand (a NULL body) keeps the tree: that is what pruning is.
+        try await edit("UPDATE shadow_oplog_entries SET body = NULL WHERE idx = 0")
+        try await withLog(create: false) { log in
+            let pruned = try await log.verify().pruned
+            #expect(pruned == 1)
+        }
+    }
+}
