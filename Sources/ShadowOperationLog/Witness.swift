@@ -1,0 +1,235 @@
+import Crypto
+#if canImport(Darwin)
+import Darwin
+#else
+import Glibc
+#endif
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+public import ShadowCredentials
+import ShadowCore
+import ShadowVault
+
+/// What a witness remembers (Docs/operation-log.md, "The witness"): the last checkpoint of the
+/// log it accepted, and optionally the vault's generation and the state store's audit head.
+public struct WitnessRecord: Sendable, Hashable {
+    public var origin: String
+    public var size: UInt64
+    public var root: TreeHash
+    public var vault: VaultMark?
+    public var state: StateMark?
+
+    public init(origin: String, size: UInt64, root: TreeHash, vault: VaultMark? = nil, state: StateMark? = nil) {
+        (self.origin, self.size, self.root, self.vault, self.state) = (origin, size, root, vault, state)
+    }
+}
+
+/// A vault's identity and generation (from its header; no key needed).
+public struct VaultMark: Sendable, Hashable {
+    /// The vault ID, 32 hex digits.
+    public let id: String
+    public let generation: UInt64
+
+    public init(id: String, generation: UInt64) {
+        self.id = id
+        self.generation = generation
+    }
+
+    /// The mark of the vault file at `path`.
+    public static func read(path: String) throws -> VaultMark {
+        let info = try TokenVault.headerInfo(path: path)
+        return VaultMark(id: info.vaultID, generation: info.generation)
+    }
+}
+
+/// A state store's audit head: how many transitions its audit log holds, and a digest of the last.
+public struct StateMark: Sendable, Hashable {
+    public let count: Int
+    /// SHA-256 of the last entry's sequence, times, event ID and subject hash; 32 zero bytes for none.
+    public let last: [UInt8]
+
+    public init(count: Int, last: [UInt8]) {
+        self.count = count
+        self.last = last
+    }
+
+    static func digest(_ entry: AuditEntry) -> [UInt8] {
+        let text = [
+            String(entry.sequence), String(entry.recordedAtMilliseconds), String(entry.eventTimeMilliseconds),
+            entry.eventID, entry.subjectHash, entry.clientID,
+        ].joined(separator: "\n")
+        return SHA256Bytes.of(Array(text.utf8))
+    }
+
+    /// The mark of `store`'s audit log (verified on the way), and the digest of its entry `at` (1-based) when asked.
+    public static func read(
+        _ store: any DatabaseCredentialStore, entry at: Int? = nil
+    ) async throws
+        -> (mark: StateMark, entryDigest: [UInt8]?)
+    {
+        let entries = try await store.auditEntries()
+        let mark = StateMark(count: entries.count, last: entries.last.map(digest) ?? [UInt8](repeating: 0, count: 32))
+        let digestAt = at.flatMap { $0 >= 1 && $0 <= entries.count ? digest(entries[$0 - 1]) : nil }
+        return (mark, digestAt)
+    }
+}
+
+/// A witness: the last accepted state, in a file of its own that the log's key authenticates.
+///
+/// On every check it demands that the log's new checkpoint be consistent with the remembered one
+/// (the log only grew), that the vault's generation did not go down, and that the state store's
+/// audit log still holds the remembered last entry. Anything else is ``LogErrorCode/rolledBack``.
+public struct Witness: Sendable {
+    public let path: String
+    let key: SymmetricKey
+
+    static let header = "shadow-keys witness v1"
+    /// The largest witness file read.
+    static let maxBytes = 4096
+
+    public init(path: String, keys: LogKeys) {
+        self.path = path
+        key = keys.witness
+    }
+
+    /// The remembered record; nil when there is no witness file yet.
+    /// - Throws: ``LogErrorCode/tampered`` when the file is malformed or does not authenticate.
+    public func read() throws -> WitnessRecord? {
+        let bytes: [UInt8]
+        do {
+            guard let read = try Files.read(path, limit: Self.maxBytes) else {
+                throw LogError(.tampered, "the witness file \(path) is over \(Self.maxBytes) bytes")
+            }
+            bytes = read
+        } catch let error as FileError where error.code == ENOENT {
+            return nil
+        } catch let error as FileError {
+            throw LogError(.io, "\(error)")
+        }
+        return try Self.parse(bytes, key: key)
+    }
+
+    /// Parses and authenticates a witness file.
+    static func parse(_ bytes: [UInt8], key: SymmetricKey) throws -> WitnessRecord {
+        func bad(_ reason: String) -> LogError { LogError(.tampered, "the witness file: \(reason)") }
+        guard let text = String(validating: bytes, as: UTF8.self), text.hasSuffix("\n") else {
+            throw bad("it is not UTF-8 text ending in a newline")
+        }
+        var lines = text.dropLast().split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+        guard lines.count >= 5, lines[0] == header, let macLine = lines.popLast(), macLine.hasPrefix("mac ") else {
+            throw bad("it is not a \(header) file")
+        }
+        let body = lines.map { $0 + "\n" }.joined()
+        guard let mac = Base64.decode(macLine.dropFirst(4)),
+            ConstantTime.equals(Array(HMAC<SHA256>.authenticationCode(for: Array(body.utf8), using: key)), mac)
+        else { throw bad("it does not authenticate with this log's key: it was edited, or belongs to another log") }
+        var fields: [String: [Substring]] = [:]
+        for line in lines.dropFirst() {
+            let parts = line.split(separator: " ", omittingEmptySubsequences: false)
+            guard let name = parts.first, fields[String(name)] == nil else { throw bad("a line is repeated") }
+            fields[String(name)] = Array(parts.dropFirst())
+        }
+        guard let origin = fields["origin"], origin.count == 1, let size = fields["size"], size.count == 1,
+            let treeSize = UInt64(size[0]), let root = fields["root"], root.count == 1,
+            let treeRoot = TreeHash(base64: root[0])
+        else { throw bad("its origin, size or root line is malformed") }
+        var record = WitnessRecord(origin: String(origin[0]), size: treeSize, root: treeRoot)
+        if let vault = fields["vault"] {
+            guard vault.count == 2, let generation = UInt64(vault[1]) else { throw bad("its vault line is malformed") }
+            record.vault = VaultMark(id: String(vault[0]), generation: generation)
+        }
+        if let state = fields["state"] {
+            guard state.count == 2, let count = Int(state[0]), count >= 0, let last = try? Hex.decode(String(state[1])),
+                last.count == 32
+            else { throw bad("its state line is malformed") }
+            record.state = StateMark(count: count, last: last)
+        }
+        return record
+    }
+
+    /// The file's bytes for `record`.
+    func serialize(_ record: WitnessRecord) -> [UInt8] {
+        var lines = [Self.header, "origin \(record.origin)", "size \(record.size)", "root \(record.root.base64)"]
+        if let vault = record.vault { lines.append("vault \(vault.id) \(vault.generation)") }
+        if let state = record.state { lines.append("state \(state.count) \(Hex.encode(state.last))") }
+        let body = lines.map { $0 + "\n" }.joined()
+        let mac = HMAC<SHA256>.authenticationCode(for: Array(body.utf8), using: key)
+        return Array((body + "mac \(Base64.encode(Array(mac)))\n").utf8)
+    }
+
+    /// Writes `record` atomically, mode 0600.
+    public func write(_ record: WitnessRecord) throws {
+        do {
+            try Files.writeAtomically(path, serialize(record))
+        } catch let error as FileError {
+            throw LogError(.io, "\(error)")
+        }
+    }
+
+    /// Checks `log`, and the vault and state store when given, against the remembered record,
+    /// then remembers the new one. Returns the previous record (nil on first use).
+    /// - Throws: ``LogErrorCode/rolledBack`` naming what went back; ``LogErrorCode/tampered``
+    ///   when the witness file itself was edited.
+    @discardableResult
+    public func check(
+        _ log: OperationLog, vault: VaultMark? = nil, state: (any DatabaseCredentialStore)? = nil
+    ) async throws -> WitnessRecord? {
+        let current = try await log.checkpoint().checkpoint
+        let previous = try read()
+        var stateMark: StateMark?
+        if let state {
+            let (mark, digest) = try await StateMark.read(state, entry: previous?.state?.count)
+            if let old = previous?.state, old.count > 0 {
+                guard mark.count >= old.count else {
+                    throw LogError(
+                        .rolledBack,
+                        "the state store's audit log went back from \(old.count) to \(mark.count) transitions")
+                }
+                guard let digest, ConstantTime.equals(digest, old.last) else {
+                    throw LogError(
+                        .rolledBack, "the state store's audit log no longer holds the transition the witness saw last")
+                }
+            }
+            stateMark = mark
+        }
+        if let previous {
+            guard previous.origin == current.origin else {
+                throw LogError(.rolledBack, "the witness watches \(previous.origin), not \(current.origin)")
+            }
+            guard current.size >= previous.size else {
+                throw LogError(
+                    .rolledBack, "the log went back from \(previous.size) to \(current.size) entries")
+            }
+            let proof = try await log.consistencyProof(from: previous.size, to: current.size)
+            do {
+                try MerkleProof.verifyConsistency(
+                    oldSize: previous.size, newSize: current.size, oldRoot: previous.root, newRoot: current.root,
+                    proof: proof.path)
+            } catch {
+                throw LogError(
+                    .rolledBack,
+                    "the log of \(current.size) entries does not extend the one of \(previous.size) the witness saw: it was rewritten"
+                )
+            }
+            if let old = previous.vault, let vault {
+                guard old.id == vault.id else {
+                    throw LogError(.rolledBack, "the vault is another vault (\(vault.id), not \(old.id))")
+                }
+                guard vault.generation >= old.generation else {
+                    throw LogError(
+                        .rolledBack,
+                        "the vault went back from generation \(old.generation) to \(vault.generation): an older copy was restored"
+                    )
+                }
+            }
+        }
+        try write(
+            WitnessRecord(
+                origin: current.origin, size: current.size, root: current.root, vault: vault ?? previous?.vault,
+                state: stateMark ?? previous?.state))
+        return previous
+    }
+}
