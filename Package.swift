@@ -154,7 +154,7 @@ let package = Package(
             name: "ShadowKeysCommands",
             dependencies: [
                 "ShadowCore", "ShadowJOSE", "ShadowJWKS", "ShadowHTTP", "ShadowApple", "ShadowCrypto", "ShadowVault",
-                "ShadowCredentials", "ShadowSQLite", "ShadowSelfTest", argumentParser,
+                "ShadowCredentials", "ShadowSQLite", "ShadowSelfTest", "ShadowOperationLog", argumentParser,
             ],
             swiftSettings: strictSettings),
         .target(

@@ -22,7 +22,8 @@ public enum ShadowKeysTool {
     public static let commands: [any ParsableCommand.Type] = [
         VerifyToken.self, Decode.self, JWKSCommand.self, ClientSecretCommand.self, AppleCommand.self, Keygen.self,
         Sign.self, DeriveKey.self,
-        Encrypt.self, Decrypt.self, Rewrap.self, Hash.self, VaultCommand.self, StateCommand.self, SelfTestCommand.self,
+        Encrypt.self, Decrypt.self, Rewrap.self, Hash.self, VaultCommand.self, StateCommand.self, LogCommand.self,
+        SelfTestCommand.self,
     ]
 
     /// Parses the process's arguments against `root`, then runs the command and exits.

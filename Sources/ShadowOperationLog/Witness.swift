@@ -66,7 +66,7 @@ public struct StateMark: Sendable, Hashable {
 
     /// The mark of `store`'s audit log (verified on the way), and the digest of its entry `at` (1-based) when asked.
     public static func read(
-        _ store: any DatabaseCredentialStore, entry at: Int? = nil
+        _ store: any AuditedCredentialStore, entry at: Int? = nil
     ) async throws
         -> (mark: StateMark, entryDigest: [UInt8]?)
     {
@@ -175,7 +175,7 @@ public struct Witness: Sendable {
     ///   when the witness file itself was edited.
     @discardableResult
     public func check(
-        _ log: OperationLog, vault: VaultMark? = nil, state: (any DatabaseCredentialStore)? = nil
+        _ log: OperationLog, vault: VaultMark? = nil, state: (any AuditedCredentialStore)? = nil
     ) async throws -> WitnessRecord? {
         let current = try await log.checkpoint().checkpoint
         let previous = try read()

@@ -5,6 +5,7 @@ import ShadowCredentials
 package import ShadowJOSE
 import ShadowCrypto
 import ShadowJWKS
+import ShadowOperationLog
 import ShadowVault
 
 /// The exit codes scripts rely on (Docs/cli.md).
@@ -23,6 +24,7 @@ package enum ExitStatus: Int32 {
     case vaultLockTimeout = 33
     case storeUnavailable = 34
     case notAStore = 35
+    case rolledBack = 36
     case appleInvalidGrant = 40
     case appleRejected = 41
     case appleUnavailable = 42
@@ -69,6 +71,16 @@ package enum ExitStatus: Int32 {
             case .corrupted: self = .vaultCorrupted
             case .noSuchEntry: self = .vaultNoSuchEntry
             case .lockTimeout: self = .vaultLockTimeout
+            case .notFound: self = .noInput
+            case .invalidParameter: self = .usage
+            default: self = .failure
+            }
+        case let error as LogError:
+            switch error.code {
+            case .wrongKey: self = .vaultWrongKey
+            case .tampered: self = .vaultCorrupted
+            case .notALog: self = .notAStore
+            case .rolledBack: self = .rolledBack
             case .notFound: self = .noInput
             case .invalidParameter: self = .usage
             default: self = .failure
