@@ -177,7 +177,7 @@ public enum EntryCodec {
         var names: [String] = []
         for label in ["operation", "provider", "entity type"] {
             let name = try reader.take(Int(try reader.byte()))
-            try checkName(name, label)
+            do { try checkName(name, label) } catch let error as LogError { throw ByteReader.bad(error.reason) }
             names.append(String(decoding: name, as: UTF8.self))
         }
         let entityHash = Array(try reader.take(32))

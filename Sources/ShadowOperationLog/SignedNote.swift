@@ -222,8 +222,8 @@ public struct Checkpoint: Sendable, Hashable {
     public let extensions: [String]
 
     public init(origin: String, size: UInt64, root: TreeHash, extensions: [String] = []) throws {
-        guard !origin.isEmpty, !origin.contains("\n"), origin.utf8.count <= 256 else {
-            throw LogError(.invalidParameter, "a log origin is one line of 1 to 256 bytes")
+        guard !origin.isEmpty, !origin.contains("\n"), origin.utf8.count <= 255 else {
+            throw LogError(.invalidParameter, "a log origin is one line of 1 to 255 bytes")
         }
         guard size <= UInt64(Int64.max) else { throw LogError(.invalidParameter, "a tree size is at most 2^63 - 1") }
         for line in extensions where line.isEmpty || line.contains("\n") {

@@ -1,0 +1,140 @@
+import Foundation
+import ShadowCore
+import ShadowOperationLog
+import ShadowTestSupport
+import ShadowVault
+import Testing
+
+/// TestVectors/shadow/oplog/vectors.json, made by an independent implementation of
+/// Docs/operation-log.md (Scripts/generate-oplog-vectors).
+@Suite struct OperationLogVectorTests {
+    struct Vectors: Decodable {
+        struct Entry: Decodable {
+            let operation: String
+            let provider: String
+            let entityType: String
+            let entityId: String
+            let time: Int64
+            let success: Bool
+            let error: String?
+            let detailsJSON: String?
+            let nonce: String
+            let entityHash: String
+            let bytes: String
+            let leafHash: String
+        }
+        struct Note: Decodable {
+            let size: UInt64
+            let root: String
+            let text: String
+            let note: String
+        }
+        struct Invalid: Decodable {
+            let reason: String
+            let bytes: String
+            let needsKey: Bool?
+        }
+        let key: String
+        let secret: String
+        let origin: String
+        let verifierKey: String
+        let entries: [Entry]
+        let checkpoints: [Note]
+        let logFile: String
+        let prunedLogFile: String
+        let witnessFile: String
+        let invalidEntries: [Invalid]
+        let emptyRoot: String
+    }
+
+    let vectors: Vectors
+    let keys: LogKeys
+    let directory: TemporaryDirectory
+
+    init() throws {
+        vectors = try JSONDecoder().decode(Vectors.self, from: Data(PackagePaths.vector("shadow/oplog/vectors.json")))
+        keys = try LogKeys(secret: try Hex.decode(vectors.secret))
+        directory = try TemporaryDirectory()
+    }
+
+    func entry(_ vector: Vectors.Entry) throws -> OperationEntry {
+        var details: JSONObject?
+        if let json = vector.detailsJSON {
+            guard case .object(let object) = try StrictJSON.parse(json) else { throw LogError(.invalidParameter, "") }
+            details = object
+        }
+        return OperationEntry(
+            operation: vector.operation, provider: vector.provider, entityType: vector.entityType,
+            entityID: vector.entityId, time: vector.time, success: vector.success, error: vector.error,
+            details: details)
+    }
+
+    @Test func entriesEncodeDecodeAndOpenAsGiven() throws {
+        #expect(vectors.entries.count == 5)
+        for vector in vectors.entries {
+            let bytes = try Hex.decode(vector.bytes)
+            let expected = try entry(vector)
+            #expect(try EntryCodec.encode(expected, keys: keys, nonce: try Hex.decode(vector.nonce)) == bytes)
+            let stored = try EntryCodec.decode(bytes)
+            #expect(Hex.encode(stored.entityHash) == vector.entityHash)
+            #expect(stored.leafHash.hex == vector.leafHash)
+            #expect(try EntryCodec.open(stored, keys: keys) == expected)
+            #expect(Hex.encode(keys.entityHash(vector.entityId)) == vector.entityHash)
+        }
+    }
+
+    @Test func invalidEntriesAreRefused() throws {
+        #expect(vectors.invalidEntries.count == 13)
+        for vector in vectors.invalidEntries {
+            let bytes = try Hex.decode(vector.bytes)
+            if vector.needsKey == true {
+                #expect(throws: LogError(.tampered, ""), "\(vector.reason)") {
+                    try EntryCodec.open(try EntryCodec.decode(bytes), keys: keys)
+                }
+            } else {
+                #expect(throws: LogError(.tampered, ""), "\(vector.reason)") { try EntryCodec.decode(bytes) }
+            }
+        }
+    }
+
+    @Test func theSignerMakesTheSameCheckpoints() throws {
+        let signer = try keys.signer(origin: vectors.origin)
+        #expect(signer.verifierKey == vectors.verifierKey)
+        for vector in vectors.checkpoints {
+            let checkpoint = try Checkpoint(
+                origin: vectors.origin, size: vector.size, root: try #require(TreeHash(bytes: Hex.decode(vector.root))))
+            #expect(checkpoint.text == vector.text)
+            #expect(try signer.sign(checkpoint.text) == vector.note)
+            let verifier = try NoteVerifier(encoded: vectors.verifierKey)
+            #expect(try SignedNote.open(vector.note, verifiers: [verifier]) == vector.text)
+        }
+        #expect(TreeHash.empty.hex == vectors.emptyRoot)
+    }
+
+    @Test func theLogFilesReadAndVerify() async throws {
+        let key = VaultUnlock.key(SecretBytes(try Hex.decode(vectors.key)))
+        for (name, file, pruned) in [("log", vectors.logFile, UInt64(0)), ("pruned", vectors.prunedLogFile, 2)] {
+            let path = try directory.write(name, Data(try Hex.decode(file)))
+            let log = try OperationLog(storage: try await FileLogStorage.open(path: path, unlock: key))
+            let report = try await log.verify()
+            #expect(report.size == 5 && report.pruned == pruned && report.checkpoints == 2)
+            #expect(report.root.hex == vectors.checkpoints.last?.root)
+            #expect(try await log.checkpoint().note == vectors.checkpoints.last?.note)
+            for (index, vector) in vectors.entries.enumerated() where UInt64(index) >= pruned {
+                #expect(try await log.entry(at: UInt64(index)) == entry(vector))
+            }
+        }
+    }
+
+    @Test func theWitnessFileReads() throws {
+        let path = try directory.write("witness", vectors.witnessFile)
+        let record = try #require(try Witness(path: path, keys: keys).read())
+        #expect(record.origin == vectors.origin && record.size == 5)
+        #expect(record.root.hex == vectors.checkpoints.last?.root)
+        #expect(record.vault == VaultMark(id: "00112233445566778899aabbccddeeff", generation: 7))
+        #expect(record.state?.count == 3)
+        // Written back, it is the same bytes.
+        try Witness(path: path, keys: keys).write(record)
+        #expect(try String(contentsOfFile: path, encoding: .utf8) == vectors.witnessFile)
+    }
+}
