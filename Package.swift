@@ -138,7 +138,7 @@ let package = Package(
             name: "ShadowFuzzTargets",
             dependencies: [
                 "ShadowCore", "ShadowJOSE", "ShadowJWKS", "ShadowApple", "ShadowCrypto", "ShadowVault",
-                "ShadowCredentials", "ShadowPostgres", "ShadowHTTP", crypto,
+                "ShadowCredentials", "ShadowPostgres", "ShadowHTTP", "ShadowOperationLog", crypto,
             ],
             swiftSettings: strictSettings),
         .target(

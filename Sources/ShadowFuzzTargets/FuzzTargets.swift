@@ -47,6 +47,10 @@ public enum FuzzTargets {
         ),
         ("postgres-url", "PostgreSQL URLs read as libpq reads them", StoreURLTargets.postgresURL),
         ("proxy", "HTTPS_PROXY and NO_PROXY as curl reads them, and hosts matched against them", ProxyTargets.proxy),
+        (
+            "oplog", "operation-log entries, signed checkpoints, witness files and log files, with round trips",
+            OperationLogTargets.oplog
+        ),
     ]
 
     /// Builds every harness's fixtures (keys, verifiers) now, so that the leak checker does not
@@ -60,6 +64,7 @@ public enum FuzzTargets {
         _ = (
             CryptoTargets.kek, CryptoTargets.contexts, VaultTargets.unlock, CredentialTargets.keys, StateDBTargets.keys
         )
+        _ = (OperationLogTargets.keys, OperationLogTargets.verifier, OperationLogTargets.unlock)
     }
 
     /// The harness named `name`, if there is one.

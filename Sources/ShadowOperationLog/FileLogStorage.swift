@@ -68,24 +68,39 @@ public final class FileLogStorage: LogStorage {
         }
         let seconds = Double(lockTimeout.components.seconds) + Double(lockTimeout.components.attoseconds) / 1e18
         return try await runBlocking {
-            if create, !Self.exists(path) {
-                guard let lock = try FileLock.acquire(path + ".lock", timeout: seconds) else {
-                    throw LogError(.io, "another process held the log's lock for \(seconds) s")
-                }
-                defer { lock.release() }
-                if !Self.exists(path) { try Self.create(path: path, unlock: unlock, origin: origin) }
-            }
-            let header = try Self.readHeader(path: path, unlock: unlock)
-            if let origin, origin != header.origin {
-                throw LogError(.invalidParameter, "the log's origin is \(header.origin), not \(origin)")
-            }
-            let storage = try FileLogStorage(
-                path: path, origin: header.origin, keys: header.keys, lockTimeout: seconds,
-                state: State(headerLength: header.length))
-            try storage.state.withLock { try storage.refresh(&$0, truncateTail: false) }
-            return storage
+            try openSync(path: path, unlock: unlock, create: create, origin: origin, lockTimeout: seconds)
         }
     }
+
+    /// ``open(path:unlock:create:origin:lockTimeout:)`` on the calling thread.
+    package static func openSync(
+        path: String, unlock: VaultUnlock, create: Bool = false, origin: String? = nil, lockTimeout seconds: Double = 10
+    ) throws -> FileLogStorage {
+        if create, !Self.exists(path) {
+            guard let lock = try FileLock.acquire(path + ".lock", timeout: seconds) else {
+                throw LogError(.io, "another process held the log's lock for \(seconds) s")
+            }
+            defer { lock.release() }
+            if !Self.exists(path) { try Self.create(path: path, unlock: unlock, origin: origin) }
+        }
+        let header = try Self.readHeader(path: path, unlock: unlock)
+        if let origin, origin != header.origin {
+            throw LogError(.invalidParameter, "the log's origin is \(header.origin), not \(origin)")
+        }
+        let storage: FileLogStorage
+        do {
+            storage = try FileLogStorage(
+                path: path, origin: header.origin, keys: header.keys, lockTimeout: seconds,
+                state: State(headerLength: header.length))
+        } catch let error as LogError {
+            throw LogError(.tampered, "the log's origin: \(error.reason)")
+        }
+        try storage.state.withLock { try storage.refresh(&$0, truncateTail: false) }
+        return storage
+    }
+
+    /// The number of entries (the tree's size), as read.
+    package var size: UInt64 { state.withLock { $0.tree.size } }
 
     static func exists(_ path: String) -> Bool {
         var info = stat()

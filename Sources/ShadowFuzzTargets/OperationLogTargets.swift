@@ -1,0 +1,53 @@
+#if canImport(Darwin)
+import Darwin
+#else
+import Glibc
+#endif
+import ShadowCore
+import ShadowOperationLog
+import ShadowVault
+
+enum OperationLogTargets {
+    static let keys = try! LogKeys(secret: [UInt8](repeating: 0x42, count: 32))
+    static let verifier = try! keys.signer(origin: "example.com/fuzz").verifier
+    static let unlock = VaultUnlock.key(SecretBytes([UInt8](repeating: 7, count: 32)))
+    static let path = "/tmp/shadow-keys-fuzz-oplog-\(getpid())"
+
+    /// The first byte picks the reader: 0 entry bytes (opened with a fixed key, re-sealed and
+    /// read back to the same entry), 1 a signed note, and its text as a checkpoint (round trip),
+    /// 2 a witness file (written back to the same bytes), 3 a whole log file (opened with a fixed
+    /// key; its tree and checkpoints checked).
+    static let oplog: FuzzTargets.Harness = { data in
+        let input = Input(data)
+        switch input.mode % 4 {
+        case 0:
+            guard let stored = try? EntryCodec.decode(input.rest) else { return }
+            precondition(TreeHash.leaf(input.rest) == stored.leafHash)
+            guard let entry = try? EntryCodec.open(stored, keys: keys) else { return }
+            let again = try! EntryCodec.encode(entry, keys: keys, nonce: [UInt8](repeating: 1, count: 12))
+            precondition(try! EntryCodec.open(try! EntryCodec.decode(again), keys: keys) == entry)
+        case 1:
+            // A signature cannot be forged, so the checkpoint reader also gets the bytes as note text.
+            let note = String(decoding: input.rest, as: UTF8.self)
+            let text = (try? SignedNote.open(note, verifiers: [verifier])) ?? note
+            guard let checkpoint = try? Checkpoint(text: text) else { return }
+            precondition(checkpoint.text == text, "a checkpoint's text changed in a round trip")
+        case 2:
+            let file = path + ".witness"
+            defer { unlink(file) }
+            guard (try? Files.writeAtomically(file, input.rest)) != nil else { return }
+            let witness = Witness(path: file, keys: keys)
+            guard let record = try? witness.read() else { return }
+            try! witness.write(record)
+            precondition(try! witness.read() == record)
+        default:
+            defer {
+                unlink(path)
+                unlink(path + ".lock")
+            }
+            guard (try? Files.writeAtomically(path, input.rest)) != nil else { return }
+            guard let storage = try? FileLogStorage.openSync(path: path, unlock: unlock) else { return }
+            _ = storage.size
+        }
+    }
+}

@@ -1,0 +1,132 @@
+import Foundation
+import ShadowCore
+import ShadowTestSupport
+import Testing
+
+/// `shadow-keys log`, as a sync tool's scripts use it: exit codes, JSON, and nothing written
+/// when an input is bad.
+@Suite(.tags(.multiProcess)) struct LogCLITests {
+    let directory: TemporaryDirectory
+    let keyFile: String
+    let path: String
+
+    init() throws {
+        directory = try TemporaryDirectory()
+        keyFile = try directory.write(
+            "log.key", "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f\n", mode: 0o600)
+        path = directory.path + "/ops.log"
+    }
+
+    func log(_ arguments: [String], location: String? = nil, stdin: String? = nil) throws -> CLIResult {
+        try CLIRunner.run(["log"] + arguments + ["--log", location ?? path, "--key-file", keyFile], stdin: stdin)
+    }
+
+    func append(_ entityID: String, location: String? = nil) throws -> CLIResult {
+        try log(
+            [
+                "append", "--origin", "example.com/ops", "--operation", "upload", "--provider", "icloud",
+                "--entity-type", "file", "--entity-id", entityID, "--json",
+            ], location: location)
+    }
+
+    func json(_ text: String) throws -> JSONObject {
+        guard case .object(let object) = try StrictJSON.parse(text.trimmingCharacters(in: .newlines)) else {
+            throw CLIRunnerError("not a JSON object: \(text)")
+        }
+        return object
+    }
+
+    @Test(arguments: ["file", "sqlite"]) func appendShowProveVerify(backend: String) throws {
+        let location = backend == "file" ? path : "sqlite:" + directory.path + "/state.sqlite"
+        let first = try append("Documents/a.pdf", location: location)
+        #expect(first.status == 0, "\(first.stderr)")
+        #expect(try json(first.stdout)["first"] == .int(0))
+        let lines = """
+            {"operation":"delete","provider":"google-drive","entityType":"file","entityId":"b","success":false,"error":"HTTP 500"}
+            {"operation":"download","provider":"icloud","entityType":"file","entityId":"c","success":true,"time":"2026-01-01T00:00:00Z","details":{"bytes":12}}
+
+            """
+        let batch = try log(["append", "--from", "-", "--json"], location: location, stdin: lines)
+        #expect(batch.status == 0, "\(batch.stderr)")
+        #expect(try json(batch.stdout)["count"] == .int(2))
+        let shown = try log(["show"], location: location)
+        #expect(shown.status == 0)
+        let entries = try shown.stdout.split(separator: "\n").map { try json(String($0)) }
+        #expect(entries.count == 3)
+        #expect(entries[1]["error"] == .string("HTTP 500") && entries[1]["success"] == .bool(false))
+        #expect(entries[2]["time"] == .string("2026-01-01T00:00:00Z"))
+        let proof = try json(try log(["prove", "--inclusion", "1"], location: location).stdout)
+        #expect(proof["size"] == .int(3))
+        #expect(proof["proof"]?.arrayValue?.count == 2)
+        let verified = try log(["verify", "--json"], location: location)
+        #expect(verified.status == 0, "\(verified.stderr)")
+        #expect(try json(verified.stdout)["size"] == .int(3))
+        let checkpoint = try log(["checkpoint"], location: location)
+        #expect(checkpoint.stdout.hasPrefix("example.com/ops\n3\n"))
+        #expect(checkpoint.stdout.contains("\n\n\u{2014} example.com/ops "))
+        let key = try log(["checkpoint", "--verifier-key"], location: location)
+        #expect(key.stdout.hasPrefix("example.com/ops+"))
+    }
+
+    @Test func aBadLineWritesNothing() throws {
+        #expect(try append("a").status == 0)
+        let before = try Data(contentsOf: URL(fileURLWithPath: path))
+        let lines = """
+            {"operation":"upload","provider":"icloud","entityType":"file","entityId":"ok","success":true}
+            {"operation":"up load","provider":"icloud","entityType":"file","entityId":"bad","success":true}
+
+            """
+        let result = try log(["append", "--from", "-", "--json"], stdin: lines)
+        #expect(result.status == 65)
+        #expect(result.stderr.contains("line 2"))
+        #expect(try json(result.stdout)["valid"] == .bool(false))
+        #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == before)
+    }
+
+    @Test func exitCodes() throws {
+        #expect(try log(["verify"]).status == 66, "no log")
+        #expect(try append("a").status == 0)
+        let wrongKey = try directory.write("wrong.key", String(repeating: "ab", count: 32), mode: 0o600)
+        #expect(
+            try CLIRunner.run(["log", "verify", "--log", path, "--key-file", wrongKey]).status == 30, "wrong key")
+        let other = try directory.write("other", "just text")
+        #expect(try log(["verify"], location: other).status == 35, "not a log")
+        #expect(try log(["prove"]).status == 64, "usage")
+        #expect(try log(["prove", "--inclusion", "5"]).status == 64, "no such entry")
+        #expect(try log(["append", "--operation", "upload"]).status == 64, "missing fields")
+        #expect(try log(["verify"], location: "postgres://db/x").status == 64)
+        // A flipped byte in the entry.
+        var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))
+        let marker = Array("icloud".utf8)
+        let at = try #require(
+            (0..<(bytes.count - marker.count)).first { Array(bytes[$0..<($0 + marker.count)]) == marker })
+        bytes[at] ^= 0x20
+        try Data(bytes).write(to: URL(fileURLWithPath: path))
+        let tampered = try log(["verify", "--json"])
+        #expect(tampered.status == 31)
+        #expect(try json(tampered.stdout)["error"]?.objectValue?["code"] == .string("log_tampered"))
+    }
+
+    @Test func aRestoredLogIsRolledBack() throws {
+        let witness = directory.path + "/witness"
+        #expect(try append("a").status == 0)
+        #expect(try log(["verify", "--witness", witness]).status == 0)
+        try FileManager.default.copyItem(atPath: path, toPath: path + ".old")
+        #expect(try append("b").status == 0)
+        #expect(try log(["verify", "--witness", witness]).status == 0)
+        try FileManager.default.removeItem(atPath: path)
+        try FileManager.default.copyItem(atPath: path + ".old", toPath: path)
+        #expect(try log(["verify"]).status == 0, "the old copy is a valid log in itself")
+        let rolledBack = try log(["verify", "--witness", witness, "--json"])
+        #expect(rolledBack.status == 36)
+        #expect(try json(rolledBack.stdout)["error"]?.objectValue?["code"] == .string("rolled_back"))
+    }
+
+    @Test func noSecretInArgvIsNeeded() throws {
+        // The key comes from a file or an environment variable; the entity ID is not a secret
+        // but is sealed in the log: it is not in the file in clear.
+        #expect(try append("Secret Plans/2027.key").status == 0)
+        let bytes = try Data(contentsOf: URL(fileURLWithPath: path))
+        #expect(bytes.range(of: Data("Secret Plans".utf8)) == nil)
+    }
+}
