@@ -29,6 +29,7 @@ let package = Package(
                 .product(name: "ShadowVault", package: "ShadowKeys"),
                 .product(name: "ShadowCredentials", package: "ShadowKeys"),
                 .product(name: "ShadowSQLite", package: "ShadowKeys"),
+                .product(name: "ShadowOperationLog", package: "ShadowKeys"),
                 .product(name: "ShadowPostgres", package: "ShadowKeys"),
                 .product(name: "ShadowHummingbird", package: "ShadowKeys"),
                 .product(name: "Hummingbird", package: "hummingbird"),

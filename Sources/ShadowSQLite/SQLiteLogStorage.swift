@@ -25,6 +25,9 @@ public final class SQLiteLogStorage: LogStorage {
     private let writer: SQLiteConnection
     private let writeLock = AsyncLock()
     private let readLock = AsyncLock()
+    /// The checkpoint row this process last wrote or checked, and the tree's right edge under
+    /// it: while the row is byte for byte the same, the next batch skips re-reading both.
+    private let lastWrite = Mutex<(note: [UInt8], frontier: TreeFrontier)?>(nil)
 
     /// The most entries a log holds: node IDs keep the level in their top 8 bits.
     public static let maxSize: UInt64 = 1 << 48
@@ -294,24 +297,12 @@ public final class SQLiteLogStorage: LogStorage {
             }
             return (bytes: bytes, entity: try EntryCodec.decode(bytes).entityHash, leaf: TreeHash.leaf(bytes))
         }
-        return try await writing { connection in
-            let size = try await checkpoint(connection)?.checkpoint.size ?? 0
+        let (first, signed, frontier) = try await writing { connection in
+            var frontier = try await loadFrontier(connection)
+            let size = frontier.size
             guard size + UInt64(entries.count) <= Self.maxSize else {
                 throw LogError(.invalidParameter, "the log would grow past \(Self.maxSize) entries")
             }
-            // The right edge of the tree as the last writer left it.
-            var edge: [NodeID: TreeHash] = [:]
-            for id in TreeFrontier.ids(size: size) {
-                if id.level == 0 {
-                    edge[id] = try await Self.records(connection, from: id.index, count: 1).first.flatMap {
-                        $0.index == id.index ? $0.leaf : nil
-                    }
-                } else {
-                    edge[id] = try await Self.nodes(connection, level: id.level, in: id.index..<(id.index + 1))[
-                        id.index]
-                }
-            }
-            var frontier = try TreeFrontier(size: size, nodes: edge)
             var nodes: [(NodeID, TreeHash)] = []
             for item in stored {
                 nodes += frontier.append(item.leaf).dropFirst()
@@ -341,8 +332,39 @@ public final class SQLiteLogStorage: LogStorage {
             _ = try await connection.query(
                 "INSERT OR REPLACE INTO shadow_oplog_meta (name, value) VALUES ('checkpoint', ?)",
                 [.blob(ByteBuffer(bytes: Array(signed.note.utf8)))])
-            return (size, signed)
+            return (size, signed, frontier)
         }
+        // Remembered once committed; keyed by the exact row, so another writer's row never matches it.
+        lastWrite.withLock { $0 = (Array(signed.note.utf8), frontier) }
+        return (first, signed)
+    }
+
+    /// The tree's right edge as the last writer left it: from the cache when the checkpoint row is
+    /// the one this process last saw, else read (and the checkpoint's signature checked).
+    private func loadFrontier(_ connection: SQLiteConnection) async throws -> TreeFrontier {
+        let rows = try await connection.query("SELECT value FROM shadow_oplog_meta WHERE name = 'checkpoint'", [])
+        let note = rows.first?.column("value")?.blob.map { Array($0.readableBytesView) }
+        if let note, let cached = lastWrite.withLock({ $0 }), cached.note == note { return cached.frontier }
+        let signed = try await checkpoint(connection)
+        let size = signed?.checkpoint.size ?? 0
+        var edge: [NodeID: TreeHash] = [:]
+        for id in TreeFrontier.ids(size: size) {
+            if id.level == 0 {
+                edge[id] = try await Self.records(connection, from: id.index, count: 1).first.flatMap {
+                    $0.index == id.index ? $0.leaf : nil
+                }
+            } else {
+                edge[id] = try await Self.nodes(connection, level: id.level, in: id.index..<(id.index + 1))[id.index]
+            }
+        }
+        let frontier = try TreeFrontier(size: size, nodes: edge)
+        if let note {
+            guard signed?.checkpoint.root.constantTimeEquals(frontier.root) == true else {
+                throw LogError(.tampered, "the log's checkpoint does not match its tree's nodes")
+            }
+            lastWrite.withLock { $0 = (note, frontier) }
+        }
+        return frontier
     }
 
     public func prune(before index: UInt64) async throws -> UInt64 {

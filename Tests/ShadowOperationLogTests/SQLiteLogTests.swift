@@ -73,6 +73,35 @@ import Testing
         }
     }
 
+    /// Two writers on one database (two connections each, as two processes have): every append
+    /// gets its own index, with no gap, and the tree verifies.
+    @Test func twoWritersGetOneOrderWithoutGaps() async throws {
+        try await withLog { log in try await fill(log, count: 1) }
+        let storages = [
+            try await SQLiteLogStorage.open(path: path, unlock: LogFixtures.unlock),
+            try await SQLiteLogStorage.open(path: path, unlock: LogFixtures.unlock),
+        ]
+        let logs = try storages.map { try OperationLog(storage: $0) }
+        let indices = try await withThrowingTaskGroup(of: [UInt64].self) { group in
+            for (writer, log) in logs.enumerated() {
+                group.addTask {
+                    var got: [UInt64] = []
+                    for round in 0..<20 {
+                        let range = try await log.append(
+                            contentsOf: (0..<5).map { LogFixtures.entry(1000 * writer + 10 * round + $0) })
+                        got += Array(range)
+                    }
+                    return got
+                }
+            }
+            return try await group.reduce(into: []) { $0 += $1 }
+        }
+        #expect(indices.sorted() == Array(1..<201))
+        let report = try await logs[0].verify()
+        #expect(report.size == 201)
+        for storage in storages { await storage.close() }
+    }
+
     @Test func theLogSharesTheStateStoreFile() async throws {
         let store = try await SQLiteCredentialStore.open(path: path, unlock: LogFixtures.unlock)
         try await withLog { log in try await fill(log, count: 3) }

@@ -230,6 +230,7 @@ func report(_ rows: [BenchRow], to path: String) throws {
         if unit == "op/s" { return String(format: "%.2f ms", 1000 / value) }
         if unit == "ms/run" { return String(format: "%.2f ms", 1000 / value) }
         if unit == "us/op" { return String(format: "%.1f µs", 1e6 / value) }
+        if unit == "ms" { return String(format: "%.3f ms", value) }
         if value >= 1e6 { return String(format: "%.2fM/s", value / 1e6) }
         if value >= 1e3 { return String(format: "%.1fk/s", value / 1e3) }
         return String(format: "%.1f/s", value)
