@@ -44,6 +44,8 @@ let package = Package(
         .library(name: "ShadowCredentials", targets: ["ShadowCredentials"]),
         // The tamper-evident operation log for sync tools (RFC 9162 tree, C2SP checkpoints).
         .library(name: "ShadowOperationLog", targets: ["ShadowOperationLog"]),
+        // Access tokens that refresh themselves, from refresh tokens in the vault.
+        .library(name: "ShadowTokenSource", targets: ["ShadowTokenSource"]),
         // The framework-neutral server side: the notification receiver (HTTP statuses, JSON
         // bodies, metrics) and Apple's revoke call for the revocation worker.
         .library(name: "ShadowServer", targets: ["ShadowServer"]),
@@ -95,6 +97,10 @@ let package = Package(
         .target(
             name: "ShadowOperationLog",
             dependencies: ["ShadowCore", "ShadowCrypto", "ShadowVault", "ShadowCredentials", crypto],
+            swiftSettings: strictSettings),
+        .target(
+            name: "ShadowTokenSource",
+            dependencies: ["ShadowCore", "ShadowJWKS", "ShadowApple", "ShadowVault", crypto],
             swiftSettings: strictSettings),
         .target(
             name: "ShadowServer",
@@ -154,7 +160,8 @@ let package = Package(
             name: "ShadowKeysCommands",
             dependencies: [
                 "ShadowCore", "ShadowJOSE", "ShadowJWKS", "ShadowHTTP", "ShadowApple", "ShadowCrypto", "ShadowVault",
-                "ShadowCredentials", "ShadowSQLite", "ShadowSelfTest", "ShadowOperationLog", argumentParser,
+                "ShadowCredentials", "ShadowSQLite", "ShadowSelfTest", "ShadowOperationLog", "ShadowTokenSource",
+                argumentParser,
             ],
             swiftSettings: strictSettings),
         .target(
@@ -196,6 +203,13 @@ let package = Package(
         .testTarget(
             name: "ShadowVaultTests",
             dependencies: ["ShadowVault", "ShadowCrypto", "ShadowCore", "ShadowSelfTest", "ShadowTestSupport"],
+            swiftSettings: strictSettings),
+        .testTarget(
+            name: "ShadowTokenSourceTests",
+            dependencies: [
+                "ShadowTokenSource", "ShadowCore", "ShadowHTTP", "ShadowJWKS", "ShadowVault", "ShadowTestSupport",
+                crypto,
+            ],
             swiftSettings: strictSettings),
         .testTarget(
             name: "ShadowOperationLogTests",

@@ -86,7 +86,7 @@ public struct VaultEntry: Sendable, CustomStringConvertible {
 
     /// Checks what the file format can hold: the name, a secret of at most 1 MiB, a subject and
     /// label values of at most 65535 bytes, label keys of 1 to 255 bytes, at most 65535 labels.
-    func validate() throws {
+    package func validate() throws {
         guard Self.isValidName(name) else {
             throw VaultError(.invalidParameter, "entry names are 1 to 255 bytes of printable text")
         }

@@ -6,6 +6,7 @@ package import ShadowJOSE
 import ShadowCrypto
 import ShadowJWKS
 import ShadowOperationLog
+import ShadowTokenSource
 import ShadowVault
 
 /// The exit codes scripts rely on (Docs/cli.md).
@@ -28,6 +29,7 @@ package enum ExitStatus: Int32 {
     case appleInvalidGrant = 40
     case appleRejected = 41
     case appleUnavailable = 42
+    case reauthenticationRequired = 43
     case usage = 64
     case malformedInput = 65
     case noInput = 66
@@ -73,6 +75,15 @@ package enum ExitStatus: Int32 {
             case .lockTimeout: self = .vaultLockTimeout
             case .notFound: self = .noInput
             case .invalidParameter: self = .usage
+            default: self = .failure
+            }
+        case let error as TokenError:
+            switch error.code {
+            case .reauthenticationRequired: self = .reauthenticationRequired
+            case .rejected: self = .appleRejected
+            case .providerUnavailable, .invalidResponse: self = .appleUnavailable
+            case .lockTimeout: self = .vaultLockTimeout
+            case .notConfigured: self = .usage
             default: self = .failure
             }
         case let error as LogError:

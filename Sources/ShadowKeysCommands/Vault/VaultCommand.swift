@@ -16,9 +16,12 @@ struct VaultCommand: AsyncParsableCommand {
             The vault is --vault PATH, else $SHADOW_KEYS_VAULT, else $XDG_DATA_HOME/shadow-keys/vault.skv \
             (~/.local/share/shadow-keys/vault.skv). It opens with --key-file, --key-env, or a passphrase \
             option; secrets never come from argv. Exit codes: 30 wrong passphrase or key, 31 vault \
-            corrupted or tampered, 32 no such entry, 33 lock timeout, 64 usage, 66 no vault. \
+            corrupted or tampered, 32 no such entry, 33 lock timeout, 43 reauthentication required (vault token), \
+            64 usage, 66 no vault. \
             Format: Docs/vault-format.md.
             """,
-        subcommands: [Init.self, Put.self, Get.self, List.self, Remove.self, Rekey.self, Info.self]
+        subcommands: [
+            Init.self, Put.self, Get.self, List.self, Remove.self, Rekey.self, Info.self, Login.self, Token.self,
+        ]
     )
 }

@@ -1,0 +1,265 @@
+#if canImport(FoundationEssentials)
+public import FoundationEssentials
+#else
+public import Foundation
+#endif
+import ShadowApple
+public import ShadowCore
+public import ShadowJWKS
+public import ShadowVault
+
+/// A valid access token, as a ``TokenSource`` hands it out.
+public struct AccessToken: Sendable, CustomStringConvertible {
+    /// The bearer token. It is a credential: do not log it.
+    public let token: SecretBytes
+    public let expiresAt: Date
+    public let scope: String?
+    /// True when this call refreshed it (in this process or, by the lock, in another).
+    public let refreshed: Bool
+    /// Things the caller should tell a person, such as a Google refresh token near its 90-day end.
+    public let warnings: [String]
+
+    public var description: String {
+        "AccessToken(expires \(Timestamp.rfc3339Exact(expiresAt)), redacted)"
+    }
+}
+
+/// How a token source is stored in the vault (Docs/token-source.md): for a source named `NAME`,
+///
+/// - `NAME`: the refresh token (kind `refresh-token`) and the settings, as labels;
+/// - `NAME.access`: the current access token (kind `access-token`, with its expiry);
+/// - `NAME.client-secret`: the client secret (for Apple, the last one made, with its expiry);
+/// - `NAME.p8`: for Apple, the `.p8` key the client secret is made from.
+public enum TokenSourceEntries {
+    public static func access(_ name: String) -> String { name + ".access" }
+    public static func clientSecret(_ name: String) -> String { name + ".client-secret" }
+    public static func p8(_ name: String) -> String { name + ".p8" }
+
+    static let preset = "oauth.preset"
+    static let tokenEndpoint = "oauth.token_endpoint"
+    static let clientID = "oauth.client_id"
+    static let authentication = "oauth.auth"
+    static let scope = "oauth.scope"
+    static let issuedAt = "oauth.refresh_issued_at"
+    static let reauthentication = "oauth.reauthentication"
+    static let teamID = "apple.team_id"
+    static let keyID = "apple.key_id"
+
+    /// The settings' labels for a new refresh-token entry.
+    public static func labels(client: OAuthClient, scope: String?, issuedAt time: Date) -> [String: String] {
+        var labels: [String: String] = [
+            preset: client.preset.rawValue, tokenEndpoint: client.tokenEndpoint, clientID: client.clientID,
+            authentication: client.authentication.rawValue,
+            issuedAt: String(Int64(time.timeIntervalSince1970)),
+        ]
+        if let scope { labels[Self.scope] = scope }
+        return labels
+    }
+
+    /// The labels of Apple's `.p8` entry.
+    public static func appleKeyLabels(teamID: String, keyID: String) -> [String: String] {
+        [Self.teamID: teamID, Self.keyID: keyID]
+    }
+
+    static func client(from entry: VaultEntry) throws -> OAuthClient {
+        let labels = entry.labels
+        guard let presetName = labels[preset], let preset = OAuthClient.Preset(rawValue: presetName),
+            let clientID = labels[clientID]
+        else {
+            throw TokenError(
+                .notConfigured,
+                "\(entry.name.quotedForMessage) is not set up for refreshing: store it with `vault login`")
+        }
+        var authentication: OAuthClient.Authentication?
+        if let name = labels[Self.authentication] {
+            guard let known = OAuthClient.Authentication(rawValue: name) else {
+                throw TokenError(.notConfigured, "unknown client authentication \(name.quotedForMessage)")
+            }
+            authentication = known
+        }
+        return try OAuthClient(
+            preset: preset, tokenEndpoint: labels[tokenEndpoint], clientID: clientID, authentication: authentication)
+    }
+}
+
+/// Hands out a valid access token for a vault entry, refreshing it when it is within `skew` of
+/// its expiry (Docs/token-source.md).
+///
+/// - Refreshes are single-flight: concurrent callers in one process share one refresh, and
+///   processes take the lock file `<vault>.refresh.lock`, re-reading the vault once they hold it,
+///   so twenty processes near expiry cause one request.
+/// - The new access token and the rotated refresh token are written to the vault in one atomic
+///   write before the access token is returned.
+/// - `invalid_grant` marks the entry and throws ``TokenErrorCode/reauthenticationRequired``;
+///   every later call throws it at once, without a request, until `vault login` stores a new
+///   refresh token. 5xx, 429 and transport failures are retried with jittered back-off,
+///   honouring `Retry-After`.
+public actor TokenSource {
+    public nonisolated let name: String
+    let vault: TokenVault
+    let transport: any HTTPTransport
+    let skew: Duration
+    let policy: OAuthTokenEndpoint.Policy
+    let clock: WallClock
+    let lockTimeout: Duration
+    private var inFlight: Task<AccessToken, any Error>?
+
+    /// A Google refresh token this close to its 90-day end is warned about.
+    public static let refreshWarning: TimeInterval = 14 * 86_400
+
+    public init(
+        vault: TokenVault, name: String, transport: any HTTPTransport, skew: Duration = .seconds(60),
+        policy: OAuthTokenEndpoint.Policy = OAuthTokenEndpoint.Policy(), lockTimeout: Duration = .seconds(30),
+        clock: WallClock = .system
+    ) throws {
+        guard skew >= .zero, skew <= .seconds(86_400) else {
+            throw TokenError(.notConfigured, "the skew is 0 to 86400 seconds")
+        }
+        guard lockTimeout >= .zero, lockTimeout <= .seconds(3600) else {
+            throw TokenError(.notConfigured, "the lock timeout is 0 to 3600 seconds")
+        }
+        self.vault = vault
+        self.name = name
+        self.transport = transport
+        self.skew = skew
+        self.policy = policy
+        self.lockTimeout = lockTimeout
+        self.clock = clock
+    }
+
+    /// A valid access token: the stored one while it has more than the skew left, else a new one.
+    public func token() async throws -> AccessToken {
+        if let inFlight { return try await inFlight.value }
+        let task = Task { try await self.obtain() }
+        inFlight = task
+        defer { inFlight = nil }
+        return try await task.value
+    }
+
+    private func obtain() async throws -> AccessToken {
+        if let current = try await current() { return current }
+        let lockPath = vault.path + ".refresh.lock"
+        let timeout = Double(lockTimeout.components.seconds)
+        guard let lock = try await runBlocking({ try FileLock.acquire(lockPath, timeout: timeout) }) else {
+            throw TokenError(.lockTimeout, "another process held the refresh lock for more than \(lockTimeout)")
+        }
+        defer { lock.release() }
+        // Another process may have refreshed while this one waited.
+        if var current = try await current() {
+            current = AccessToken(
+                token: current.token, expiresAt: current.expiresAt, scope: current.scope, refreshed: true,
+                warnings: current.warnings)
+            return current
+        }
+        return try await refresh()
+    }
+
+    /// The stored access token if it is still good; nil when a refresh is due.
+    private func current() async throws -> AccessToken? {
+        let refreshEntry = try await vault.entry(named: name)
+        if refreshEntry.labels[TokenSourceEntries.reauthentication] != nil {
+            throw TokenError(
+                .reauthenticationRequired,
+                "\(name.quotedForMessage) needs a new sign-in: the provider refused its refresh token (vault login)")
+        }
+        guard let access = try? await vault.entry(named: TokenSourceEntries.access(name)),
+            let expiresAt = access.expiresAt, expiresAt.timeIntervalSince(clock.now) > skew.inSeconds
+        else { return nil }
+        return AccessToken(
+            token: access.secret, expiresAt: expiresAt, scope: access.labels[TokenSourceEntries.scope],
+            refreshed: false, warnings: warnings(refreshEntry))
+    }
+
+    private func warnings(_ entry: VaultEntry) -> [String] {
+        guard let client = try? TokenSourceEntries.client(from: entry),
+            let lifetime = client.preset.refreshTokenLifetime,
+            let issued = entry.labels[TokenSourceEntries.issuedAt].flatMap(Int64.init)
+        else { return [] }
+        let end = Date(timeIntervalSince1970: Double(issued) + lifetime)
+        let left = end.timeIntervalSince(clock.now)
+        guard left < Self.refreshWarning else { return [] }
+        if left <= 0 {
+            return ["the \(client.preset.rawValue) refresh token of \(name.quotedForMessage) is past its 90-day life"]
+        }
+        return [
+            """
+            the \(client.preset.rawValue) refresh token of \(name.quotedForMessage) reaches the end of its 90-day \
+            life at \(Timestamp.rfc3339Exact(end)): sign in again (vault login) before then
+            """
+        ]
+    }
+
+    /// Refreshes, under the lock: the request, then one vault write of both tokens.
+    private func refresh() async throws -> AccessToken {
+        var refreshEntry = try await vault.entry(named: name)
+        let client = try TokenSourceEntries.client(from: refreshEntry)
+        let endpoint = try OAuthTokenEndpoint(client: client, transport: transport, policy: policy)
+        let secret = try await clientSecret(client)
+        let scope = refreshEntry.labels[TokenSourceEntries.scope]
+        let response: TokenResponse
+        do {
+            response = try await endpoint.refresh(refreshEntry.secret, clientSecret: secret)
+        } catch let error as TokenError where error.code == .reauthenticationRequired {
+            refreshEntry.labels[TokenSourceEntries.reauthentication] = "required"
+            try await vault.put(refreshEntry)
+            throw error
+        }
+        let now = clock.now
+        let expiresAt = now.addingTimeInterval(Double(response.expiresIn))
+        var access = VaultEntry(
+            name: TokenSourceEntries.access(name), secret: response.accessToken,
+            provider: refreshEntry.provider, kind: .accessToken, subject: refreshEntry.subject, expiresAt: expiresAt)
+        if let granted = response.scope ?? scope { access.labels[TokenSourceEntries.scope] = granted }
+        if let rotated = response.refreshToken {
+            refreshEntry.secret = rotated
+            refreshEntry.labels[TokenSourceEntries.issuedAt] = String(Int64(now.timeIntervalSince1970))
+        }
+        // One atomic write: a crash before it keeps the old pair, after it the new pair.
+        try await vault.put(contentsOf: [refreshEntry, access])
+        return AccessToken(
+            token: response.accessToken, expiresAt: expiresAt, scope: access.labels[TokenSourceEntries.scope],
+            refreshed: true, warnings: warnings(refreshEntry))
+    }
+
+    /// The client secret: none for a public client; the stored one; for Apple, the last one
+    /// made while it has more than five minutes left, else a new one made from the `.p8` key.
+    private func clientSecret(_ client: OAuthClient) async throws -> SecretBytes? {
+        guard client.authentication != .none else { return nil }
+        let stored = try? await vault.entry(named: TokenSourceEntries.clientSecret(name))
+        guard client.preset == .apple else {
+            guard let stored else {
+                throw TokenError(
+                    .notConfigured,
+                    "no client secret: store one as \(TokenSourceEntries.clientSecret(name).quotedForMessage)")
+            }
+            return stored.secret
+        }
+        if let stored, let expiresAt = stored.expiresAt, expiresAt.timeIntervalSince(clock.now) > 300 {
+            return stored.secret
+        }
+        guard let key = try? await vault.entry(named: TokenSourceEntries.p8(name)),
+            let teamID = key.labels[TokenSourceEntries.teamID], let keyID = key.labels[TokenSourceEntries.keyID]
+        else {
+            throw TokenError(
+                .notConfigured, "no .p8 key: store Apple's key as \(TokenSourceEntries.p8(name).quotedForMessage)")
+        }
+        let made: ClientSecret
+        do {
+            let signing = try AppleSigningKey(pem: key.secret.utf8String)
+            let builder = try ClientSecretBuilder(
+                key: signing, teamID: teamID, keyID: keyID, clientID: client.clientID)
+            made = try builder.make(issuedAt: clock.now)
+        } catch let error as AppleError {
+            throw TokenError(.notConfigured, "the .p8 key: \(error.reason)")
+        }
+        try await vault.put(
+            VaultEntry(
+                name: TokenSourceEntries.clientSecret(name), secret: SecretBytes(utf8: made.token), provider: .apple,
+                kind: .other, expiresAt: made.expiresAt))
+        return SecretBytes(utf8: made.token)
+    }
+}
+
+extension Duration {
+    var inSeconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
+}

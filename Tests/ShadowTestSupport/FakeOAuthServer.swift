@@ -1,0 +1,100 @@
+import Foundation
+import Synchronization
+
+/// A loopback OAuth 2.0 token endpoint (RFC 6749) for token-source tests. Refresh tokens
+/// rotate when `rotates` is set: a refresh with token n issues n+1, and n stays valid until n+1
+/// is first used (so a client that crashed before saving n+1 can still refresh with n). A
+/// refresh token in `revoked` answers `invalid_grant`.
+public final class FakeOAuthServer: Sendable {
+    public struct State: Sendable {
+        public var rotates = true
+        public var valid: Set<String> = ["rt-0"]
+        public var revoked: Set<String> = []
+        public var refreshes = 0
+        public var issued = 0
+        public var accessLifetime = 3600
+        /// Answers the next requests with this status (and `Retry-After`, when set) first.
+        public var failures: [(status: Int, retryAfter: String?)] = []
+        /// Waits this long before answering, to widen race windows.
+        public var delay: Double = 0
+        /// What the code grant saw: the code and the PKCE verifier.
+        public var codes: [(code: String, verifier: String?)] = []
+        public var clientSecret = "client-secret-1"
+
+        public init() {}
+    }
+
+    final class Box: Sendable {
+        let state: Mutex<State>
+        init(_ state: State) { self.state = Mutex(state) }
+    }
+
+    public let server: LoopbackHTTPServer
+    private let box: Box
+
+    public init(_ initial: State = State()) throws {
+        let box = Box(initial)
+        self.box = box
+        server = try LoopbackHTTPServer { request in Self.handle(request, box: box) }
+    }
+
+    /// Reads or changes the server's state.
+    public func withState<R>(_ body: (inout State) -> R) -> R { box.state.withLock { body(&$0) } }
+
+    public var url: String { server.url("/token") }
+
+    /// Whether `token` would refresh now.
+    public func accepts(_ token: String) -> Bool {
+        withState { $0.valid.contains(token) && !$0.revoked.contains(token) }
+    }
+
+    static func handle(_ request: LoopbackHTTPServer.Request, box: Box) -> LoopbackHTTPServer.Reply {
+        let delay = box.state.withLock { $0.delay }
+        if delay > 0 { Thread.sleep(forTimeInterval: delay) }
+        return box.state.withLock { state in
+            if !state.failures.isEmpty {
+                let failure = state.failures.removeFirst()
+                return .json(
+                    #"{"error":"temporarily_unavailable"}"#, status: failure.status,
+                    headers: failure.retryAfter.map { [("Retry-After", $0)] } ?? [])
+            }
+            let form = request.form
+            // Client authentication: Basic or the form, with the one client secret.
+            let basic = "Basic " + Data("client-1:\(state.clientSecret)".utf8).base64EncodedString()
+            let authenticated =
+                request.headers["authorization"] == basic
+                || (form["client_id"] == "client-1" && form["client_secret"] == state.clientSecret)
+                || (form["client_id"] == "public-client" && form["client_secret"] == nil)
+                || (form["client_id"] == "com.example.app" && form["client_secret"]?.split(separator: ".").count == 3)
+            guard authenticated else { return .json(#"{"error":"invalid_client"}"#, status: 401) }
+            switch form["grant_type"] {
+            case "refresh_token":
+                guard let token = form["refresh_token"], state.valid.contains(token), !state.revoked.contains(token)
+                else { return .json(#"{"error":"invalid_grant"}"#, status: 400) }
+                state.refreshes += 1
+                state.issued += 1
+                let access = "at-\(state.issued)"
+                var body =
+                    #"{"access_token":"\#(access)","token_type":"Bearer","expires_in":\#(state.accessLifetime),"scope":"drive.file"}"#
+                if state.rotates {
+                    let number = Int(token.dropFirst(3)) ?? 0
+                    // Using token n ends n-1; n stays valid until n+1 is used.
+                    state.valid.remove("rt-\(number - 1)")
+                    let next = "rt-\(number + 1)"
+                    state.valid.insert(next)
+                    body =
+                        #"{"access_token":"\#(access)","token_type":"Bearer","expires_in":\#(state.accessLifetime),"refresh_token":"\#(next)","scope":"drive.file"}"#
+                }
+                return .json(body)
+            case "authorization_code":
+                state.codes.append((form["code"] ?? "", form["code_verifier"]))
+                state.issued += 1
+                state.valid.insert("rt-code")
+                return .json(
+                    #"{"access_token":"at-code","token_type":"Bearer","expires_in":3600,"refresh_token":"rt-code"}"#)
+            default:
+                return .json(#"{"error":"unsupported_grant_type"}"#, status: 400)
+            }
+        }
+    }
+}

@@ -1,0 +1,213 @@
+import Crypto
+import Foundation
+import ShadowCore
+import ShadowHTTP
+import ShadowJWKS
+import ShadowTestSupport
+import ShadowTokenSource
+import ShadowVault
+import Testing
+
+/// The token source against a loopback token endpoint: refresh near expiry, rotation saved,
+/// single flight, invalid_grant, retries, presets.
+@Suite struct TokenSourceTests {
+    let directory: TemporaryDirectory
+    let vault: TokenVault
+    let fake: FakeOAuthServer
+    let clock: ManualClock
+
+    init() async throws {
+        directory = try TemporaryDirectory()
+        clock = ManualClock(Date(timeIntervalSince1970: 1_800_000_000))
+        vault = try await TokenVault.create(
+            at: directory.path + "/vault.skv", unlock: .key(SecretBytes((0..<32).map { UInt8($0) })),
+            clock: clock.clock)
+        fake = try FakeOAuthServer()
+    }
+
+    func login(
+        preset: OAuthClient.Preset = .generic, clientID: String = "client-1",
+        authentication: OAuthClient.Authentication? = nil, issuedAt: Date? = nil
+    ) async throws {
+        let client = try OAuthClient(
+            preset: preset, tokenEndpoint: fake.url, clientID: clientID, authentication: authentication)
+        try await vault.put(contentsOf: [
+            VaultEntry(
+                name: "drive", secret: SecretBytes(utf8: "rt-0"), provider: .google, kind: .refreshToken,
+                labels: TokenSourceEntries.labels(client: client, scope: "drive.file", issuedAt: issuedAt ?? clock.now)),
+            VaultEntry(
+                name: TokenSourceEntries.clientSecret("drive"), secret: SecretBytes(utf8: "client-secret-1"),
+                provider: .google, kind: .other),
+        ])
+    }
+
+    func source(skew: Duration = .seconds(60)) throws -> TokenSource {
+        var policy = OAuthTokenEndpoint.Policy()
+        policy.allowLoopbackHTTP = true
+        policy.backoff = .milliseconds(10)
+        return try TokenSource(
+            vault: vault, name: "drive",
+            transport: try AsyncHTTPClientTransport(options: .init(allowLoopbackHTTP: true)),
+            skew: skew, policy: policy, clock: clock.clock)
+    }
+
+    func text(_ secret: SecretBytes) -> String { secret.withUnsafeBytes { String(decoding: $0, as: UTF8.self) } }
+
+    @Test func refreshesOnlyNearExpiryAndSavesTheRotatedToken() async throws {
+        try await login()
+        let source = try source()
+        let first = try await source.token()
+        #expect(text(first.token) == "at-1" && first.refreshed && first.scope == "drive.file")
+        #expect(text(try await vault.entry(named: "drive").secret) == "rt-1")
+        #expect(try await vault.entry(named: "drive.access").expiresAt == clock.now.addingTimeInterval(3600))
+        // Still valid: no request.
+        clock.advance(by: 3000)
+        let second = try await source.token()
+        #expect(text(second.token) == "at-1" && !second.refreshed)
+        #expect(fake.withState { $0.refreshes } == 1)
+        // Within the skew: refreshed, with the rotated token.
+        clock.advance(by: 560)
+        #expect(text(try await source.token().token) == "at-2")
+        #expect(text(try await vault.entry(named: "drive").secret) == "rt-2")
+        #expect(!fake.accepts("rt-0"), "the server ended rt-0 once rt-2 was issued from rt-1")
+    }
+
+    @Test func concurrentCallersShareOneRefresh() async throws {
+        try await login()
+        fake.withState { $0.delay = 0.2 }
+        let source = try source()
+        let tokens = try await withThrowingTaskGroup(of: String.self) { group in
+            for _ in 0..<20 { group.addTask { self.text(try await source.token().token) } }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(Set(tokens) == ["at-1"])
+        #expect(fake.withState { $0.refreshes } == 1)
+    }
+
+    @Test func invalidGrantMarksTheEntryAndIsNotRetried() async throws {
+        try await login()
+        fake.withState { $0.revoked = ["rt-0"] }
+        let source = try source()
+        await #expect(throws: TokenError(.reauthenticationRequired, "")) { try await source.token() }
+        let requests = fake.server.requestCount
+        #expect(requests == 1)
+        await #expect(throws: TokenError(.reauthenticationRequired, "")) { try await source.token() }
+        #expect(fake.server.requestCount == requests, "a marked entry asks nothing")
+        #expect(try await vault.entry(named: "drive").labels["oauth.reauthentication"] == "required")
+    }
+
+    @Test func unavailableProvidersAreRetriedHonouringRetryAfter() async throws {
+        try await login()
+        fake.withState { $0.failures = [(503, "1"), (500, nil)] }
+        let source = try source()
+        let began = Date()
+        #expect(text(try await source.token().token) == "at-1")
+        #expect(Date().timeIntervalSince(began) >= 1, "Retry-After: 1 was waited for")
+        #expect(fake.server.requestCount == 3)
+        // Past the retries: provider unavailable, and the stored tokens are untouched.
+        clock.advance(by: 7200)
+        fake.withState { $0.failures = Array(repeating: (503, nil), count: 10) }
+        await #expect(throws: TokenError(.providerUnavailable, "")) { try await source.token() }
+        #expect(text(try await vault.entry(named: "drive").secret) == "rt-1")
+        // A Retry-After longer than the policy allows ends the retries at once.
+        fake.withState { $0.failures = [(429, "3600")] }
+        let before = fake.server.requestCount
+        await #expect(throws: TokenError(.providerUnavailable, "")) { try await source.token() }
+        #expect(fake.server.requestCount == before + 1)
+    }
+
+    @Test func clientAuthenticationMethods() async throws {
+        for method in [OAuthClient.Authentication.clientSecretBasic, .clientSecretPost] {
+            fake.withState { $0.valid.insert("rt-0") }
+            try await login(authentication: method)
+            try? await vault.remove(named: "drive.access")
+            _ = try await source().token()
+            let last = try #require(fake.server.requests.last)
+            if method == .clientSecretBasic {
+                #expect(last.headers["authorization"]?.hasPrefix("Basic ") == true)
+                #expect(last.form["client_secret"] == nil)
+            } else {
+                #expect(last.headers["authorization"] == nil)
+                #expect(last.form["client_secret"] == "client-secret-1")
+            }
+        }
+        // A wrong secret is the provider's refusal, not a reauthentication.
+        fake.withState { $0.clientSecret = "rotated" }
+        try await vault.remove(named: "drive.access")
+        await #expect(throws: TokenError(.rejected, "")) { try await source().token() }
+    }
+
+    @Test func googleWarnsBeforeTheNinetyDayEnd() async throws {
+        try await login(preset: .google, issuedAt: clock.now.addingTimeInterval(-80 * 86_400))
+        fake.withState { $0.rotates = false }
+        let token = try await source().token()
+        #expect(token.warnings.count == 1)
+        #expect(token.warnings.first?.contains("90-day") == true)
+        // A rotated token starts a new 90 days.
+        fake.withState { $0.rotates = true }
+        clock.advance(by: 7200)
+        #expect(try await source().token().warnings.isEmpty)
+    }
+
+    @Test func appleMakesItsClientSecretFromTheKeyAndKeepsIt() async throws {
+        let client = try OAuthClient(preset: .apple, tokenEndpoint: fake.url, clientID: "com.example.app")
+        try await vault.put(contentsOf: [
+            VaultEntry(
+                name: "apple", secret: SecretBytes(utf8: "rt-0"), provider: .apple, kind: .refreshToken,
+                labels: TokenSourceEntries.labels(client: client, scope: nil, issuedAt: clock.now)),
+            VaultEntry(
+                name: TokenSourceEntries.p8("apple"), secret: SecretBytes(utf8: TestKeys.p256.pemRepresentation),
+                provider: .apple,
+                kind: .key, labels: TokenSourceEntries.appleKeyLabels(teamID: "ABCDE12345", keyID: "KEY1234567")),
+        ])
+        var policy = OAuthTokenEndpoint.Policy()
+        policy.allowLoopbackHTTP = true
+        let source = try TokenSource(
+            vault: vault, name: "apple",
+            transport: try AsyncHTTPClientTransport(options: .init(allowLoopbackHTTP: true)),
+            policy: policy, clock: clock.clock)
+        #expect(text(try await source.token().token) == "at-1")
+        let made = try await vault.entry(named: "apple.client-secret")
+        #expect(made.expiresAt != nil)
+        let sent = try #require(fake.server.requests.last?.form["client_secret"])
+        #expect(sent == text(made.secret))
+        clock.advance(by: 3600)
+        _ = try await source.token()
+        #expect(fake.server.requests.last?.form["client_secret"] == sent, "kept while it has time left")
+    }
+
+    @Test func pkceChallengeAndRedirectState() throws {
+        let pkce = PKCE()
+        #expect(pkce.verifier.count == 43)
+        // RFC 7636, appendix B.
+        #expect(
+            PKCE.challenge(for: "dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk")
+                == "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM")
+        let client = try OAuthClient(preset: .google, clientID: "client-1")
+        let url = pkce.authorizationURL(
+            endpoint: "https://accounts.google.com/o/oauth2/v2/auth", client: client,
+            redirectURI: "http://127.0.0.1:8080/cb", scope: "openid drive.file")
+        #expect(url.contains("code_challenge=\(pkce.challenge)") && url.contains("code_challenge_method=S256"))
+        #expect(url.contains("scope=openid%20drive.file") && url.contains("access_type=offline"))
+        #expect(
+            text(try pkce.code(fromPasted: "http://127.0.0.1:8080/cb?state=\(pkce.state)&code=4%2F0Ab\n")) == "4/0Ab")
+        #expect(text(try pkce.code(fromPasted: "plain-code\n")) == "plain-code")
+        #expect(throws: TokenError.self) { try pkce.code(fromPasted: "http://127.0.0.1:8080/cb?state=forged&code=x") }
+        #expect(throws: TokenError.self) { try pkce.code(fromPasted: "http://127.0.0.1:8080/cb?error=access_denied") }
+    }
+
+    @Test func malformedAnswersAreInvalidResponses() async throws {
+        try await login()
+        for body in [
+            "not json", #"{"token_type":"Bearer","expires_in":3600}"#,
+            #"{"access_token":"a","token_type":"mac","expires_in":3600}"#,
+            #"{"access_token":"a","token_type":"Bearer","expires_in":0}"#,
+            #"{"access_token":"a","token_type":"Bearer","expires_in":99999999999}"#,
+            #"{"access_token":"a","token_type":"Bearer","expires_in":60,"refresh_token":5}"#,
+        ] {
+            fake.server.setHandler { _ in .json(body) }
+            await #expect(throws: TokenError(.invalidResponse, ""), "\(body)") { try await source().token() }
+        }
+        #expect(text(try await vault.entry(named: "drive").secret) == "rt-0")
+    }
+}
