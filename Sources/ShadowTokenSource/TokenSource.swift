@@ -154,16 +154,24 @@ public actor TokenSource {
         return try await refresh()
     }
 
-    /// The stored access token if it is still good; nil when a refresh is due.
+    /// The stored access token if it is still good; nil when a refresh is due. One read of the
+    /// vault gives both entries.
     private func current() async throws -> AccessToken? {
-        let refreshEntry = try await vault.entry(named: name)
+        let vault = self.vault
+        let name = self.name
+        let (refreshEntry, access) = try await runBlocking {
+            let contents = try vault.contents()
+            guard let refresh = contents.entry(named: name) else {
+                throw VaultError(.noSuchEntry, "no entry named \(name.quotedForMessage)")
+            }
+            return (refresh, contents.entry(named: TokenSourceEntries.access(name)))
+        }
         if refreshEntry.labels[TokenSourceEntries.reauthentication] != nil {
             throw TokenError(
                 .reauthenticationRequired,
                 "\(name.quotedForMessage) needs a new sign-in: the provider refused its refresh token (vault login)")
         }
-        guard let access = try? await vault.entry(named: TokenSourceEntries.access(name)),
-            let expiresAt = access.expiresAt, expiresAt.timeIntervalSince(clock.now) > skew.inSeconds
+        guard let access, let expiresAt = access.expiresAt, expiresAt.timeIntervalSince(clock.now) > skew.inSeconds
         else { return nil }
         return AccessToken(
             token: access.secret, expiresAt: expiresAt, scope: access.labels[TokenSourceEntries.scope],
