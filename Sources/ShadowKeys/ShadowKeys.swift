@@ -8,3 +8,5 @@
 @_exported public import ShadowVault
 @_exported public import ShadowCredentials
 @_exported public import ShadowServer
+@_exported public import ShadowOperationLog
+@_exported public import ShadowTokenSource
