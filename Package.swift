@@ -116,7 +116,10 @@ let package = Package(
             swiftSettings: strictSettings),
         .target(
             name: "ShadowPostgres",
-            dependencies: ["ShadowCore", "ShadowVault", "ShadowCredentials", postgresNIO, logging, nioCore, nioSSL],
+            dependencies: [
+                "ShadowCore", "ShadowVault", "ShadowCredentials", "ShadowOperationLog", postgresNIO, logging, nioCore,
+                nioSSL,
+            ],
             swiftSettings: strictSettings),
         .target(
             name: "ShadowHummingbird",

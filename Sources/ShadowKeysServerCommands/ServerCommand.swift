@@ -1,6 +1,7 @@
 public import ArgumentParser
 import ShadowCredentials
 import ShadowKeysCommands
+import ShadowOperationLog
 import ShadowPostgres
 import ShadowVault
 
@@ -46,5 +47,14 @@ struct PostgresBackend: PostgresStores {
 
     func migrateSchema(_ url: String) async throws -> Int {
         try await PostgresCredentialStore.migrateSchema(try PostgresLocation(url: url))
+    }
+
+    func openLog(
+        _ url: String, unlock: VaultUnlock, create: Bool, origin: String?, retryFor: Duration
+    ) async throws
+        -> any LogStorage
+    {
+        try await PostgresLogStorage.connect(
+            try PostgresLocation(url: url), unlock: unlock, create: create, origin: origin, retryFor: retryFor)
     }
 }

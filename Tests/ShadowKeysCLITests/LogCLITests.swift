@@ -122,6 +122,23 @@ import Testing
         #expect(try json(rolledBack.stdout)["error"]?.objectValue?["code"] == .string("rolled_back"))
     }
 
+    @Test(.tags(.postgres), .enabled(if: postgresWanted)) func theServerBinaryKeepsTheLogInPostgres() throws {
+        let url = try PostgresCluster.shared.get().freshDatabase()
+        let options = ["--log", url, "--key-file", keyFile]
+        let appended = try CLIRunner.runServer(
+            [
+                "log", "append", "--origin", "example.com/ops", "--operation", "upload", "--provider", "icloud",
+                "--entity-type", "file", "--entity-id", "a", "--json",
+            ] + options)
+        #expect(appended.status == 0, "\(appended.stderr)")
+        let verified = try CLIRunner.runServer(["log", "verify", "--json"] + options)
+        #expect(verified.status == 0, "\(verified.stderr)")
+        #expect(try json(verified.stdout)["size"] == .int(1))
+        // The lean binary names the one that opens it.
+        let lean = try CLIRunner.run(["log", "verify"] + options)
+        #expect(lean.status == 64 && lean.stderr.contains("shadow-keys-server"))
+    }
+
     @Test func noSecretInArgvIsNeeded() throws {
         // The key comes from a file or an environment variable; the entity ID is not a secret
         // but is sealed in the log: it is not in the file in clear.

@@ -5,6 +5,7 @@ import FoundationEssentials
 import Foundation
 #endif
 import ShadowCore
+import ShadowCredentials
 import ShadowOperationLog
 import ShadowSQLite
 
@@ -13,10 +14,10 @@ struct LogCommand: AsyncParsableCommand {
         commandName: "log",
         abstract: "Keep a tamper-evident log of cloud operations (upload, download, delete).",
         discussion: """
-            The log lives in a file (--log PATH, the default, under $XDG_DATA_HOME/shadow-keys/) or in a SQLite \
-            database (--log sqlite:PATH, which may be the state store's); $SHADOW_KEYS_OPERATION_LOG sets the \
-            default. The key options (as for `vault`) open it. Entity IDs and error messages are sealed; every \
-            batch gets a checkpoint (C2SP tlog-checkpoint, signed with the log's Ed25519 key) over an RFC 9162 \
+            The log lives in a file (--log PATH, the default, under $XDG_DATA_HOME/shadow-keys/), in a SQLite \
+            database (--log sqlite:PATH, which may be the state store's), or, with shadow-keys-server, in \
+            PostgreSQL (--log postgres://…); $SHADOW_KEYS_OPERATION_LOG sets the default. The key options (as \
+            for `vault`) open it. Entity IDs and error messages are sealed; every batch gets a checkpoint (C2SP tlog-checkpoint, signed with the log's Ed25519 key) over an RFC 9162 \
             Merkle tree of the entries. Exit codes: 0; 30 wrong key; 31 log tampered with; 35 not an operation \
             log; 36 rolled back (the witness saw a later log, vault or state store); 64 usage; 65 bad entry; \
             66 no log. See Docs/operation-log.md.
@@ -44,6 +45,7 @@ struct LogOptions: ParsableArguments {
     enum Location {
         case file(String)
         case sqlite(String)
+        case postgres(String)
     }
 
     func resolved() throws -> Location {
@@ -69,7 +71,11 @@ struct LogOptions: ParsableArguments {
             return .sqlite(String(text.dropFirst("sqlite:".count)))
         }
         if text.hasPrefix("postgres://") || text.hasPrefix("postgresql://") {
-            throw ValidationError("--log: a PostgreSQL log is not offered yet; use a file or sqlite:PATH")
+            let postgres = try StoreBackends.requirePostgres(option: "--log")
+            do { _ = try postgres.describe(text) } catch let error as CredentialError {
+                throw ValidationError("--log: \(error.reason)")
+            }
+            return .postgres(text)
         }
         guard !text.isEmpty else { throw ValidationError("--log: the path is empty") }
         return .file(text)
@@ -96,6 +102,9 @@ struct LogOptions: ParsableArguments {
             storage = try await SQLiteLogStorage.open(
                 path: path, unlock: try key.unlock(confirm: create), create: create, origin: origin,
                 lockTimeout: timeout)
+        case .postgres(let url):
+            storage = try await StoreBackends.requirePostgres(option: "--log").openLog(
+                url, unlock: try key.unlock(), create: create, origin: origin, retryFor: timeout)
         }
         do {
             let result = try await body(try OperationLog(storage: storage))

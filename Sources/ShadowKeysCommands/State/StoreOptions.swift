@@ -6,6 +6,7 @@ import Foundation
 #endif
 import ShadowCore
 package import ShadowCredentials
+package import ShadowOperationLog
 import ShadowSQLite
 package import ShadowVault
 
@@ -24,6 +25,11 @@ package protocol PostgresStores: Sendable {
     func migrate(from vault: VaultCredentialStore, to url: String, unlock: VaultUnlock) async throws -> MigrationReport
     /// Brings the schema up to date and returns its version (`state migrate-schema`).
     func migrateSchema(_ url: String) async throws -> Int
+    /// Opens the operation log in the database at `url` (`log --log postgres://…`).
+    func openLog(
+        _ url: String, unlock: VaultUnlock, create: Bool, origin: String?, retryFor: Duration
+    ) async throws
+        -> any LogStorage
 }
 
 /// The store kinds this executable opens beyond SQLite and vaults, set by its `main`.
