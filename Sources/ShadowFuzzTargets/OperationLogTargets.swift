@@ -13,14 +13,16 @@ enum OperationLogTargets {
     static let unlock = VaultUnlock.key(SecretBytes([UInt8](repeating: 7, count: 32)))
     static let path = "/tmp/shadow-keys-fuzz-oplog-\(getpid())"
 
-    /// The first byte picks the reader: 0 entry bytes (opened with a fixed key, re-sealed and
-    /// read back to the same entry), 1 a signed note, and its text as a checkpoint (round trip),
+    /// The first byte picks the reader: 0 entry bytes (the quick check and the full decode agree;
+    /// opened with a fixed key, re-sealed and read back to the same entry), 1 a signed note, and its text as a checkpoint (round trip),
     /// 2 a witness file (written back to the same bytes), 3 a whole log file (opened with a fixed
     /// key; its tree and checkpoints checked).
     static let oplog: FuzzTargets.Harness = { data in
         let input = Input(data)
         switch input.mode % 4 {
         case 0:
+            let checked = (try? EntryCodec.check(input.rest)) != nil
+            precondition(checked == ((try? EntryCodec.decode(input.rest)) != nil), "check and decode disagree")
             guard let stored = try? EntryCodec.decode(input.rest) else { return }
             precondition(TreeHash.leaf(input.rest) == stored.leafHash)
             guard let entry = try? EntryCodec.open(stored, keys: keys) else { return }

@@ -50,8 +50,16 @@ public struct TreeHash: Hashable, Sendable, CustomStringConvertible {
     /// A leaf's hash: SHA-256(0x00 ‖ leaf bytes).
     public static func leaf(_ data: some DataProtocol) -> TreeHash {
         var hasher = SHA256()
-        hasher.update(data: [0x00] as [UInt8])
+        withUnsafeBytes(of: UInt8(0)) { hasher.update(bufferPointer: $0) }
         hasher.update(data: data)
+        return TreeHash(hasher.finalize())
+    }
+
+    /// A leaf's hash from contiguous bytes, without copying them.
+    public static func leaf(_ bytes: [UInt8]) -> TreeHash {
+        var hasher = SHA256()
+        withUnsafeBytes(of: UInt8(0)) { hasher.update(bufferPointer: $0) }
+        bytes.withUnsafeBytes { hasher.update(bufferPointer: $0) }
         return TreeHash(hasher.finalize())
     }
 
@@ -334,11 +342,11 @@ public struct NodeID: Hashable, Sendable, Comparable {
 public struct TreeFrontier: Sendable {
     public private(set) var size: UInt64
     /// By level; present exactly for the set bits of `size`.
-    private var edge: [Int: TreeHash]
+    private var edge: [TreeHash?]
 
     public init() {
         size = 0
-        edge = [:]
+        edge = Array(repeating: nil, count: 64)
     }
 
     /// The node IDs a tree of `size` leaves keeps on its right edge.
@@ -350,8 +358,8 @@ public struct TreeFrontier: Sendable {
 
     /// The frontier of a tree of `size` leaves, given the hashes of ``ids(size:)``.
     public init(size: UInt64, nodes: [NodeID: TreeHash]) throws {
+        self.init()
         self.size = size
-        edge = [:]
         for id in Self.ids(size: size) {
             guard let hash = nodes[id] else {
                 throw LogError(.tampered, "the tree's node at level \(id.level), index \(id.index) is missing")
@@ -364,23 +372,31 @@ public struct TreeFrontier: Sendable {
     @discardableResult
     public mutating func append(_ leaf: TreeHash) -> [(NodeID, TreeHash)] {
         var closed = [(NodeID(level: 0, index: size), leaf)]
+        closed.reserveCapacity(1 + size.trailingZeroBitCount + 1)
+        appendEach(leaf) { closed.append(($0, $1)) }
+        return closed
+    }
+
+    /// Appends a leaf, handing each complete subtree it closes above the leaf to `closed`.
+    public mutating func appendEach(_ leaf: TreeHash, _ closed: (NodeID, TreeHash) -> Void) {
         var carry = leaf
         var level = 0
         while size >> level & 1 == 1 {
-            carry = .node(edge.removeValue(forKey: level)!, carry)
+            carry = .node(edge[level]!, carry)
+            edge[level] = nil
             level += 1
-            closed.append((NodeID(level: level, index: size >> level), carry))
+            closed(NodeID(level: level, index: size >> level), carry)
         }
         edge[level] = carry
         size += 1
-        return closed
     }
 
     /// The root of the tree.
     public var root: TreeHash {
         var result: TreeHash?
-        for level in edge.keys.sorted() {
-            result = result.map { .node(edge[level]!, $0) } ?? edge[level]!
+        for level in 0..<64 {
+            guard let hash = edge[level] else { continue }
+            result = result.map { .node(hash, $0) } ?? hash
         }
         return result ?? .empty
     }

@@ -205,6 +205,59 @@ public enum EntryCodec {
             entityHash: entityHash, details: details, bytes: bytes, sealedStart: sealedStart)
     }
 
+    /// The checks of ``decode(_:)`` without building the entry: what `verify` runs on every entry.
+    public static func check(_ bytes: [UInt8]) throws {
+        try bytes.withUnsafeBufferPointer { buffer in
+            func bad(_ reason: String) -> LogError { LogError(.tampered, reason) }
+            var offset = 0
+            func need(_ count: Int) throws {
+                guard count >= 0, count <= buffer.count - offset else { throw bad("the bytes end inside a field") }
+            }
+            func integer(_ width: Int) throws -> UInt64 {
+                try need(width)
+                var value: UInt64 = 0
+                for index in offset..<(offset + width) { value = value << 8 | UInt64(buffer[index]) }
+                offset += width
+                return value
+            }
+            guard buffer.count <= maxBytes else { throw bad("an entry is over \(maxBytes) bytes") }
+            guard try integer(1) == UInt64(version) else { throw bad("an entry is not version 1") }
+            guard try integer(8) <= UInt64(OperationEntry.timeRange.upperBound) else {
+                throw bad("an entry's time is past the year 9999")
+            }
+            guard try integer(1) <= 1 else { throw bad("an entry's flags are not 0 or 1") }
+            for _ in 0..<3 {
+                let length = Int(try integer(1))
+                try need(length)
+                guard (1...OperationEntry.maxNameBytes).contains(length),
+                    buffer[offset..<(offset + length)].allSatisfy({ (0x21...0x7E).contains($0) })
+                else { throw bad("an entry's operation, provider or entity type is not 1 to 64 printable ASCII") }
+                offset += length
+            }
+            try need(32)
+            offset += 32
+            let detailsLength = Int(try integer(4))
+            guard detailsLength <= OperationEntry.maxDetailsBytes else { throw bad("an entry's details are too long") }
+            if detailsLength > 0 {
+                try need(detailsLength)
+                let details = UnsafeBufferPointer(rebasing: buffer[offset..<(offset + detailsLength)])
+                guard case .object? = try? StrictJSON.parse(buffer: details, limits: .jose) else {
+                    throw bad("an entry's details are not a JSON object")
+                }
+                offset += detailsLength
+            }
+            try need(AES256GCM.nonceBytes)
+            offset += AES256GCM.nonceBytes
+            let sealedLength = Int(try integer(4))
+            guard sealedLength >= AES256GCM.tagBytes + 3 else { throw bad("an entry's sealed part is too short") }
+            guard sealedLength == buffer.count - offset else {
+                throw bad(
+                    sealedLength > buffer.count - offset
+                        ? "the bytes end inside a field" : "an entry has bytes after its sealed part")
+            }
+        }
+    }
+
     /// The whole entry, its sealed part opened with `keys`.
     /// - Throws: ``LogErrorCode/tampered`` when the sealed part does not open or does not match.
     public static func open(_ stored: StoredEntry, keys: LogKeys) throws -> OperationEntry {

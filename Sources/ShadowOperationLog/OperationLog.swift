@@ -177,9 +177,13 @@ public actor OperationLog {
         var frontier = TreeFrontier()
         var pruned: UInt64 = 0
         let chunk = 8192
-        while true {
-            let start = frontier.size
-            let records = try await storage.records(from: start, count: chunk)
+        let storage = self.storage
+        // Reading the next chunk overlaps checking this one.
+        var next: Task<[LogRecord], any Error>? = Task { try await storage.records(from: 0, count: chunk) }
+        while let fetching = next {
+            let records = try await fetching.value
+            let following = frontier.size + UInt64(records.count)
+            next = records.count < chunk ? nil : Task { try await storage.records(from: following, count: chunk) }
             var closed: [Int: [(UInt64, TreeHash)]] = [:]
             for record in records {
                 guard record.index == frontier.size else {
@@ -190,22 +194,21 @@ public actor OperationLog {
                         throw LogError(.tampered, "entry \(record.index)'s bytes do not match its leaf hash")
                     }
                     do {
-                        _ = try EntryCodec.decode(bytes)
+                        try EntryCodec.check(bytes)
                     } catch let error as LogError {
                         throw LogError(.tampered, "entry \(record.index): \(error.reason)")
                     }
                 } else {
                     pruned += 1
                 }
-                for (id, hash) in frontier.append(record.leaf) where id.level > 0 {
-                    closed[id.level, default: []].append((id.index, hash))
-                }
-                while let next = pending.first, next.checkpoint.size <= frontier.size {
-                    guard next.checkpoint.size == frontier.size, next.checkpoint.root.constantTimeEquals(frontier.root)
+                frontier.appendEach(record.leaf) { id, hash in closed[id.level, default: []].append((id.index, hash)) }
+                while let checkpoint = pending.first, checkpoint.checkpoint.size <= frontier.size {
+                    guard checkpoint.checkpoint.size == frontier.size,
+                        checkpoint.checkpoint.root.constantTimeEquals(frontier.root)
                     else {
                         throw LogError(
                             .tampered,
-                            "the checkpoint of \(next.checkpoint.size) entries does not match the entries' tree")
+                            "the checkpoint of \(checkpoint.checkpoint.size) entries does not match the entries' tree")
                     }
                     pending = pending.dropFirst()
                 }
@@ -219,7 +222,6 @@ public actor OperationLog {
                     }
                 }
             }
-            if records.count < chunk { break }
         }
         if let next = pending.first {
             throw LogError(

@@ -76,6 +76,7 @@ import Testing
             let expected = try entry(vector)
             #expect(try EntryCodec.encode(expected, keys: keys, nonce: try Hex.decode(vector.nonce)) == bytes)
             let stored = try EntryCodec.decode(bytes)
+            try EntryCodec.check(bytes)
             #expect(Hex.encode(stored.entityHash) == vector.entityHash)
             #expect(stored.leafHash.hex == vector.leafHash)
             #expect(try EntryCodec.open(stored, keys: keys) == expected)
@@ -93,6 +94,7 @@ import Testing
                 }
             } else {
                 #expect(throws: LogError(.tampered, ""), "\(vector.reason)") { try EntryCodec.decode(bytes) }
+                #expect(throws: LogError(.tampered, ""), "\(vector.reason)") { try EntryCodec.check(bytes) }
             }
         }
     }
