@@ -46,6 +46,8 @@ let package = Package(
         .library(name: "ShadowOperationLog", targets: ["ShadowOperationLog"]),
         // Access tokens that refresh themselves, from refresh tokens in the vault.
         .library(name: "ShadowTokenSource", targets: ["ShadowTokenSource"]),
+        // First-party sessions after Sign in with Apple: access tokens, rotating refresh tokens.
+        .library(name: "ShadowSessions", targets: ["ShadowSessions"]),
         // The framework-neutral server side: the notification receiver (HTTP statuses, JSON
         // bodies, metrics) and Apple's revoke call for the revocation worker.
         .library(name: "ShadowServer", targets: ["ShadowServer"]),
@@ -103,6 +105,10 @@ let package = Package(
             dependencies: ["ShadowCore", "ShadowJWKS", "ShadowApple", "ShadowVault", crypto],
             swiftSettings: strictSettings),
         .target(
+            name: "ShadowSessions",
+            dependencies: ["ShadowCore", "ShadowJOSE", "ShadowCrypto", crypto, cryptoExtras],
+            swiftSettings: strictSettings),
+        .target(
             name: "ShadowServer",
             dependencies: ["ShadowCore", "ShadowJOSE", "ShadowApple", "ShadowCredentials", logging, metrics],
             swiftSettings: strictSettings),
@@ -110,8 +116,8 @@ let package = Package(
         .target(
             name: "ShadowSQLite",
             dependencies: [
-                "ShadowCore", "ShadowVault", "ShadowCredentials", "ShadowOperationLog", sqliteNIO, logging, nioCore,
-                nioPosix,
+                "ShadowCore", "ShadowVault", "ShadowCredentials", "ShadowOperationLog", "ShadowSessions", sqliteNIO,
+                logging, nioCore, nioPosix,
             ],
             swiftSettings: strictSettings),
         .target(
@@ -206,6 +212,12 @@ let package = Package(
         .testTarget(
             name: "ShadowVaultTests",
             dependencies: ["ShadowVault", "ShadowCrypto", "ShadowCore", "ShadowSelfTest", "ShadowTestSupport"],
+            swiftSettings: strictSettings),
+        .testTarget(
+            name: "ShadowSessionsTests",
+            dependencies: [
+                "ShadowSessions", "ShadowSQLite", "ShadowCore", "ShadowJOSE", "ShadowVault", "ShadowTestSupport",
+            ],
             swiftSettings: strictSettings),
         .testTarget(
             name: "ShadowTokenSourceTests",

@@ -93,6 +93,8 @@ package enum SealedStoreSecret {
         package static let state = Purpose(prefix: "shadow-keys state v1")
         /// The operation log: "shadow-keys oplog v1 secret", "shadow-keys oplog v1 kek".
         package static let operationLog = Purpose(prefix: "shadow-keys oplog v1")
+        /// The session tables: "shadow-keys session v1 secret", "shadow-keys session v1 kek".
+        package static let sessions = Purpose(prefix: "shadow-keys session v1")
 
         init(prefix: String) {
             label = Array("\(prefix) secret".utf8)

@@ -1,0 +1,206 @@
+import Crypto
+import CryptoExtras
+#if canImport(FoundationEssentials)
+public import FoundationEssentials
+#else
+public import Foundation
+#endif
+public import ShadowCore
+public import ShadowJOSE
+import ShadowCrypto
+import Synchronization
+
+/// The access-token signing keys, opened: which one signs now, and which are published.
+struct KeyRing: Sendable {
+    struct Key: Sendable {
+        let stored: StoredSigningKey
+        let signer: JWSSigner
+        let publicKey: JWK
+    }
+
+    let loadedAt: Int64
+    let keys: [Key]
+
+    /// The newest key whose time to sign has come.
+    func signer(at now: Int64) throws -> JWSSigner {
+        guard
+            let key = keys.filter({ $0.stored.activatesAt <= now }).max(by: {
+                $0.stored.activatesAt < $1.stored.activatesAt
+            })
+        else { throw SessionError(.corrupted, "the session key ring holds no key that signs yet") }
+        return key.signer
+    }
+
+    /// Every key in the ring: keys about to sign, the one signing, and retired ones whose tokens
+    /// may still be live (maintenance deletes the rest).
+    var published: JWKSet {
+        get throws { try JWKSet(keys: keys.map(\.publicKey)) }
+    }
+}
+
+extension SessionAuthority {
+    static let keyLabel = Array("shadow-keys session v1 signing key".utf8)
+
+    /// The ring, re-read from the store when it is older than ``ringRefresh`` (or `force`); an
+    /// empty ring gets its first key, signing at once.
+    func currentRing(force: Bool = false) async throws -> KeyRing {
+        let now = self.now
+        if !force, let ring = ring.withLock({ $0 }), now - ring.loadedAt < Self.ringRefresh { return ring }
+        var stored = try await store.signingKeys()
+        if stored.isEmpty {
+            try await store.insertSigningKey(try makeKey(now: now, activatesAt: now))
+            stored = try await store.signingKeys()
+        }
+        let loaded = KeyRing(loadedAt: now, keys: try stored.map(open))
+        ring.withLock { $0 = loaded }
+        return loaded
+    }
+
+    func makeKey(now: Int64, activatesAt: Int64) throws -> StoredSigningKey {
+        let der: [UInt8]
+        let publicKey: JWK
+        switch configuration.algorithm {
+        case .rs256:
+            let key = try _RSA.Signing.PrivateKey(keySize: .bits2048)
+            der = Array(key.derRepresentation)
+            publicKey = try JWK(rsa: key.publicKey)
+        default:
+            let key = P256.Signing.PrivateKey()
+            der = Array(key.derRepresentation)
+            publicKey = try JWK(p256: key.publicKey)
+        }
+        let keyID = publicKey.thumbprint
+        let nonce = SecretBytes.random(count: AES256GCM.nonceBytes).withUnsafeBytes { Array($0) }
+        let sealed =
+            nonce + (try AES256GCM.seal(der, key: keys.seal, nonce: nonce, aad: Self.keyLabel + Array(keyID.utf8)))
+        return StoredSigningKey(
+            keyID: keyID, algorithm: configuration.algorithm.rawValue, sealedPrivateKey: sealed, createdAt: now,
+            activatesAt: activatesAt, retiredAt: nil)
+    }
+
+    func open(_ stored: StoredSigningKey) throws -> KeyRing.Key {
+        let sealed = stored.sealedPrivateKey
+        guard sealed.count > AES256GCM.nonceBytes + AES256GCM.tagBytes else {
+            throw SessionError(.corrupted, "the signing key \(stored.keyID) is malformed")
+        }
+        let der: [UInt8]
+        do {
+            der = try AES256GCM.open(
+                sealed[AES256GCM.nonceBytes...], key: keys.seal, nonce: sealed[..<AES256GCM.nonceBytes],
+                aad: Self.keyLabel + Array(stored.keyID.utf8))
+        } catch {
+            throw SessionError(.corrupted, "the signing key \(stored.keyID) does not open: it was edited or moved")
+        }
+        let signer: JWSSigner
+        switch stored.algorithm {
+        case "ES256": signer = .es256(try P256.Signing.PrivateKey(derRepresentation: der), keyID: stored.keyID)
+        case "RS256": signer = try .rs256(try _RSA.Signing.PrivateKey(derRepresentation: der), keyID: stored.keyID)
+        default: throw SessionError(.corrupted, "the signing key \(stored.keyID) names algorithm \(stored.algorithm)")
+        }
+        let publicKey = try signer.publicJWK()
+        guard publicKey.thumbprint == stored.keyID else {
+            throw SessionError(.corrupted, "the signing key \(stored.keyID) is not the key its ID names")
+        }
+        return KeyRing.Key(stored: stored, signer: signer, publicKey: publicKey)
+    }
+
+    /// Publishes a new key that signs after ``SessionConfiguration/publishLead``; the key signing
+    /// now retires then (and stays published until the last token it signed has expired).
+    /// Returns the new key's ID.
+    @discardableResult
+    public func rotateKeys() async throws -> String {
+        let now = self.now
+        let ring = try await currentRing(force: true)
+        let next = try makeKey(now: now, activatesAt: now + milliseconds(configuration.publishLead))
+        try await store.insertSigningKey(next)
+        for key in ring.keys where key.stored.retiredAt == nil {
+            try await store.retireSigningKey(key.stored.keyID, at: next.activatesAt)
+        }
+        _ = try await currentRing(force: true)
+        return next.keyID
+    }
+
+    /// The scheduled part: rotates when the newest key is older than the key lifetime, and
+    /// deletes retired keys whose last tokens have expired (with a minute's leeway). Returns
+    /// whether it rotated.
+    @discardableResult
+    public func maintainKeys() async throws -> Bool {
+        let now = self.now
+        let ring = try await currentRing(force: true)
+        let keep = milliseconds(configuration.accessTokenLifetime) + 60_000
+        for key in ring.keys {
+            if let retiredAt = key.stored.retiredAt, retiredAt + keep < now {
+                try await store.deleteSigningKey(key.stored.keyID)
+            }
+        }
+        let newest = ring.keys.map(\.stored.createdAt).max() ?? 0
+        guard newest + milliseconds(configuration.keyLifetime) <= now else {
+            _ = try await currentRing(force: true)
+            return false
+        }
+        try await rotateKeys()
+        return true
+    }
+
+    /// The signing keys: ID, algorithm, created, signs from, retired.
+    public func signingKeys() async throws -> [StoredSigningKey] {
+        try await currentRing(force: true).keys.map(\.stored)
+    }
+
+    /// The JWK Set to serve at `/.well-known/jwks.json`, and its `Cache-Control: max-age`.
+    public func jwks() async throws -> (document: String, maxAge: Int) {
+        (JSONValue.object(try await currentRing().published.json).serialized(), configuration.jwksMaxAge)
+    }
+
+    /// A verifier of this authority's access tokens, over the published keys.
+    public func verifier() async throws -> AccessTokenVerifier {
+        AccessTokenVerifier(configuration: configuration, keys: try await currentRing().published, clock: clock)
+    }
+}
+
+/// Checks access tokens (RFC 9068) against a key set, with no store read: what a middleware
+/// runs on every request. Revocation reaches it within one access-token lifetime; for a check of
+/// the session too, call ``SessionAuthority/isLive(_:)``.
+public struct AccessTokenVerifier: Sendable {
+    let verifier: JWTVerifier
+    public let keys: JWKSet
+
+    public init(configuration: SessionConfiguration, keys: JWKSet, clock: WallClock = .system) {
+        var policy = ClaimPolicy(
+            issuer: configuration.issuer, audiences: [configuration.audience], leeway: 30,
+            requiredClaims: ["sub", "iat", "jti", "client_id", "sid"])
+        policy.additionalRules = []
+        verifier = JWTVerifier(
+            algorithms: [configuration.algorithm], policy: policy, expectedType: "at+jwt", clock: clock)
+        self.keys = keys
+    }
+
+    /// The token's typed claims.
+    /// - Throws: ``SessionErrorCode/invalidToken`` naming what failed.
+    public func verify(_ token: String) throws -> SessionClaims {
+        let verified: VerifiedJWT
+        do {
+            verified = try verifier.verify(token, keys: keys)
+        } catch let error as JOSEError {
+            throw SessionError(.invalidToken, error.reason)
+        }
+        let claims = verified.claims
+        guard let subject = claims.subject, let user = UUID(uuidString: subject),
+            let sid = claims["sid"]?.stringValue, let session = SessionID(sid), let jti = claims.jwtID,
+            let clientID = claims["client_id"]?.stringValue, let issuedAt = claims.issuedAt,
+            let expiresAt = claims.expiresAt
+        else {
+            throw SessionError(.invalidToken, "the access token's sub, sid, jti, client_id, iat or exp is malformed")
+        }
+        return SessionClaims(
+            userID: user, session: session, tokenID: jti, clientID: clientID, issuedAt: issuedAt, expiresAt: expiresAt)
+    }
+}
+
+extension SessionAuthority {
+    /// The opt-in per-request check: whether the token's session is still live.
+    public func isLive(_ claims: SessionClaims) async throws -> Bool {
+        guard let row = try await store.session(claims.session), row.user == claims.userID else { return false }
+        return row.revokedAt == nil && row.expiresAt > now
+    }
+}

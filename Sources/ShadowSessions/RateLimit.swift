@@ -1,0 +1,47 @@
+import Crypto
+#if canImport(FoundationEssentials)
+public import FoundationEssentials
+#else
+public import Foundation
+#endif
+import ShadowCore
+
+/// A GCRA limit (the generic cell rate algorithm): `requests` per `period`, with bursts of up to
+/// `burst` requests at once. Each key's whole state is one number, its theoretical arrival time,
+/// updated in one statement in the store, so the limit holds across instances.
+public struct RateLimit: Sendable, Hashable {
+    public var requests: Int
+    public var period: TimeInterval
+    public var burst: Int
+
+    public init(requests: Int, per period: TimeInterval, burst: Int? = nil) throws {
+        guard (1...1_000_000).contains(requests), (1...86_400).contains(period) else {
+            throw SessionError(.invalidParameter, "a rate limit is 1 to 1000000 requests per 1 s to 1 day")
+        }
+        let burst = burst ?? requests
+        guard (1...1_000_000).contains(burst) else { throw SessionError(.invalidParameter, "a burst is 1 to 1000000") }
+        self.requests = requests
+        self.period = period
+        self.burst = burst
+    }
+
+    /// The emission interval T = period / requests, in milliseconds (at least 1).
+    var interval: Int64 { max(1, Int64(period * 1000) / Int64(requests)) }
+    /// The burst tolerance τ = T × (burst − 1).
+    var tolerance: Int64 { interval * Int64(burst - 1) }
+}
+
+extension SessionAuthority {
+    /// Counts a request against `limit` for `key` (`ip:…`, `user:…`); nil when it is allowed,
+    /// else the seconds to wait (for `Retry-After`, at least 1).
+    public func admit(_ key: String, limit: RateLimit) async throws -> Int? {
+        // Keys are hashed: the table holds no address or user ID in clear, and every key is 16 bytes.
+        let hashed = Array(SHA256.hash(data: Array("shadow-keys rate v1\u{0}\(key)".utf8)).prefix(16))
+        let now = self.now
+        guard
+            let next = try await store.rateLimit(
+                key: hashed, now: now, interval: limit.interval, tolerance: limit.tolerance)
+        else { return nil }
+        return max(1, Int((next - now + 999) / 1000))
+    }
+}

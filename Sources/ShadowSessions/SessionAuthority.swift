@@ -1,0 +1,359 @@
+import Crypto
+import CryptoExtras
+#if canImport(FoundationEssentials)
+public import FoundationEssentials
+#else
+public import Foundation
+#endif
+public import ShadowCore
+public import ShadowJOSE
+import ShadowCrypto
+import Synchronization
+
+/// The settings of first-party sessions (Docs/sessions.md).
+public struct SessionConfiguration: Sendable {
+    /// `iss` of the access tokens: this service's URL.
+    public var issuer: String
+    /// `aud` of the access tokens: the API they are for.
+    public var audience: String
+    /// `client_id` of the access tokens: the app.
+    public var clientID: String
+    /// Access-token lifetime (default 1 hour; 60 s to 1 day).
+    public var accessTokenLifetime: TimeInterval = 3600
+    /// A session's absolute lifetime, which rotation does not extend (default 30 days).
+    public var absoluteLifetime: TimeInterval = 30 * 86_400
+    /// A session unused this long ends (default 14 days).
+    public var idleLifetime: TimeInterval = 14 * 86_400
+    /// How long the generation before the current one still gets the current successor back
+    /// (default 10 s; 0 to 300).
+    public var grace: TimeInterval = 10
+    /// ES256 (default) or RS256.
+    public var algorithm: JWSAlgorithm = .es256
+    /// How long a signing key signs before the scheduled rotation replaces it (default 30 days).
+    public var keyLifetime: TimeInterval = 30 * 86_400
+    /// How long a new key is published before it signs (default 10 minutes): longer than the
+    /// JWKS `max-age`, so every verifier has it before its first token.
+    public var publishLead: TimeInterval = 600
+    /// The JWKS document's `Cache-Control: max-age` (default 300 s).
+    public var jwksMaxAge: Int = 300
+
+    public init(issuer: String, audience: String, clientID: String) {
+        self.issuer = issuer
+        self.audience = audience
+        self.clientID = clientID
+    }
+
+    func validate() throws {
+        func check(_ ok: Bool, _ reason: String) throws {
+            if !ok { throw SessionError(.invalidParameter, reason) }
+        }
+        try check(!issuer.isEmpty && !audience.isEmpty && !clientID.isEmpty, "issuer, audience and client ID are set")
+        try check((60...86_400).contains(accessTokenLifetime), "the access-token lifetime is 60 s to 1 day")
+        try check((3600...(366 * 86_400)).contains(absoluteLifetime), "the absolute lifetime is 1 hour to 366 days")
+        try check((600...absoluteLifetime).contains(idleLifetime), "the idle lifetime is 10 minutes to the absolute")
+        try check((0...300).contains(grace), "the grace interval is 0 to 300 s")
+        try check([.es256, .rs256].contains(algorithm), "access tokens are signed with ES256 or RS256")
+        try check((3600...(366 * 86_400)).contains(keyLifetime), "a signing key's life is 1 hour to 366 days")
+        try check((0...86_400).contains(jwksMaxAge), "the JWKS max-age is 0 to 86400 s")
+        try check(
+            (0...86_400).contains(publishLead) && Double(jwksMaxAge) <= publishLead,
+            "a new key is published at least the JWKS max-age (and at most a day) before it signs")
+    }
+}
+
+/// What a sign-in or a refresh hands the app.
+public struct IssuedTokens: Sendable, CustomStringConvertible {
+    public let userID: UUID
+    public let session: SessionID
+    public let accessToken: String
+    public let refreshToken: String
+    /// Seconds the access token lives.
+    public let expiresIn: Int
+
+    public var description: String { "IssuedTokens(user \(userID), session \(session), redacted)" }
+}
+
+/// The claims of a verified access token (RFC 9068), typed.
+public struct SessionClaims: Sendable, Hashable {
+    public let userID: UUID
+    public let session: SessionID
+    public let tokenID: String
+    public let clientID: String
+    public let issuedAt: Date
+    public let expiresAt: Date
+}
+
+/// What happened, for the authentication log.
+public struct SessionEvent: Sendable, Hashable {
+    public enum Kind: String, Sendable, Hashable {
+        case signIn = "sign-in", refresh, reuseDetected = "reuse-detected", logout, revoke
+        case revokeAll = "revoke-all", recheck, recheckFailed = "recheck-failed"
+    }
+    public let kind: Kind
+    public let user: UUID?
+    public let session: SessionID?
+    public let time: Int64
+}
+
+/// First-party sessions after Sign in with Apple: RFC 9068 access tokens from a key ring sealed
+/// in the store, and opaque rotating refresh tokens, one row per family, with RFC 9700 reuse
+/// detection (Docs/sessions.md).
+public final class SessionAuthority: Sendable {
+    public let configuration: SessionConfiguration
+    let store: any SessionStore
+    let keys: SessionKeys
+    let clock: WallClock
+    let events: (@Sendable (SessionEvent) async -> Void)?
+    let ring = Mutex<KeyRing?>(nil)
+
+    /// How often the ring is re-read from the store (other instances rotate keys too).
+    static let ringRefresh: Int64 = 30_000
+
+    /// Opens the authority over `store`; makes the first signing key when the ring is empty.
+    /// `events` receives every sign-in, refresh, reuse, logout, revocation and re-check.
+    public init(
+        store: any SessionStore, configuration: SessionConfiguration, clock: WallClock = .system,
+        events: (@Sendable (SessionEvent) async -> Void)? = nil
+    ) async throws {
+        try configuration.validate()
+        self.configuration = configuration
+        self.store = store
+        self.clock = clock
+        self.events = events
+        keys = try SessionKeys(secret: try await store.sessionSecret())
+        _ = try await currentRing(force: true)
+    }
+
+    var now: Int64 { Int64((clock.now.timeIntervalSince1970 * 1000).rounded(.down)) }
+
+    func milliseconds(_ seconds: TimeInterval) -> Int64 { Int64(seconds * 1000) }
+
+    // MARK: Signing in and refreshing
+
+    /// Maps Apple's `sub` to an internal user (a repeat sign-in finds the same one), keeps Apple's
+    /// refresh token sealed, and opens a new session. The identity token and the code exchange
+    /// are the caller's (ShadowApple), done before.
+    public func signIn(
+        appleSubject: String, appleClientID: String, appleRefreshToken: SecretBytes?, device: String
+    ) async throws -> IssuedTokens {
+        guard !appleSubject.isEmpty, appleSubject.utf8.count <= 255 else {
+            throw SessionError(.invalidParameter, "an Apple subject is 1 to 255 bytes")
+        }
+        let device = Self.deviceName(device)
+        let now = self.now
+        let hash = keys.appleHash(clientID: appleClientID, subject: appleSubject)
+        let candidate = UUID()
+        let sealed = try appleRefreshToken.map { try seal($0.withUnsafeBytes { Array($0) }, user: candidate) }
+        var user = try await store.mapUser(
+            appleHash: hash, candidate: candidate, sealedAppleRefreshToken: sealed, now: now)
+        if user != candidate, let appleRefreshToken {
+            // An existing user: store the new Apple refresh token under their ID.
+            user = try await store.mapUser(
+                appleHash: hash, candidate: user,
+                sealedAppleRefreshToken: try seal(appleRefreshToken.withUnsafeBytes { Array($0) }, user: user), now: now
+            )
+        }
+        if try await store.isInactive(user: user) {
+            // A new sign-in with Apple is a fresh consent: the user is active again.
+            try await store.markChecked(user: user, at: now, inactive: false)
+        }
+        let row = SessionRow(
+            id: SessionID.random(), user: user, generation: 1, rotatedAt: now, createdAt: now, lastUsedAt: now,
+            expiresAt: now + milliseconds(configuration.absoluteLifetime), revokedAt: nil, device: device)
+        try await store.insertSession(row)
+        await events?(SessionEvent(kind: .signIn, user: user, session: row.id, time: now))
+        return try await issue(row, generation: 1)
+    }
+
+    static func deviceName(_ name: String) -> String {
+        let printable = String(name.unicodeScalars.filter { $0.value >= 0x20 && $0.value != 0x7F })
+        var result = ""
+        for character in printable where result.utf8.count + character.utf8.count <= 64 { result.append(character) }
+        return result.isEmpty ? "unnamed device" : result
+    }
+
+    /// Rotates a refresh token: the family's current generation gets the next one (one
+    /// compare-and-set); the generation before it, within the grace interval, gets the current one
+    /// back; any other generation revokes the family.
+    /// - Throws: ``SessionErrorCode/invalidGrant``; ``SessionErrorCode/reuseDetected`` (the
+    ///   family is revoked); ``SessionErrorCode/inactiveUser``.
+    public func refresh(_ text: String) async throws -> IssuedTokens {
+        let token = try RefreshToken(parsing: text, keys: keys)
+        let now = self.now
+        for _ in 0..<3 {
+            guard let row = try await store.session(token.family) else {
+                throw SessionError(.invalidGrant, "the session does not exist")
+            }
+            try check(row, now: now)
+            if token.generation == row.generation {
+                if try await store.rotate(row.id, from: row.generation, now: now) {
+                    var rotated = row
+                    rotated.generation += 1
+                    await events?(SessionEvent(kind: .refresh, user: row.user, session: row.id, time: now))
+                    return try await issue(rotated, generation: rotated.generation)
+                }
+                continue  // another request rotated it first: read the row again
+            }
+            if token.generation + 1 == row.generation, now - row.rotatedAt <= milliseconds(configuration.grace) {
+                // Two tabs, or a retry after a lost answer: the successor already issued, again.
+                try await store.touch(row.id, now: now)
+                return try await issue(row, generation: row.generation)
+            }
+            guard token.generation < row.generation else {
+                throw SessionError(.invalidGrant, "the refresh token's generation was never issued")
+            }
+            _ = try await store.revoke(row.id, now: now)
+            await events?(SessionEvent(kind: .reuseDetected, user: row.user, session: row.id, time: now))
+            throw SessionError(
+                .reuseDetected, "an old refresh token was used again: the session is revoked (RFC 9700, 4.14.2)")
+        }
+        throw SessionError(.invalidGrant, "the session kept changing; try again")
+    }
+
+    private func check(_ row: SessionRow, now: Int64) throws {
+        guard row.revokedAt == nil else { throw SessionError(.invalidGrant, "the session was revoked") }
+        guard now < row.expiresAt else { throw SessionError(.invalidGrant, "the session reached its 30-day end") }
+        guard now - row.lastUsedAt < milliseconds(configuration.idleLifetime) else {
+            throw SessionError(.invalidGrant, "the session was idle too long")
+        }
+    }
+
+    private func issue(_ row: SessionRow, generation: UInt64) async throws -> IssuedTokens {
+        if try await store.isInactive(user: row.user) {
+            throw SessionError(.inactiveUser, "the user's Apple ID is no longer valid; sign in again")
+        }
+        let now = self.now
+        let ring = try await currentRing()
+        let lifetime = Int64(configuration.accessTokenLifetime)
+        // Never past the session's own end.
+        let expiresAt = min(now / 1000 + lifetime, row.expiresAt / 1000)
+        let claims: JSONObject = [
+            "iss": .string(configuration.issuer), "sub": .string(row.user.uuidString.lowercased()),
+            "aud": .string(configuration.audience), "exp": .int(expiresAt), "iat": .int(now / 1000),
+            "jti": .string(Base64URL.encode(SecretBytes.random(count: 16).withUnsafeBytes { Array($0) })),
+            "client_id": .string(configuration.clientID), "sid": .string(row.id.description),
+        ]
+        let accessToken = try ring.signer(at: now).sign(claims: claims, header: ["typ": "at+jwt"])
+        return IssuedTokens(
+            userID: row.user, session: row.id, accessToken: accessToken,
+            refreshToken: RefreshToken(family: row.id, generation: generation).encoded(keys: keys),
+            expiresIn: Int(expiresAt - now / 1000))
+    }
+
+    // MARK: Ending sessions
+
+    /// Revokes the session a refresh token belongs to (logout; RFC 7009 for refresh tokens).
+    /// An unknown or malformed token is no error (RFC 7009, 2.2).
+    @discardableResult
+    public func revoke(refreshToken text: String) async throws -> Bool {
+        guard let token = try? RefreshToken(parsing: text, keys: keys) else { return false }
+        let row = try await store.session(token.family)
+        let revoked = try await store.revoke(token.family, now: now)
+        if revoked { await events?(SessionEvent(kind: .logout, user: row?.user, session: token.family, time: now)) }
+        return revoked
+    }
+
+    /// Revokes one of `user`'s sessions (`DELETE /auth/sessions/{id}`); false when it is not theirs.
+    @discardableResult
+    public func revoke(session: SessionID, user: UUID? = nil) async throws -> Bool {
+        guard let row = try await store.session(session), user == nil || row.user == user else { return false }
+        let revoked = try await store.revoke(session, now: now)
+        if revoked { await events?(SessionEvent(kind: .revoke, user: row.user, session: session, time: now)) }
+        return revoked
+    }
+
+    /// Revokes every session of `user` (Apple's consent-revoked and account-delete, a revoked
+    /// credential state, a failed re-check).
+    @discardableResult
+    public func revokeAll(user: UUID) async throws -> Int {
+        let count = try await store.revokeAll(user: user, now: now)
+        await events?(SessionEvent(kind: .revokeAll, user: user, session: nil, time: now))
+        return count
+    }
+
+    /// The user mapped to an Apple `sub` (for Apple's notifications), if any.
+    public func user(appleSubject: String, appleClientID: String) async throws -> UUID? {
+        try await store.user(appleHash: keys.appleHash(clientID: appleClientID, subject: appleSubject))?.id
+    }
+
+    /// The user's sessions, newest first.
+    public func sessions(user: UUID) async throws -> [SessionRow] { try await store.sessions(user: user) }
+
+    /// RFC 7662 introspection of a refresh token: its session, when live.
+    public func introspect(refreshToken text: String) async throws -> SessionRow? {
+        guard let token = try? RefreshToken(parsing: text, keys: keys),
+            let row = try await store.session(token.family), (try? check(row, now: now)) != nil,
+            token.generation == row.generation
+        else { return nil }
+        return row
+    }
+
+    /// Deletes up to `limit` dead sessions (revoked, past their end, or idle too long).
+    public func sweep(limit: Int = 1000) async throws -> Int {
+        let now = self.now
+        return try await store.deleteDead(
+            expiredBefore: now, idleBefore: now - milliseconds(configuration.idleLifetime), limit: limit)
+    }
+
+    // MARK: The monthly re-check
+
+    /// What Apple said about a user's refresh token.
+    public enum RecheckOutcome: Sendable {
+        case valid
+        /// `invalid_grant` (or any 400): the Apple ID is no longer valid.
+        case invalid
+        /// Apple could not be asked; try later.
+        case unavailable
+    }
+
+    /// Re-checks users not checked for `interval` (default 30 days) with `check` (Apple's token
+    /// endpoint, given the user's Apple refresh token); an invalid one marks the user inactive and
+    /// revokes their sessions. Returns (checked, revoked users).
+    public func recheck(
+        interval: TimeInterval = 30 * 86_400, limit: Int = 100,
+        _ check: @Sendable (SecretBytes) async -> RecheckOutcome
+    ) async throws -> (checked: Int, revoked: Int) {
+        let now = self.now
+        var checked = 0, revoked = 0
+        for user in try await store.usersDue(checkedBefore: now - milliseconds(interval), limit: limit) {
+            guard let sealed = user.sealedAppleRefreshToken else { continue }
+            let token = SecretBytes(try open(sealed, user: user.id))
+            switch await check(token) {
+            case .valid:
+                try await store.markChecked(user: user.id, at: now, inactive: false)
+                await events?(SessionEvent(kind: .recheck, user: user.id, session: nil, time: now))
+            case .invalid:
+                try await store.markChecked(user: user.id, at: now, inactive: true)
+                _ = try await store.revokeAll(user: user.id, now: now)
+                await events?(SessionEvent(kind: .recheckFailed, user: user.id, session: nil, time: now))
+                revoked += 1
+            case .unavailable:
+                continue
+            }
+            checked += 1
+        }
+        return (checked, revoked)
+    }
+
+    // MARK: Sealing
+
+    static let appleLabel = Array("shadow-keys session v1 apple refresh".utf8)
+
+    func seal(_ plaintext: [UInt8], user: UUID) throws -> [UInt8] {
+        let nonce = SecretBytes.random(count: AES256GCM.nonceBytes).withUnsafeBytes { Array($0) }
+        return nonce + (try AES256GCM.seal(plaintext, key: keys.seal, nonce: nonce, aad: Self.appleLabel + user.bytes))
+    }
+
+    func open(_ sealed: [UInt8], user: UUID) throws -> [UInt8] {
+        guard sealed.count >= AES256GCM.nonceBytes + AES256GCM.tagBytes else {
+            throw SessionError(.corrupted, "a sealed Apple refresh token is too short")
+        }
+        do {
+            return try AES256GCM.open(
+                sealed[AES256GCM.nonceBytes...], key: keys.seal, nonce: sealed[..<AES256GCM.nonceBytes],
+                aad: Self.appleLabel + user.bytes)
+        } catch {
+            throw SessionError(.corrupted, "a sealed Apple refresh token does not open: it was edited or moved")
+        }
+    }
+}

@@ -1,0 +1,120 @@
+#if canImport(FoundationEssentials)
+public import FoundationEssentials
+#else
+public import Foundation
+#endif
+
+/// One session: a refresh-token family, one row (Docs/sessions.md, "Tables").
+public struct SessionRow: Sendable, Hashable {
+    public let id: SessionID
+    public let user: UUID
+    /// The current generation: the only refresh token of the family that rotates.
+    public var generation: UInt64
+    /// When the current generation was issued (ms since 1970): the grace interval runs from here.
+    public var rotatedAt: Int64
+    public let createdAt: Int64
+    public var lastUsedAt: Int64
+    /// The absolute end (ms): rotation does not move it.
+    public let expiresAt: Int64
+    /// When it was revoked, if it was.
+    public var revokedAt: Int64?
+    /// The device's name, as the app gave it (at most 64 bytes).
+    public let device: String
+
+    public init(
+        id: SessionID, user: UUID, generation: UInt64, rotatedAt: Int64, createdAt: Int64, lastUsedAt: Int64,
+        expiresAt: Int64, revokedAt: Int64?, device: String
+    ) {
+        (self.id, self.user, self.generation, self.rotatedAt) = (id, user, generation, rotatedAt)
+        (self.createdAt, self.lastUsedAt, self.expiresAt, self.revokedAt, self.device) =
+            (createdAt, lastUsedAt, expiresAt, revokedAt, device)
+    }
+}
+
+/// A signing key of the access-token ring, as stored: its private key sealed.
+public struct StoredSigningKey: Sendable, Hashable {
+    public let keyID: String
+    /// `ES256` or `RS256`.
+    public let algorithm: String
+    /// AES-256-GCM under the seal key: nonce (12) ‖ ciphertext ‖ tag; AAD "shadow-keys session v1
+    /// signing key" ‖ key ID. The plaintext is the PKCS#8 DER of the private key.
+    public let sealedPrivateKey: [UInt8]
+    /// When it was made and published (ms).
+    public let createdAt: Int64
+    /// From when it signs (ms): after `createdAt`, so verifiers see it before its first token.
+    public let activatesAt: Int64
+    /// When a newer key took over (ms); it stays published until every token it signed expired.
+    public var retiredAt: Int64?
+
+    public init(
+        keyID: String, algorithm: String, sealedPrivateKey: [UInt8], createdAt: Int64, activatesAt: Int64,
+        retiredAt: Int64?
+    ) {
+        (self.keyID, self.algorithm, self.sealedPrivateKey) = (keyID, algorithm, sealedPrivateKey)
+        (self.createdAt, self.activatesAt, self.retiredAt) = (createdAt, activatesAt, retiredAt)
+    }
+}
+
+/// A user as the mapping table holds them: an internal ID for a keyed hash of Apple's `sub`.
+public struct SessionUser: Sendable, Hashable {
+    public let id: UUID
+    /// Apple's refresh token, sealed (nonce ‖ ciphertext ‖ tag; AAD "shadow-keys session v1 apple
+    /// refresh" ‖ user ID), for the monthly re-check.
+    public let sealedAppleRefreshToken: [UInt8]?
+    public let inactive: Bool
+    public let checkedAt: Int64
+
+    public init(id: UUID, sealedAppleRefreshToken: [UInt8]?, inactive: Bool, checkedAt: Int64) {
+        (self.id, self.sealedAppleRefreshToken, self.inactive, self.checkedAt) =
+            (id, sealedAppleRefreshToken, inactive, checkedAt)
+    }
+}
+
+/// Where sessions live: tables in a database store (SQLite in ShadowSQLite, PostgreSQL in
+/// ShadowPostgres). Every method is one statement or one short transaction; none holds a lock
+/// across a request.
+public protocol SessionStore: Sendable {
+    /// The sessions' 32-byte secret, sealed in the store under the caller's key; made on first use.
+    func sessionSecret() async throws -> [UInt8]
+
+    /// The user mapped to `appleHash`, or nil.
+    func user(appleHash: [UInt8]) async throws -> SessionUser?
+    /// Maps `appleHash` to `candidate` unless it is mapped already; returns the mapped user (the
+    /// existing one when two sign-ins race), and stores the sealed Apple refresh token.
+    func mapUser(
+        appleHash: [UInt8], candidate: UUID, sealedAppleRefreshToken: [UInt8]?, now: Int64
+    ) async throws
+        -> UUID
+    /// Users whose last re-check is before `before` (and who have an Apple refresh token), oldest first.
+    func usersDue(checkedBefore before: Int64, limit: Int) async throws -> [SessionUser]
+    /// Records a re-check; `inactive` marks the user so.
+    func markChecked(user: UUID, at: Int64, inactive: Bool) async throws
+    /// Whether the user is marked inactive.
+    func isInactive(user: UUID) async throws -> Bool
+
+    func insertSession(_ row: SessionRow) async throws
+    func session(_ id: SessionID) async throws -> SessionRow?
+    /// The compare-and-set of a rotation: generation `from` becomes `from + 1` (issued at `now`)
+    /// only if the row is still at `from` and not revoked. True when this call won.
+    func rotate(_ id: SessionID, from generation: UInt64, now: Int64) async throws -> Bool
+    /// Marks a session used (the grace path hands out the current successor without rotating).
+    func touch(_ id: SessionID, now: Int64) async throws
+    /// Revokes one session; true when it was live.
+    func revoke(_ id: SessionID, now: Int64) async throws -> Bool
+    /// Revokes every live session of `user`; returns how many.
+    func revokeAll(user: UUID, now: Int64) async throws -> Int
+    /// The user's sessions, live and revoked, newest first.
+    func sessions(user: UUID) async throws -> [SessionRow]
+    /// Deletes up to `limit` sessions revoked or past `expiredBefore`; returns how many.
+    func deleteDead(expiredBefore: Int64, idleBefore: Int64, limit: Int) async throws -> Int
+
+    func signingKeys() async throws -> [StoredSigningKey]
+    func insertSigningKey(_ key: StoredSigningKey) async throws
+    func retireSigningKey(_ keyID: String, at: Int64) async throws
+    func deleteSigningKey(_ keyID: String) async throws
+
+    /// GCRA in one statement: the key's theoretical arrival time moves to max(tat, now) + interval
+    /// when that is at most `now + tolerance + interval`. Returns nil when allowed, else the time
+    /// (ms) at which a request would be.
+    func rateLimit(key: [UInt8], now: Int64, interval: Int64, tolerance: Int64) async throws -> Int64?
+}

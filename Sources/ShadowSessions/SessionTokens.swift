@@ -1,0 +1,139 @@
+import Crypto
+#if canImport(FoundationEssentials)
+public import FoundationEssentials
+#else
+public import Foundation
+#endif
+public import ShadowCore
+
+/// The error ShadowSessions throws. Equal by code.
+public typealias SessionError = ModuleError<SessionErrorCode>
+
+/// The codes of `SessionError`. New codes may be added; switch with a `default`.
+public struct SessionErrorCode: ShadowKeysErrorCode {
+    public let name: String
+    private init(_ name: String) { self.name = name }
+
+    /// The refresh token is malformed, forged, or belongs to no live session (RFC 6749 `invalid_grant`).
+    public static let invalidGrant = SessionErrorCode("invalid_grant")
+    /// An old refresh token came back after its grace: the whole session was revoked (RFC 9700, 4.14.2).
+    public static let reuseDetected = SessionErrorCode("refresh_token_reused")
+    /// The access token is missing, malformed, expired or not ours (RFC 6750 `invalid_token`).
+    public static let invalidToken = SessionErrorCode("invalid_token")
+    /// Too many requests for this client or user (GCRA); `retryAfter` seconds.
+    public static let rateLimited = SessionErrorCode("rate_limited")
+    /// The user was marked inactive (Apple refused the re-check, or revoked consent).
+    public static let inactiveUser = SessionErrorCode("inactive_user")
+    /// A setting or argument is out of range.
+    public static let invalidParameter = SessionErrorCode("invalid_parameter")
+    /// The store's session data does not authenticate or is malformed.
+    public static let corrupted = SessionErrorCode("sessions_corrupted")
+    /// The key does not open the store's session secret.
+    public static let wrongKey = SessionErrorCode("wrong_passphrase_or_key")
+}
+
+/// The keys of the session tables, derived from their 32-byte secret with HKDF-SHA-256 (no
+/// salt; info `shadow-keys session v1 <name>`): `refresh` (the refresh tokens' MAC), `lookup`
+/// (the keyed hash of Apple's `sub`) and `seal` (AES-256-GCM of Apple's refresh tokens and of the
+/// signing keys).
+public struct SessionKeys: Sendable {
+    let refresh: SymmetricKey
+    let lookup: SymmetricKey
+    let seal: SymmetricKey
+
+    public init(secret: some DataProtocol) throws {
+        guard secret.count == 32 else { throw SessionError(.invalidParameter, "a session secret is 32 bytes") }
+        let material = SymmetricKey(data: Array(secret))
+        func derive(_ name: String) -> SymmetricKey {
+            HKDF<SHA256>.deriveKey(
+                inputKeyMaterial: material, info: Array("shadow-keys session v1 \(name)".utf8), outputByteCount: 32)
+        }
+        refresh = derive("refresh")
+        lookup = derive("lookup")
+        seal = derive("seal")
+    }
+
+    /// HMAC-SHA-256(lookup key, client ID ‖ 0x00 ‖ Apple `sub`): the mapping table's key, so the
+    /// store holds no Apple user ID in clear.
+    public func appleHash(clientID: String, subject: String) -> [UInt8] {
+        Array(HMAC<SHA256>.authenticationCode(for: Array(clientID.utf8) + [0] + Array(subject.utf8), using: lookup))
+    }
+}
+
+/// A refresh token (Docs/sessions.md, "Refresh tokens"): `skr1.` and the base64url of
+/// family ID (16) ‖ generation (8, big-endian) ‖ HMAC-SHA-256(refresh key,
+/// "shadow-keys session v1 refresh" ‖ family ID ‖ generation)[0..<16].
+///
+/// The token is a pure function of (family, generation): the store keeps only the family's
+/// current generation, never a token, and the successor of a generation can be given again.
+public struct RefreshToken: Sendable, Hashable, CustomStringConvertible {
+    public let family: SessionID
+    public let generation: UInt64
+
+    public static let prefix = "skr1."
+    static let label = Array("shadow-keys session v1 refresh".utf8)
+
+    public init(family: SessionID, generation: UInt64) {
+        self.family = family
+        self.generation = generation
+    }
+
+    /// The token text.
+    public func encoded(keys: SessionKeys) -> String {
+        let body = family.bytes + BigEndianBytes.of(generation)
+        return Self.prefix + Base64URL.encode(body + Self.mac(body, keys: keys))
+    }
+
+    static func mac(_ body: [UInt8], keys: SessionKeys) -> [UInt8] {
+        Array(HMAC<SHA256>.authenticationCode(for: label + body, using: keys.refresh).prefix(16))
+    }
+
+    /// Reads and authenticates a token; anything else is ``SessionErrorCode/invalidGrant``.
+    public init(parsing text: String, keys: SessionKeys) throws {
+        func invalid() -> SessionError { SessionError(.invalidGrant, "the refresh token is malformed or not ours") }
+        guard text.utf8.count == Self.prefix.utf8.count + 54, text.hasPrefix(Self.prefix),
+            let bytes = try? Base64URL.decode(text.dropFirst(Self.prefix.count)), bytes.count == 40
+        else { throw invalid() }
+        let body = Array(bytes[0..<24])
+        guard ConstantTime.equals(Self.mac(body, keys: keys), Array(bytes[24...])) else { throw invalid() }
+        family = SessionID(bytes: Array(body[0..<16]))!
+        generation = body[16..<24].reduce(0) { $0 << 8 | UInt64($1) }
+    }
+
+    public var description: String { "RefreshToken(family \(family), generation \(generation), redacted)" }
+}
+
+/// A session (a refresh-token family): 16 random bytes, printed as base64url.
+public struct SessionID: Sendable, Hashable, CustomStringConvertible {
+    public let bytes: [UInt8]
+
+    public init?(bytes: [UInt8]) {
+        guard bytes.count == 16 else { return nil }
+        self.bytes = bytes
+    }
+
+    public init?(_ text: String) {
+        guard let bytes = try? Base64URL.decode(text), bytes.count == 16 else { return nil }
+        self.bytes = bytes
+    }
+
+    public static func random() -> SessionID {
+        SessionID(bytes: SecretBytes.random(count: 16).withUnsafeBytes { Array($0) })!
+    }
+
+    public var description: String { Base64URL.encode(bytes) }
+}
+
+enum BigEndianBytes {
+    static func of(_ value: UInt64) -> [UInt8] { (0..<8).map { UInt8(truncatingIfNeeded: value >> (56 - 8 * $0)) } }
+}
+
+extension UUID {
+    var bytes: [UInt8] { withUnsafeBytes(of: uuid) { Array($0) } }
+
+    init?(bytes: [UInt8]) {
+        guard bytes.count == 16 else { return nil }
+        let tuple = bytes.withUnsafeBytes { $0.loadUnaligned(as: uuid_t.self) }
+        self.init(uuid: tuple)
+    }
+}

@@ -1,0 +1,215 @@
+import Foundation
+import ShadowCore
+import ShadowJOSE
+import ShadowSessions
+import ShadowSQLite
+import ShadowTestSupport
+import ShadowVault
+import Testing
+
+/// First-party sessions on SQLite: sign-in, rotation with one compare-and-set, the grace
+/// interval, reuse detection, lifetimes, key rotation, revocation, the re-check, rate limits.
+@Suite struct SessionTests {
+    let directory: TemporaryDirectory
+    let clock: ManualClock
+    let store: SQLiteSessionStore
+    let configuration: SessionConfiguration
+
+    init() async throws {
+        directory = try TemporaryDirectory()
+        clock = ManualClock(Date(timeIntervalSince1970: 1_800_000_000))
+        store = try await SQLiteSessionStore.open(
+            path: directory.path + "/state.sqlite", unlock: .key(SecretBytes((0..<32).map { UInt8($0) })))
+        configuration = SessionConfiguration(
+            issuer: "https://api.example.com", audience: "https://api.example.com/v1", clientID: "com.example.app")
+    }
+
+    func authority(_ configure: (inout SessionConfiguration) -> Void = { _ in }) async throws -> SessionAuthority {
+        var configuration = self.configuration
+        configure(&configuration)
+        return try await SessionAuthority(store: store, configuration: configuration, clock: clock.clock)
+    }
+
+    func signIn(_ authority: SessionAuthority, subject: String = "001234.abc.0042") async throws -> IssuedTokens {
+        try await authority.signIn(
+            appleSubject: subject, appleClientID: "com.example.app", appleRefreshToken: SecretBytes(utf8: "apple-rt"),
+            device: "iPhone")
+    }
+
+    @Test func signInIssuesRFC9068TokensAndMapsTheSameUser() async throws {
+        try await closing({ await store.close() }) {
+            let authority = try await authority()
+            let first = try await signIn(authority)
+            #expect(first.expiresIn == 3600)
+            #expect(first.refreshToken.hasPrefix("skr1."))
+            let claims = try await authority.verifier().verify(first.accessToken)
+            #expect(claims.userID == first.userID && claims.session == first.session)
+            #expect(claims.clientID == "com.example.app")
+            let header = try CompactJWS(first.accessToken).header
+            #expect(header.type == "at+jwt" && header.algorithm == "ES256")
+            let second = try await signIn(authority)
+            #expect(second.userID == first.userID && second.session != first.session, "a new device family")
+            #expect(try await authority.sessions(user: first.userID).count == 2)
+            // The store holds no Apple user ID in clear.
+            await store.close()
+            let bytes = try Data(contentsOf: URL(fileURLWithPath: directory.path + "/state.sqlite"))
+            #expect(bytes.range(of: Data("001234.abc.0042".utf8)) == nil)
+        }
+    }
+
+    @Test func concurrentRefreshesWithOneTokenNeverMakeTwoSuccessors() async throws {
+        try await closing({ await store.close() }) {
+            let authority = try await authority()
+            let issued = try await signIn(authority)
+            let results = try await withThrowingTaskGroup(of: String.self) { group in
+                for _ in 0..<16 { group.addTask { try await authority.refresh(issued.refreshToken).refreshToken } }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            #expect(Set(results).count == 1, "every racer got the one successor")
+            #expect(try await store.session(issued.session)?.generation == 2)
+            // After the grace interval, the old token is reuse: the family is revoked...
+            clock.advance(by: 11)
+            await #expect(throws: SessionError(.reuseDetected, "")) { try await authority.refresh(issued.refreshToken) }
+            // ... and its live token stops working too.
+            await #expect(throws: SessionError(.invalidGrant, "")) { try await authority.refresh(results[0]) }
+        }
+    }
+
+    @Test func olderGenerationsAreReuseEvenWithinTheGrace() async throws {
+        try await closing({ await store.close() }) {
+            let authority = try await authority()
+            let t1 = try await signIn(authority).refreshToken
+            let t2 = try await authority.refresh(t1).refreshToken
+            let t3 = try await authority.refresh(t2).refreshToken
+            #expect(try await authority.refresh(t2).refreshToken == t3, "the one before, within the grace")
+            await #expect(throws: SessionError(.reuseDetected, "")) { try await authority.refresh(t1) }
+            await #expect(throws: SessionError(.invalidGrant, "")) { try await authority.refresh(t3) }
+        }
+    }
+
+    @Test func forgedAndMalformedTokensAreInvalidGrants() async throws {
+        try await closing({ await store.close() }) {
+            let authority = try await authority()
+            let token = try await signIn(authority).refreshToken
+            var bytes = Array(token.utf8)
+            bytes[10] = bytes[10] == UInt8(ascii: "A") ? UInt8(ascii: "B") : UInt8(ascii: "A")
+            for bad in [String(decoding: bytes, as: UTF8.self), "", "skr1.", token + "A", String(token.dropLast())] {
+                await #expect(throws: SessionError(.invalidGrant, "")) { try await authority.refresh(bad) }
+            }
+            #expect(try await authority.refresh(token).refreshToken != token)
+        }
+    }
+
+    @Test func lifetimesHold() async throws {
+        try await closing({ await store.close() }) {
+            let authority = try await authority()
+            var token = try await signIn(authority).refreshToken
+            // Rotating every 13 days keeps it from going idle, but not past 30 days.
+            for _ in 0..<2 {
+                clock.advance(by: 13 * 86_400)
+                token = try await authority.refresh(token).refreshToken
+            }
+            clock.advance(by: 5 * 86_400)
+            await #expect(throws: SessionError(.invalidGrant, "")) { try await authority.refresh(token) }
+            // Idle: fifteen days unused.
+            let idle = try await signIn(authority, subject: "other").refreshToken
+            clock.advance(by: 15 * 86_400)
+            await #expect(throws: SessionError(.invalidGrant, "")) { try await authority.refresh(idle) }
+            #expect(try await authority.sweep() == 2)
+        }
+    }
+
+    @Test func keyRotationPublishesFirstAndKeepsOldTokensValid() async throws {
+        try await closing({ await store.close() }) {
+            let authority = try await authority()
+            let before = try await signIn(authority)
+            let oldKey = try CompactJWS(before.accessToken).header.keyID
+            let newKey = try await authority.rotateKeys()
+            #expect(try await authority.jwks().document.contains(newKey), "published at once")
+            // It does not sign until the publish lead has passed.
+            #expect(try CompactJWS(try await authority.refresh(before.refreshToken).accessToken).header.keyID == oldKey)
+            clock.advance(by: 601)
+            let after = try await signIn(authority)
+            #expect(try CompactJWS(after.accessToken).header.keyID == newKey)
+            // A token of the old key verifies until its exp.
+            #expect(try await authority.verifier().verify(before.accessToken).userID == before.userID)
+            clock.advance(by: 2400)
+            #expect(try await authority.verifier().verify(before.accessToken).userID == before.userID)
+            #expect(try await authority.maintainKeys() == false)
+            #expect(try await authority.jwks().document.contains(oldKey!), "kept while its tokens live")
+            clock.advance(by: 3600)
+            _ = try await authority.maintainKeys()
+            #expect(try await !authority.jwks().document.contains(oldKey!), "dropped once they expired")
+            // The schedule rotates after the key lifetime.
+            clock.advance(by: 31 * 86_400)
+            #expect(try await authority.maintainKeys() == true)
+        }
+    }
+
+    @Test func rs256OnRequest() async throws {
+        try await closing({ await store.close() }) {
+            let authority = try await authority { $0.algorithm = .rs256 }
+            let issued = try await signIn(authority)
+            #expect(try CompactJWS(issued.accessToken).header.algorithm == "RS256")
+            #expect(try await authority.verifier().verify(issued.accessToken).session == issued.session)
+        }
+    }
+
+    @Test func revocationsAndTheRecheck() async throws {
+        try await closing({ await store.close() }) {
+            let authority = try await authority()
+            let a = try await signIn(authority)
+            let b = try await signIn(authority)
+            #expect(try await authority.revoke(session: a.session, user: UUID()) == false, "not another user's")
+            #expect(try await authority.revoke(session: a.session, user: a.userID))
+            await #expect(throws: SessionError(.invalidGrant, "")) { try await authority.refresh(a.refreshToken) }
+            #expect(try await authority.revoke(refreshToken: b.refreshToken))
+            #expect(try await authority.revoke(refreshToken: "nonsense") == false)
+            // The monthly re-check: Apple refuses the stored token, so every session ends.
+            let c = try await signIn(authority)
+            clock.advance(by: 31 * 86_400)
+            let result = try await authority.recheck { token in
+                token.withUnsafeBytes { String(decoding: $0, as: UTF8.self) } == "apple-rt" ? .invalid : .valid
+            }
+            #expect(result.checked == 1 && result.revoked == 1)
+            await #expect(throws: SessionError(.invalidGrant, "")) { try await authority.refresh(c.refreshToken) }
+            // Apple's notifications find the user by Apple's sub.
+            #expect(
+                try await authority.user(appleSubject: "001234.abc.0042", appleClientID: "com.example.app") == c.userID)
+        }
+    }
+
+    @Test func rateLimitsFollowGCRA() async throws {
+        try await closing({ await store.close() }) {
+            let authority = try await authority()
+            let limit = try RateLimit(requests: 5, per: 60)
+            for _ in 0..<5 { #expect(try await authority.admit("ip:192.0.2.1", limit: limit) == nil) }
+            let wait = try #require(try await authority.admit("ip:192.0.2.1", limit: limit))
+            #expect((1...12).contains(wait))
+            #expect(try await authority.admit("ip:192.0.2.2", limit: limit) == nil, "another key")
+            clock.advance(by: 12)
+            #expect(try await authority.admit("ip:192.0.2.1", limit: limit) == nil)
+            #expect(try await authority.admit("ip:192.0.2.1", limit: limit) != nil)
+        }
+    }
+
+    @Test func accessTokensAreCheckedStrictly() async throws {
+        try await closing({ await store.close() }) {
+            let authority = try await authority()
+            let issued = try await signIn(authority)
+            let verifier = try await authority.verifier()
+            let otherStore = try await SQLiteSessionStore.open(
+                path: directory.path + "/other.sqlite", unlock: .key(SecretBytes((0..<32).map { UInt8($0) })))
+            let foreign = try await closing({ await otherStore.close() }) {
+                let other = try await SessionAuthority(
+                    store: otherStore, configuration: configuration, clock: clock.clock)
+                return try await signIn(other).accessToken
+            }
+            for bad in [foreign, "", issued.accessToken + "x", String(issued.accessToken.dropLast(2))] {
+                #expect(throws: SessionError(.invalidToken, "")) { try verifier.verify(bad) }
+            }
+            clock.advance(by: 3700)
+            #expect(throws: SessionError(.invalidToken, "")) { try verifier.verify(issued.accessToken) }
+        }
+    }
+}
