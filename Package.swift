@@ -110,7 +110,9 @@ let package = Package(
             swiftSettings: strictSettings),
         .target(
             name: "ShadowServer",
-            dependencies: ["ShadowCore", "ShadowJOSE", "ShadowApple", "ShadowCredentials", logging, metrics],
+            dependencies: [
+                "ShadowCore", "ShadowJOSE", "ShadowApple", "ShadowCredentials", "ShadowSessions", logging, metrics,
+            ],
             swiftSettings: strictSettings),
         // SQLite through sqlite-nio (which bundles SQLite), PostgreSQL through postgres-nio.
         .target(
@@ -130,7 +132,7 @@ let package = Package(
         .target(
             name: "ShadowHummingbird",
             dependencies: [
-                "ShadowCore", "ShadowJOSE", "ShadowApple", "ShadowCredentials", "ShadowServer",
+                "ShadowCore", "ShadowJOSE", "ShadowApple", "ShadowCredentials", "ShadowServer", "ShadowSessions",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"), nioCore,
             ],
@@ -177,7 +179,8 @@ let package = Package(
             name: "ShadowKeysServerCommands",
             dependencies: [
                 "ShadowKeysCommands", "ShadowCore", "ShadowJOSE", "ShadowApple", "ShadowVault", "ShadowCredentials",
-                "ShadowPostgres", "ShadowHummingbird", "ShadowServer", argumentParser, logging, metrics,
+                "ShadowPostgres", "ShadowHummingbird", "ShadowServer", "ShadowSessions", "ShadowSQLite", argumentParser,
+                logging, metrics,
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "Prometheus", package: "swift-prometheus"),

@@ -18,6 +18,7 @@ import ShadowHummingbird
 import ShadowJOSE
 import ShadowKeysCommands
 import ShadowServer
+import ShadowSessions
 import UnixSignals
 
 struct Serve: AsyncParsableCommand, QuietCommand {
@@ -83,6 +84,7 @@ struct Serve: AsyncParsableCommand, QuietCommand {
         name: .customLong("max-connections"),
         help: "Most connections at once; more wait to be accepted (default: the descriptor limit less 64).")
     var maxConnections: Int?
+    @OptionGroup var sessions: SessionOptions
 
     /// The listen address, checked.
     func address() throws -> (host: String, port: Int) {
@@ -129,15 +131,21 @@ struct Serve: AsyncParsableCommand, QuietCommand {
         guard (0...3600).contains(shutdownGrace) else { throw ValidationError("--shutdown-grace: 0 to 3600 seconds") }
         guard (1...3600).contains(idleTimeout) else { throw ValidationError("--idle-timeout: 1 to 3600 seconds") }
         guard (1...600).contains(bodyTimeout) else { throw ValidationError("--body-timeout: 1 to 600 seconds") }
+        try sessions.validate(clientIDs: clientIDs, revokes: revokes == 3)
+        if sessions.enabled {
+            guard try store.sqlitePath() != nil else {
+                throw ValidationError("--sessions-issuer: sessions live in a sqlite: store (give --store sqlite:PATH)")
+            }
+        }
         if let maxConnections, !(1...ServeLimits.descriptorLimit()).contains(maxConnections) {
             throw ValidationError(
                 "--max-connections: 1 to \(ServeLimits.descriptorLimit()) (this process's descriptor limit)")
         }
     }
 
-    /// The revocation worker, when the store keeps a queue and the Apple key was given.
-    func revocationWorker(queue: any RevocationQueue, keys: any JWKSource, logger: Logger) throws -> RevocationWorker? {
-        guard let p8, let teamID, let keyID else { return nil }
+    /// Apple clients by client ID, for the code exchange and the re-check (needs the .p8 key).
+    func appleClients(keys: any JWKSource) throws -> [String: AppleAuthClient] {
+        guard let p8, let teamID, let keyID else { return [:] }
         let key = try readAppleSigningKey(p8)
         var configuration = AppleAuthClient.Configuration()
         configuration.baseURL = baseURL
@@ -150,6 +158,13 @@ struct Serve: AsyncParsableCommand, QuietCommand {
                 configuration: configuration, secrets: ClientSecretProvider(builder: builder), transport: transport,
                 identityTokenKeys: keys)
         }
+        return clients
+    }
+
+    /// The revocation worker, when the store keeps a queue and the Apple key was given.
+    func revocationWorker(queue: any RevocationQueue, keys: any JWKSource, logger: Logger) throws -> RevocationWorker? {
+        let clients = try appleClients(keys: keys)
+        guard !clients.isEmpty else { return nil }
         var settings = RevocationWorker.Configuration()
         settings.firstRetryDelay = .seconds(revocationRetry)
         settings.lease = .seconds(revocationLease)
@@ -179,8 +194,27 @@ struct Serve: AsyncParsableCommand, QuietCommand {
                 Console.warn(
                     "a vault store keeps no revocation queue: --p8 is not used; use a SQLite or PostgreSQL store")
             }
-            let router = Router()
-            router.addAppleNotifications(receiver: receiver, bodyTimeout: .nanoseconds(Int64(bodyTimeout * 1e9)))
+            let router = Router(context: ShadowRequestContext.self)
+            var sessionService: SessionService?
+            if sessions.enabled, let path = try store.sqlitePath() {
+                let started = try await sessions.start(
+                    path: path, unlock: try store.unlock(), clientIDs: clientIDs, keys: keys,
+                    appleClients: try appleClients(keys: keys), logger: logger)
+                router.addSessionRoutes(started.endpoints, bodyTimeout: .nanoseconds(Int64(bodyTimeout * 1e9)))
+                sessionService = started.service
+            }
+            let sessionAuthority = sessionService?.authority
+            router.addAppleNotifications(
+                receiver: receiver, bodyTimeout: .nanoseconds(Int64(bodyTimeout * 1e9)),
+                applied: { response in
+                    // A user no longer authorized (consent revoked, account deleted) loses every session.
+                    guard let authority = sessionAuthority, let change = response.change, change.isTransition,
+                        change.new.state != .authorized,
+                        let user = try? await authority.user(
+                            appleSubject: change.event.subject, appleClientID: change.event.clientID)
+                    else { return }
+                    _ = try? await authority.revokeAll(user: user)
+                })
             router.get("metrics") { _, _ -> Response in
                 var text: [UInt8] = []
                 registry.emit(into: &text)
@@ -207,6 +241,7 @@ struct Serve: AsyncParsableCommand, QuietCommand {
                 logger: logger)
             var services: [any Service] = [app]
             if let worker { services.append(RevocationService(worker: worker)) }
+            if let sessionService { services.append(sessionService) }
             var configuration = ServiceGroupConfiguration(
                 services: services.map { .init(service: $0) }, gracefulShutdownSignals: [.sigterm, .sigint],
                 logger: logger)

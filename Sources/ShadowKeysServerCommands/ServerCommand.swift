@@ -12,7 +12,7 @@ public struct ShadowKeysServerCommand: AsyncParsableCommand {
         abstract: "Serve Sign in with Apple notifications, and every shadow-keys command with PostgreSQL stores too.",
         discussion: ShadowKeysTool.exitCodes,
         version: ShadowKeysTool.version,
-        subcommands: ShadowKeysTool.commands + [Serve.self]
+        subcommands: ShadowKeysTool.commands + [Serve.self, SessionsCommand.self]
     )
 
     public init() {}

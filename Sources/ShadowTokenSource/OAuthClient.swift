@@ -346,7 +346,7 @@ public struct PKCE: Sendable {
         for pair in query.split(separator: "&") {
             let parts = pair.split(separator: "=", maxSplits: 1)
             guard parts.count == 2 else { continue }
-            let value = Self.formDecoded(parts[1])
+            let value = FormDecoding.value(parts[1])
             if parts[0] == "code" { code = value }
             if parts[0] == "state" { returnedState = value }
             if parts[0] == "error" {
@@ -358,27 +358,6 @@ public struct PKCE: Sendable {
             throw TokenError(.rejected, "the redirect URL's state is not this sign-in's: refusing the code")
         }
         return SecretBytes(utf8: code)
-    }
-}
-
-extension PKCE {
-    /// A query value: `+` as a space, `%XX` as its byte; malformed escapes stay as they are.
-    static func formDecoded(_ text: Substring) -> String {
-        var bytes: [UInt8] = []
-        var input = Array(text.utf8)[...]
-        while let byte = input.popFirst() {
-            if byte == UInt8(ascii: "+") {
-                bytes.append(UInt8(ascii: " "))
-            } else if byte == UInt8(ascii: "%"), input.count >= 2,
-                let value = UInt8(String(decoding: input.prefix(2), as: UTF8.self), radix: 16)
-            {
-                bytes.append(value)
-                input = input.dropFirst(2)
-            } else {
-                bytes.append(byte)
-            }
-        }
-        return String(decoding: bytes, as: UTF8.self)
     }
 }
 

@@ -35,13 +35,24 @@ import Testing
     static func http(
         _ method: String, port: Int, path: String, body: [UInt8] = []
     ) throws -> (status: Int, body: String) {
+        let answer = try exchange(method, port: port, path: path, body: body)
+        return (answer.status, answer.body)
+    }
+
+    /// One HTTP/1.1 exchange over a plain socket, with a content type and extra header lines:
+    /// the status code, the header block, and the body.
+    static func exchange(
+        _ method: String, port: Int, path: String, body: [UInt8] = [], contentType: String = "application/json",
+        headers: [String] = []
+    ) throws -> (status: Int, headers: String, body: String) {
         let fd = try ServeSlowClientTests.connectSocket(port)
         defer { close(fd) }
+        let extra = headers.map { $0 + "\r\n" }.joined()
         let request =
             Array(
                 """
-                \(method) \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: \
-                \(body.count)\r\nConnection: close\r\n\r\n
+                \(method) \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: \(contentType)\r\nContent-Length: \
+                \(body.count)\r\n\(extra)Connection: close\r\n\r\n
                 """
                 .utf8) + body
         var sent = 0
@@ -59,8 +70,10 @@ import Testing
         }
         let text = String(decoding: response, as: UTF8.self)
         let status = Int(text.split(separator: " ", maxSplits: 2).dropFirst().first ?? "") ?? 0
-        let payload = text.range(of: "\r\n\r\n").map { String(text[$0.upperBound...]) } ?? ""
-        return (status, payload)
+        let split = text.range(of: "\r\n\r\n")
+        let head = split.map { String(text[..<$0.lowerBound]) } ?? text
+        let payload = split.map { String(text[$0.upperBound...]) } ?? ""
+        return (status, head, payload)
     }
 
     @Test func notificationsOverHTTPAndAGracefulStop() async throws {

@@ -1,17 +1,19 @@
-import ArgumentParser
+package import ArgumentParser
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
 import Foundation
 #endif
-import ShadowApple
+package import ShadowApple
 import ShadowCore
 import ShadowCrypto
 import ShadowJOSE
 import ShadowJWKS
 
 /// Where Apple's endpoints are, and how to reach them.
-struct AppleEndpointOptions: ParsableArguments {
+package struct AppleEndpointOptions: ParsableArguments {
+    package init() {}
+
     @Option(name: .customLong("base-url"), help: "Apple's auth base URL (for mirrors and tests).")
     var baseURL: String = Apple.baseURL
 
@@ -22,11 +24,11 @@ struct AppleEndpointOptions: ParsableArguments {
 
     @OptionGroup var network: NetworkOptions
 
-    func validate() throws {
+    package func validate() throws {
         try network.check(baseURL + "/auth/token", option: "--base-url")
     }
 
-    func client(_ credentials: ClientSecretOptions) throws -> AppleAuthClient {
+    package func client(_ credentials: ClientSecretOptions) throws -> AppleAuthClient {
         var configuration = AppleAuthClient.Configuration()
         configuration.baseURL = baseURL
         configuration.allowLoopbackHTTP = network.allowHTTPLoopback

@@ -1,4 +1,4 @@
-import ArgumentParser
+package import ArgumentParser
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -11,7 +11,9 @@ import ShadowJOSE
 import ShadowJWKS
 
 /// The inputs of a client secret, shared by `client-secret` and every `apple` subcommand.
-struct ClientSecretOptions: ParsableArguments {
+package struct ClientSecretOptions: ParsableArguments {
+    package init() {}
+
     @Option(name: .customLong("p8"), help: "The Sign in with Apple private key (.p8, PKCS#8 PEM, P-256).")
     var p8: String
 
@@ -27,7 +29,7 @@ struct ClientSecretOptions: ParsableArguments {
     @Option(help: "Client secret lifetime in seconds (at most 15777000).")
     var ttl: Int = Int(ClientSecretBuilder.defaultLifetime)
 
-    func validate() throws {
+    package func validate() throws {
         let identifier = #/^[A-Z0-9]{10}$/#
         guard teamID.wholeMatch(of: identifier) != nil else {
             throw ValidationError("--team-id must be 10 characters A-Z and 0-9")

@@ -191,3 +191,14 @@ package struct StoreOptions: ParsableArguments {
 package func close(_ store: any AuditedCredentialStore) async {
     if let store = store as? any DatabaseCredentialStore { await store.close() }
 }
+
+extension StoreOptions {
+    /// The SQLite file the store is (named or the default), or nil for another kind of store.
+    package func sqlitePath() throws -> String? {
+        if case .sqlite(let path) = try location() { return path }
+        return nil
+    }
+
+    /// The key or passphrase that opens the store.
+    package func unlock() throws -> VaultUnlock { try vault.unlock() }
+}

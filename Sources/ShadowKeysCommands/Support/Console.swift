@@ -4,7 +4,7 @@ import Darwin
 import Glibc
 #endif
 package import ArgumentParser
-import ShadowCore
+package import ShadowCore
 import Synchronization
 
 /// Unbuffered writes to stdout and stderr, and reading of bounded inputs.
@@ -27,7 +27,7 @@ package enum Console {
     }
 
     /// Writes `text` and a newline to stdout.
-    static func out(_ text: String) { write(1, text + "\n") }
+    package static func out(_ text: String) { write(1, text + "\n") }
 
     /// Writes `text` to stdout as it is (lines the caller has already ended).
     static func outRaw(_ text: String) { write(1, text) }
@@ -46,7 +46,7 @@ package enum Console {
     }
 
     /// Writes a JSON value as one line on stdout, terminal controls escaped (still the same JSON).
-    static func json(_ value: JSONValue) { out(value.serializedForTerminal()) }
+    package static func json(_ value: JSONValue) { out(value.serializedForTerminal()) }
 
     /// Writes a JSON value indented, terminal controls escaped.
     static func prettyJSON(_ value: JSONValue) { out(value.serializedForTerminal(pretty: true)) }

@@ -1,0 +1,154 @@
+public import Hummingbird
+import HTTPTypes
+public import NIOCore
+import ShadowCore
+import ShadowJOSE
+public import ShadowServer
+public import ShadowSessions
+
+/// A request context that carries the caller's verified session (``SessionMiddleware``).
+public protocol SessionRequestContext: RequestContext {
+    var session: SessionClaims? { get set }
+}
+
+/// The context `shadow-keys-server serve` uses: the peer's address (for rate limits), a verified
+/// session, and a verified Apple identity.
+public struct ShadowRequestContext: SessionRequestContext, RemoteAddressRequestContext, AppleIdentityRequestContext {
+    public var coreContext: CoreRequestContextStorage
+    public let remoteAddress: SocketAddress?
+    public var session: SessionClaims?
+    public var appleIdentity: AuthenticatedAppleIdentity?
+
+    public init(source: ApplicationRequestContextSource) {
+        coreContext = .init(source: source)
+        remoteAddress = source.channel.remoteAddress
+        session = nil
+        appleIdentity = nil
+    }
+}
+
+/// Verifies the access token of every request against the ring's public keys (refreshed from
+/// the store every 30 s, never read per request) and puts its typed claims into the context.
+/// Revocation reaches it within one access-token lifetime; `checkSession` adds a read of the
+/// session's row per request, so a revoked session is refused at once.
+public struct SessionMiddleware<Context: SessionRequestContext>: RouterMiddleware {
+    public let authority: SessionAuthority
+    public let checkSession: Bool
+
+    public init(authority: SessionAuthority, checkSession: Bool = false) {
+        self.authority = authority
+        self.checkSession = checkSession
+    }
+
+    public func handle(
+        _ request: Request, context: Context, next: (Request, Context) async throws -> Response
+    ) async throws -> Response {
+        guard let header = request.headers[.authorization], let bearer = BearerToken.from(header: header) else {
+            return sessionError(
+                401, "missing_token", "send the access token as Authorization: Bearer <token>",
+                challenge: #"Bearer realm="shadow-keys""#)
+        }
+        let claims: SessionClaims
+        do {
+            claims = try await authority.verifier().verify(bearer)
+            if checkSession, try await !authority.isLive(claims) {
+                throw SessionError(.invalidToken, "the session was revoked")
+            }
+        } catch let error as SessionError where error.code == .invalidToken {
+            return sessionError(
+                401, "invalid_token", error.reason, challenge: #"Bearer realm="shadow-keys", error="invalid_token""#)
+        } catch {
+            return sessionError(503, "store_unavailable", "the session keys could not be read", challenge: nil)
+        }
+        var context = context
+        context.session = claims
+        return try await next(request, context)
+    }
+}
+
+func sessionError(_ status: Int, _ code: String, _ message: String, challenge: String?) -> Response {
+    var headers: HTTPFields = [.contentType: "application/json"]
+    if let challenge { headers[.wwwAuthenticate] = challenge }
+    let body = JSONValue.object(["error": .object(["code": .string(code), "message": .string(message)])]).serialized()
+    return Response(status: .init(code: status), headers: headers, body: .init(byteBuffer: ByteBuffer(string: body)))
+}
+
+extension RouterMethods where Context: RemoteAddressRequestContext {
+    /// The session routes (Docs/sessions.md, "Routes"): `POST /auth/apple`, `/auth/refresh`,
+    /// `/auth/logout`, `/auth/revoke`, `/auth/introspect`, `GET /auth/sessions`,
+    /// `DELETE /auth/sessions/{id}` and `GET /.well-known/jwks.json`.
+    @discardableResult
+    public func addSessionRoutes(_ endpoints: SessionEndpoints, bodyTimeout: Duration = .seconds(10)) -> Self {
+        typealias Handler = @Sendable ([UInt8], String?, String, String?) async -> SessionHTTPResponse
+        func post(_ path: RouterPath, _ handler: @escaping Handler) {
+            self.post(path) { request, context -> Response in
+                let read = await SessionRouteSupport.body(request, bodyTimeout: bodyTimeout)
+                guard let bytes = read.bytes else { return read.refusal! }
+                return SessionRouteSupport.respond(
+                    await handler(
+                        bytes, request.headers[.contentType], SessionRouteSupport.ip(context),
+                        request.headers[.authorization]))
+            }
+        }
+        post("/auth/apple") { body, type, ip, _ in await endpoints.signIn(body: body, contentType: type, clientIP: ip) }
+        post("/auth/refresh") { body, type, ip, _ in
+            await endpoints.refresh(body: body, contentType: type, clientIP: ip)
+        }
+        post("/auth/logout") { body, type, ip, _ in await endpoints.logout(body: body, contentType: type, clientIP: ip)
+        }
+        post("/auth/revoke") { body, type, _, authorization in
+            await endpoints.revoke(body: body, contentType: type, authorization: authorization)
+        }
+        post("/auth/introspect") { body, type, _, authorization in
+            await endpoints.introspect(body: body, contentType: type, authorization: authorization)
+        }
+        get("/auth/sessions") { request, context -> Response in
+            SessionRouteSupport.respond(
+                await endpoints.sessions(
+                    authorization: request.headers[.authorization], clientIP: SessionRouteSupport.ip(context)))
+        }
+        delete("/auth/sessions/:id") { request, context -> Response in
+            SessionRouteSupport.respond(
+                await endpoints.deleteSession(
+                    context.parameters.get("id") ?? "", authorization: request.headers[.authorization],
+                    clientIP: SessionRouteSupport.ip(context)))
+        }
+        get("/.well-known/jwks.json") { _, _ -> Response in SessionRouteSupport.respond(await endpoints.jwks()) }
+        return self
+    }
+}
+
+enum SessionRouteSupport {
+    static func ip(_ context: some RemoteAddressRequestContext) -> String {
+        switch context.remoteAddress {
+        case .v4(let address)?: return address.host
+        case .v6(let address)?: return address.host
+        default: return "unknown"
+        }
+    }
+    /// The body, or the refusal to answer instead (413 over the cap, 408 too slow).
+    static func body(_ request: Request, bodyTimeout: Duration) async -> (bytes: [UInt8]?, refusal: Response?) {
+        let limit = SessionEndpoints.maxBodyBytes
+        if let declared = request.headers[.contentLength], let length = Int(declared), length > limit {
+            return (nil, sessionError(413, "body_too_large", "the body is over \(limit) bytes", challenge: nil))
+        }
+        let stream = request.body
+        do {
+            let buffer = try await withDeadline(bodyTimeout) { try await stream.collect(upTo: limit) }
+            return (Array(buffer.readableBytesView), nil)
+        } catch is NIOTooManyBytesError {
+            return (nil, sessionError(413, "body_too_large", "the body is over \(limit) bytes", challenge: nil))
+        } catch {
+            return (nil, sessionError(408, "request_timeout", "the body did not arrive in time", challenge: nil))
+        }
+    }
+    static func respond(_ answer: SessionHTTPResponse) -> Response {
+        var headers = HTTPFields()
+        for (name, value) in answer.headers {
+            if let field = HTTPField.Name(name) { headers[field] = value }
+        }
+        return Response(
+            status: .init(code: answer.status), headers: headers,
+            body: .init(byteBuffer: ByteBuffer(bytes: answer.body)))
+    }
+}

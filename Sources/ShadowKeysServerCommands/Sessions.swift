@@ -1,0 +1,333 @@
+import ArgumentParser
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+import Logging
+import ServiceLifecycle
+import ShadowApple
+import ShadowCore
+import ShadowJOSE
+import ShadowKeysCommands
+import ShadowServer
+import ShadowSessions
+import ShadowSQLite
+import ShadowVault
+
+/// The session settings `serve` and `sessions` share (Docs/sessions.md).
+struct SessionOptions: ParsableArguments {
+    @Option(
+        name: .customLong("sessions-issuer"),
+        help: "Offer first-party sessions, with this issuer URL (the access tokens' iss).") var issuer: String?
+    @Option(name: .customLong("sessions-audience"), help: "The access tokens' aud (default: the issuer).")
+    var audience: String?
+    @Option(
+        name: .customLong("sessions-client-id"), help: "The access tokens' client_id (default: the first --client-id).")
+    var clientID: String?
+    @Option(name: .customLong("sessions-alg"), help: "ES256 (default) or RS256.") var algorithm = "ES256"
+    @Option(name: .customLong("access-token-lifetime"), help: "Seconds (60 to 86400, default 3600).")
+    var accessLifetime: Double = 3600
+    @Option(
+        name: .customLong("refresh-grace"), help: "Seconds an old refresh token still gets its successor (0 to 300).")
+    var grace: Double = 10
+    @Option(
+        name: .customLong("introspection-clients"),
+        help: "A file of id:secret lines: the clients allowed /auth/revoke and /auth/introspect.")
+    var introspectionFile: String?
+    @Option(name: .customLong("rate-limit-ip"), help: "Requests a minute per client IP on /auth/* (1 to 100000).")
+    var ipLimit = 60
+    @Option(name: .customLong("rate-limit-user"), help: "Requests a minute per user or session (1 to 100000).")
+    var userLimit = 30
+
+    var enabled: Bool { issuer != nil }
+
+    func validate(clientIDs: [String], revokes: Bool) throws {
+        guard let issuer else {
+            if introspectionFile != nil || audience != nil || clientID != nil {
+                throw ValidationError("the session options need --sessions-issuer")
+            }
+            return
+        }
+        guard
+            issuer.hasPrefix("https://") || issuer.hasPrefix("http://127.0.0.1") || issuer.hasPrefix("http://localhost")
+        else { throw ValidationError("--sessions-issuer: an https:// URL") }
+        guard revokes else {
+            throw ValidationError("sessions exchange Apple's authorization code: give --p8, --team-id and --key-id")
+        }
+        _ = try configuration(clientIDs: clientIDs)
+        guard (1...100_000).contains(ipLimit), (1...100_000).contains(userLimit) else {
+            throw ValidationError("--rate-limit-ip and --rate-limit-user: 1 to 100000 a minute")
+        }
+    }
+
+    func configuration(clientIDs: [String]) throws -> SessionConfiguration {
+        guard let issuer else { throw ValidationError("give --sessions-issuer") }
+        var configuration = SessionConfiguration(
+            issuer: issuer, audience: audience ?? issuer, clientID: clientID ?? clientIDs.first ?? "")
+        guard let algorithm = JWSAlgorithm(rawValue: algorithm), [.es256, .rs256].contains(algorithm) else {
+            throw ValidationError("--sessions-alg: ES256 or RS256")
+        }
+        configuration.algorithm = algorithm
+        configuration.accessTokenLifetime = accessLifetime
+        configuration.grace = grace
+        do { try SessionConfigurationCheck.check(configuration) } catch let error as SessionError {
+            throw ValidationError(error.reason)
+        }
+        return configuration
+    }
+
+    /// `id:secret` lines; a secret never comes from argv.
+    func introspectionClients() throws -> [String: SecretBytes] {
+        guard let introspectionFile else { return [:] }
+        let bytes: [UInt8]
+        do {
+            guard let read = try Files.read(introspectionFile, limit: 64 << 10) else {
+                throw ValidationError("--introspection-clients: the file is over 64 KiB")
+            }
+            bytes = read
+        } catch let error as FileError {
+            throw CLIError(.noInput, "--introspection-clients: \(error)")
+        }
+        var clients: [String: SecretBytes] = [:]
+        for line in String(decoding: bytes, as: UTF8.self).split(separator: "\n") {
+            let parts = line.split(separator: ":", maxSplits: 1)
+            guard parts.count == 2, !parts[0].isEmpty, !parts[1].isEmpty else {
+                throw ValidationError("--introspection-clients: each line is id:secret")
+            }
+            clients[String(parts[0])] = SecretBytes(utf8: String(parts[1]))
+        }
+        return clients
+    }
+
+    func start(
+        path: String, unlock: VaultUnlock, clientIDs: [String], keys: any JWKSource,
+        appleClients: [String: AppleAuthClient], logger: Logger
+    ) async throws -> (endpoints: SessionEndpoints, service: SessionService) {
+        let store = try await SQLiteSessionStore.open(path: path, unlock: unlock)
+        let authority = try await SessionAuthority(store: store, configuration: try configuration(clientIDs: clientIDs))
+        var limits = SessionEndpoints.Limits()
+        limits.perIP = try RateLimit(requests: ipLimit, per: 60, burst: max(1, ipLimit / 3))
+        limits.perUser = try RateLimit(requests: userLimit, per: 60, burst: max(1, userLimit / 3))
+        let endpoints = SessionEndpoints(
+            authority: authority, validator: AppleIdentityTokenValidator(clientIDs: clientIDs), appleKeys: keys,
+            appleClients: appleClients, limits: limits, introspectionClients: try introspectionClients(),
+            logger: logger)
+        return (
+            endpoints, SessionService(authority: authority, appleClients: appleClients, store: store, logger: logger)
+        )
+    }
+}
+
+/// The checks of a configuration, as the authority makes them, before anything is opened.
+enum SessionConfigurationCheck {
+    static func check(_ configuration: SessionConfiguration) throws {
+        guard (60...86_400).contains(configuration.accessTokenLifetime) else {
+            throw SessionError(.invalidParameter, "--access-token-lifetime: 60 to 86400 seconds")
+        }
+        guard (0...300).contains(configuration.grace) else {
+            throw SessionError(.invalidParameter, "--refresh-grace: 0 to 300 seconds")
+        }
+        guard !configuration.clientID.isEmpty else {
+            throw SessionError(.invalidParameter, "--sessions-client-id is empty")
+        }
+    }
+}
+
+/// Keeps sessions in shape while `serve` runs: the key schedule, the sweep of dead sessions (in
+/// batches of 1,000), and the monthly re-check with Apple; every minute.
+struct SessionService: Service {
+    let authority: SessionAuthority
+    let appleClients: [String: AppleAuthClient]
+    let store: SQLiteSessionStore
+    let logger: Logger
+
+    func run() async throws {
+        await cancelWhenGracefulShutdown {
+            while !Task.isCancelled {
+                await once()
+                try? await Task.sleep(for: .seconds(60))
+            }
+        }
+        await store.close()
+    }
+
+    func once() async {
+        do {
+            if try await authority.maintainKeys() { logger.info("rotated the access-token signing key") }
+            _ = try await authority.sweep(limit: 1000)
+            let clients = appleClients
+            let clientID = authority.configuration.clientID
+            _ = try await authority.recheck { token in await Self.ask(clients[clientID], token) }
+        } catch {
+            logger.warning("session maintenance failed", metadata: ["error": "\(error)"])
+        }
+    }
+
+    /// Apple's answer to a refresh-token validation: `invalid_grant` means the Apple ID is no longer valid.
+    static func ask(_ client: AppleAuthClient?, _ token: SecretBytes) async -> SessionAuthority.RecheckOutcome {
+        guard let client else { return .unavailable }
+        do {
+            _ = try await client.refresh(token)
+            return .valid
+        } catch let error as AppleError where error.code == .invalidGrant {
+            return .invalid
+        } catch {
+            return .unavailable
+        }
+    }
+}
+
+/// `shadow-keys-server sessions …`: the session tables by hand.
+struct SessionsCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "sessions",
+        abstract: "Manage first-party sessions: signing keys, a user's devices, revocation, the Apple re-check.",
+        discussion: """
+            Sessions live in the state store's SQLite file (--store sqlite:PATH and its key options). \
+            Exit codes: 0; 30 wrong key; 31 damaged session tables; 64 usage; 66 no store. See Docs/sessions.md.
+            """,
+        subcommands: [Keys.self, List.self, Revoke.self, Recheck.self])
+
+    struct Common: ParsableArguments {
+        @OptionGroup var store: StoreOptions
+        @OptionGroup var sessions: SessionOptions
+        @Flag(help: "Print JSON.") var json = false
+
+        func withAuthority<R>(_ body: (SessionAuthority) async throws -> R) async throws -> R {
+            guard let path = try store.sqlitePath() else {
+                throw ValidationError("sessions live in a sqlite: store (give --store sqlite:PATH)")
+            }
+            guard FileManager.default.fileExists(atPath: path) else {
+                throw CLIError(.noInput, "no state store at \(path)")
+            }
+            let sessionStore = try await SQLiteSessionStore.open(path: path, unlock: try store.unlock())
+            do {
+                var configuration = SessionConfiguration(
+                    issuer: sessions.issuer ?? "https://sessions.invalid", audience: sessions.audience ?? "-",
+                    clientID: sessions.clientID ?? "-")
+                if let algorithm = JWSAlgorithm(rawValue: sessions.algorithm) { configuration.algorithm = algorithm }
+                let result = try await body(
+                    try await SessionAuthority(store: sessionStore, configuration: configuration))
+                await sessionStore.close()
+                return result
+            } catch {
+                await sessionStore.close()
+                throw error
+            }
+        }
+    }
+
+    struct Keys: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "keys",
+            abstract: "list: the signing keys; rotate: publish a new key now (it signs after the lead).")
+        @Argument(help: "list or rotate") var action: String
+        @OptionGroup var common: Common
+
+        func validate() throws {
+            guard ["list", "rotate"].contains(action) else { throw ValidationError("keys: list or rotate") }
+        }
+
+        func run() async throws {
+            try await reportingFailures(json: common.json) {
+                let keys = try await common.withAuthority { authority in
+                    if action == "rotate" { _ = try await authority.rotateKeys() }
+                    return try await authority.signingKeys()
+                }
+                let rows: [JSONValue] = keys.map { key in
+                    [
+                        "kid": .string(key.keyID), "alg": .string(key.algorithm),
+                        "created": .string(Timestamp(milliseconds: key.createdAt)?.rfc3339Exact ?? ""),
+                        "signsFrom": .string(Timestamp(milliseconds: key.activatesAt)?.rfc3339Exact ?? ""),
+                        "retired": key.retiredAt.flatMap { Timestamp(milliseconds: $0)?.rfc3339Exact }.map(
+                            JSONValue.string) ?? .null,
+                    ]
+                }
+                if common.json {
+                    Console.json(["keys": .array(rows)])
+                } else {
+                    for row in rows { Console.json(row) }
+                }
+            }
+        }
+    }
+
+    struct List: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "list", abstract: "The user's sessions (devices), live and revoked, newest first.")
+        @Argument(help: "The user's internal ID (a UUID).") var user: String
+        @OptionGroup var common: Common
+
+        func validate() throws {
+            guard UUID(uuidString: user) != nil else { throw ValidationError("USER: a UUID") }
+        }
+
+        func run() async throws {
+            try await reportingFailures(json: common.json) {
+                let rows = try await common.withAuthority { try await $0.sessions(user: UUID(uuidString: user)!) }
+                for row in rows {
+                    Console.json([
+                        "id": .string(row.id.description), "device": .string(row.device),
+                        "generation": .int(row.generation),
+                        "created": .string(Timestamp(milliseconds: row.createdAt)?.rfc3339Exact ?? ""),
+                        "lastUsed": .string(Timestamp(milliseconds: row.lastUsedAt)?.rfc3339Exact ?? ""),
+                        "revoked": row.revokedAt.flatMap { Timestamp(milliseconds: $0)?.rfc3339Exact }.map(
+                            JSONValue.string) ?? .null,
+                    ])
+                }
+            }
+        }
+    }
+
+    struct Revoke: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "revoke", abstract: "Revoke one session (its ID) or every session of a user (a UUID).")
+        @Argument(help: "A user's UUID, or a session ID.") var target: String
+        @OptionGroup var common: Common
+
+        func validate() throws {
+            guard UUID(uuidString: target) != nil || SessionID(target) != nil else {
+                throw ValidationError("give a user's UUID or a session ID")
+            }
+        }
+
+        func run() async throws {
+            try await reportingFailures(json: common.json) {
+                let count = try await common.withAuthority { authority -> Int in
+                    if let user = UUID(uuidString: target) { return try await authority.revokeAll(user: user) }
+                    return try await authority.revoke(session: SessionID(target)!) ? 1 : 0
+                }
+                if common.json { Console.json(["revoked": .int(count)]) } else { Console.out("revoked \(count)") }
+            }
+        }
+    }
+
+    struct Recheck: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "recheck",
+            abstract: "Ask Apple about users not checked for 30 days; invalid_grant revokes their sessions.")
+        @OptionGroup var common: Common
+        @OptionGroup var credentials: ClientSecretOptions
+        @OptionGroup var apple: AppleEndpointOptions
+        @Option(help: "How many users at most (1 to 10000).") var limit = 100
+
+        func validate() throws {
+            guard (1...10_000).contains(limit) else { throw ValidationError("--limit: 1 to 10000") }
+        }
+
+        func run() async throws {
+            try await reportingFailures(json: common.json) {
+                let client = try apple.client(credentials)
+                let result = try await common.withAuthority { authority in
+                    try await authority.recheck(limit: limit) { token in await SessionService.ask(client, token) }
+                }
+                if common.json {
+                    Console.json(["checked": .int(result.checked), "revoked": .int(result.revoked)])
+                } else {
+                    Console.out("checked \(result.checked), revoked \(result.revoked)")
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,396 @@
+#if canImport(FoundationEssentials)
+public import FoundationEssentials
+#else
+public import Foundation
+#endif
+public import Logging
+public import ShadowApple
+public import ShadowCore
+public import ShadowJOSE
+public import ShadowSessions
+
+/// An HTTP answer, framework-neutral: a status, headers and a JSON body.
+public struct SessionHTTPResponse: Sendable, Error {
+    public let status: Int
+    public let headers: [(String, String)]
+    public let body: [UInt8]
+
+    static func json(_ status: Int, _ value: JSONValue, headers: [(String, String)] = []) -> SessionHTTPResponse {
+        SessionHTTPResponse(
+            status: status,
+            headers: [("Content-Type", "application/json"), ("Cache-Control", "no-store")] + headers,
+            body: Array(value.serialized().utf8))
+    }
+
+    /// `{"error":{"code","message"}}`, the shape of every error ShadowKeys' routes answer.
+    static func error(
+        _ status: Int, _ code: String, _ message: String, headers: [(String, String)] = []
+    )
+        -> SessionHTTPResponse
+    {
+        json(status, ["error": ["code": .string(code), "message": .string(message)]], headers: headers)
+    }
+}
+
+/// The session routes' logic (Docs/sessions.md, "Routes"), with no HTTP framework: a body and
+/// headers in, a status and a JSON body out. ShadowHummingbird mounts it.
+public final class SessionEndpoints: Sendable {
+    public struct Limits: Sendable {
+        /// Per client IP on every `/auth/*` route (default 60 a minute, bursts of 20).
+        public var perIP: RateLimit
+        /// Per user (or, on refresh, per session) (default 30 a minute, bursts of 10).
+        public var perUser: RateLimit
+
+        public init() {
+            perIP = try! RateLimit(requests: 60, per: 60, burst: 20)
+            perUser = try! RateLimit(requests: 30, per: 60, burst: 10)
+        }
+    }
+
+    public let authority: SessionAuthority
+    let validator: AppleIdentityTokenValidator
+    let appleKeys: any JWKSource
+    let appleClients: [String: AppleAuthClient]
+    let limits: Limits
+    let introspectionClients: [String: SecretBytes]
+    let logger: Logger
+
+    /// The largest body read.
+    public static let maxBodyBytes = 16 << 10
+
+    /// - Parameters:
+    ///   - appleClients: by client ID, the clients that exchange the authorization code (and keep
+    ///     Apple's refresh token for the re-check).
+    ///   - introspectionClients: confidential clients (ID and secret) allowed RFC 7009 revocation
+    ///     and RFC 7662 introspection with HTTP Basic.
+    public init(
+        authority: SessionAuthority, validator: AppleIdentityTokenValidator, appleKeys: any JWKSource,
+        appleClients: [String: AppleAuthClient], limits: Limits = Limits(),
+        introspectionClients: [String: SecretBytes] = [:], logger: Logger = Logger(label: "shadow-keys.sessions")
+    ) {
+        self.authority = authority
+        self.validator = validator
+        self.appleKeys = appleKeys
+        self.appleClients = appleClients
+        self.limits = limits
+        self.introspectionClients = introspectionClients
+        self.logger = logger
+    }
+
+    // MARK: Requests
+
+    /// A JSON object body, checked: 415 for another content type, 413 over the cap, 400 otherwise bad.
+    static func jsonBody(_ body: [UInt8], contentType: String?) -> Result<JSONObject, SessionHTTPResponse> {
+        guard let contentType, contentType.lowercased().split(separator: ";").first?.trimmed == "application/json"
+        else {
+            return .failure(.error(415, "unsupported_media_type", "send the body as application/json"))
+        }
+        guard body.count <= maxBodyBytes else {
+            return .failure(.error(413, "body_too_large", "the body is over \(maxBodyBytes) bytes"))
+        }
+        guard case .object(let object)? = try? StrictJSON.parse(body, limits: .jose) else {
+            return .failure(.error(400, "invalid_request", "the body is not a JSON object"))
+        }
+        return .success(object)
+    }
+
+    func limited(_ key: String, _ limit: RateLimit) async -> SessionHTTPResponse? {
+        do {
+            guard let wait = try await authority.admit(key, limit: limit) else { return nil }
+            return .error(
+                429, "rate_limited", "too many requests; retry in \(wait) s", headers: [("Retry-After", String(wait))])
+        } catch {
+            return .error(503, "store_unavailable", "the session store is unavailable")
+        }
+    }
+
+    static func tokens(_ issued: IssuedTokens, withUser: Bool) -> SessionHTTPResponse {
+        var object: JSONObject = [
+            "accessToken": .string(issued.accessToken), "refreshToken": .string(issued.refreshToken),
+            "tokenType": "Bearer", "expiresIn": .int(issued.expiresIn),
+        ]
+        if withUser { object.set("userId", .string(issued.userID.uuidString.lowercased())) }
+        return .json(200, .object(object))
+    }
+
+    func failure(_ error: any Error) -> SessionHTTPResponse {
+        switch error {
+        case let error as SessionError:
+            switch error.code {
+            case .invalidGrant, .reuseDetected:
+                return .error(401, error.codeName, error.reason)
+            case .inactiveUser:
+                return .error(403, error.codeName, error.reason)
+            case .invalidParameter:
+                return .error(400, "invalid_request", error.reason)
+            default:
+                logger.error("session store failed", metadata: ["code": "\(error.codeName)"])
+                return .error(503, "store_unavailable", "the session store is unavailable")
+            }
+        default:
+            logger.error("session store failed", metadata: ["error": "\(type(of: error))"])
+            return .error(503, "store_unavailable", "the session store is unavailable")
+        }
+    }
+
+    /// `POST /auth/apple`: `{"identityToken","authorizationCode","nonce"?,"deviceName"?}`.
+    public func signIn(body: [UInt8], contentType: String?, clientIP: String) async -> SessionHTTPResponse {
+        if let refused = await limited("ip:" + clientIP, limits.perIP) { return refused }
+        let object: JSONObject
+        switch Self.jsonBody(body, contentType: contentType) {
+        case .failure(let response): return response
+        case .success(let value): object = value
+        }
+        guard let identityToken = object["identityToken"]?.stringValue,
+            let code = object["authorizationCode"]?.stringValue, !code.isEmpty, code.utf8.count <= 1024
+        else { return .error(400, "invalid_request", "identityToken and authorizationCode are required strings") }
+        let nonce = object["nonce"]?.stringValue
+        let device = object["deviceName"]?.stringValue ?? "unnamed device"
+        var validator = self.validator
+        validator.nonce = nonce
+        let identity: AppleIdentityToken
+        do {
+            identity = try await validator.validate(identityToken, keys: appleKeys)
+        } catch let error as JOSEError {
+            if error.code == .keysUnavailable {
+                return .error(503, "keys_unavailable", "Apple's keys are unavailable")
+            }
+            return .error(401, error.codeName, error.reason)
+        } catch {
+            return .error(503, "keys_unavailable", "Apple's keys are unavailable")
+        }
+        guard let client = appleClients[identity.audience] else {
+            return .error(401, "claims_rejected", "the identity token is for a client this server does not sign in")
+        }
+        let exchanged: AppleTokenResponse
+        do {
+            exchanged = try await client.exchange(code: SecretBytes(utf8: code), nonce: nonce)
+        } catch let error as AppleError {
+            switch error.code {
+            case .invalidGrant: return .error(401, "invalid_grant", "Apple refused the authorization code")
+            case .serverError, .transport, .invalidResponse:
+                return .error(503, "apple_unavailable", "Apple could not be reached to exchange the code")
+            default: return .error(401, error.codeName, "Apple refused the code exchange")
+            }
+        } catch {
+            return .error(503, "apple_unavailable", "Apple could not be reached to exchange the code")
+        }
+        guard exchanged.identity?.subject == nil || exchanged.identity?.subject == identity.subject else {
+            return .error(401, "claims_rejected", "the authorization code belongs to another user")
+        }
+        do {
+            let issued = try await authority.signIn(
+                appleSubject: identity.subject, appleClientID: identity.audience,
+                appleRefreshToken: exchanged.refreshToken, device: device)
+            return Self.tokens(issued, withUser: true)
+        } catch {
+            return failure(error)
+        }
+    }
+
+    /// `POST /auth/refresh`: `{"refreshToken"}`.
+    public func refresh(body: [UInt8], contentType: String?, clientIP: String) async -> SessionHTTPResponse {
+        if let refused = await limited("ip:" + clientIP, limits.perIP) { return refused }
+        let object: JSONObject
+        switch Self.jsonBody(body, contentType: contentType) {
+        case .failure(let response): return response
+        case .success(let value): object = value
+        }
+        guard let token = object["refreshToken"]?.stringValue else {
+            return .error(400, "invalid_request", "refreshToken is a required string")
+        }
+        if let session = token.split(separator: ".").last.map(String.init),
+            let refused = await limited("session:" + String(session.prefix(22)), limits.perUser)
+        {
+            return refused
+        }
+        do {
+            return Self.tokens(try await authority.refresh(token), withUser: false)
+        } catch {
+            return failure(error)
+        }
+    }
+
+    /// `POST /auth/logout`: `{"refreshToken"}`; revokes its session. Always 200 for a well-formed
+    /// request (RFC 7009, 2.2: an unknown token is no error).
+    public func logout(body: [UInt8], contentType: String?, clientIP: String) async -> SessionHTTPResponse {
+        if let refused = await limited("ip:" + clientIP, limits.perIP) { return refused }
+        let object: JSONObject
+        switch Self.jsonBody(body, contentType: contentType) {
+        case .failure(let response): return response
+        case .success(let value): object = value
+        }
+        guard let token = object["refreshToken"]?.stringValue else {
+            return .error(400, "invalid_request", "refreshToken is a required string")
+        }
+        do {
+            return .json(200, ["revoked": .bool(try await authority.revoke(refreshToken: token))])
+        } catch {
+            return failure(error)
+        }
+    }
+
+    /// The confidential client of an `Authorization: Basic` header, or a 401.
+    func confidentialClient(_ authorization: String?) -> SessionHTTPResponse? {
+        let challenge = [("WWW-Authenticate", #"Basic realm="shadow-keys""#)]
+        guard let authorization, authorization.lowercased().hasPrefix("basic "),
+            let decoded = Data(base64Encoded: String(authorization.dropFirst(6))),
+            let text = String(data: decoded, encoding: .utf8), let colon = text.firstIndex(of: ":")
+        else { return .error(401, "invalid_client", "authenticate with HTTP Basic", headers: challenge) }
+        let id = String(text[..<colon]), secret = Array(text[text.index(after: colon)...].utf8)
+        guard let expected = introspectionClients[id],
+            expected.withUnsafeBytes({ ConstantTime.equals(Array($0), secret) })
+        else { return .error(401, "invalid_client", "unknown client or wrong secret", headers: challenge) }
+        return nil
+    }
+
+    static func formField(_ body: [UInt8], _ name: String) -> String? {
+        FormDecoding.field(name, in: String(decoding: body, as: UTF8.self))
+    }
+
+    /// `POST /auth/revoke` (RFC 7009): form `token=…`, a confidential client by HTTP Basic.
+    public func revoke(body: [UInt8], contentType: String?, authorization: String?) async -> SessionHTTPResponse {
+        if let refused = confidentialClient(authorization) { return refused }
+        guard contentType?.lowercased().hasPrefix("application/x-www-form-urlencoded") == true else {
+            return .error(415, "unsupported_media_type", "send the body as application/x-www-form-urlencoded")
+        }
+        guard body.count <= Self.maxBodyBytes else { return .error(413, "body_too_large", "the body is too large") }
+        guard let token = Self.formField(body, "token") else {
+            return .error(400, "invalid_request", "the form has no token")
+        }
+        do {
+            _ = try await authority.revoke(refreshToken: token)
+            return SessionHTTPResponse(status: 200, headers: [("Cache-Control", "no-store")], body: [])
+        } catch {
+            return failure(error)
+        }
+    }
+
+    /// `POST /auth/introspect` (RFC 7662): form `token=…` (a refresh or an access token).
+    public func introspect(body: [UInt8], contentType: String?, authorization: String?) async -> SessionHTTPResponse {
+        if let refused = confidentialClient(authorization) { return refused }
+        guard contentType?.lowercased().hasPrefix("application/x-www-form-urlencoded") == true else {
+            return .error(415, "unsupported_media_type", "send the body as application/x-www-form-urlencoded")
+        }
+        guard body.count <= Self.maxBodyBytes else { return .error(413, "body_too_large", "the body is too large") }
+        guard let token = Self.formField(body, "token") else {
+            return .error(400, "invalid_request", "the form has no token")
+        }
+        do {
+            if let row = try await authority.introspect(refreshToken: token) {
+                return .json(
+                    200,
+                    [
+                        "active": true, "token_type": "refresh_token", "sub": .string(row.user.uuidString.lowercased()),
+                        "sid": .string(row.id.description), "exp": .int(row.expiresAt / 1000),
+                        "iat": .int(row.rotatedAt / 1000), "client_id": .string(authority.configuration.clientID),
+                    ])
+            }
+            if let claims = try? await authority.verifier().verify(token), try await authority.isLive(claims) {
+                return .json(
+                    200,
+                    [
+                        "active": true, "token_type": "access_token",
+                        "sub": .string(claims.userID.uuidString.lowercased()),
+                        "sid": .string(claims.session.description),
+                        "exp": .int(Int64(claims.expiresAt.timeIntervalSince1970)),
+                        "iat": .int(Int64(claims.issuedAt.timeIntervalSince1970)),
+                        "client_id": .string(claims.clientID),
+                        "jti": .string(claims.tokenID),
+                    ])
+            }
+            return .json(200, ["active": false])
+        } catch {
+            return failure(error)
+        }
+    }
+
+    /// The caller of a bearer-protected route, or a 401 with `WWW-Authenticate` (RFC 6750).
+    public func caller(_ authorization: String?) async -> Result<SessionClaims, SessionHTTPResponse> {
+        guard let authorization, let token = BearerToken.from(header: authorization) else {
+            return .failure(
+                .error(
+                    401, "missing_token", "send the access token as Authorization: Bearer <token>",
+                    headers: [("WWW-Authenticate", #"Bearer realm="shadow-keys""#)]))
+        }
+        do {
+            return .success(try await authority.verifier().verify(token))
+        } catch let error as SessionError {
+            return .failure(
+                .error(
+                    401, "invalid_token", error.reason,
+                    headers: [("WWW-Authenticate", #"Bearer realm="shadow-keys", error="invalid_token""#)]))
+        } catch {
+            return .failure(failure(error))
+        }
+    }
+
+    /// `GET /auth/sessions`: the caller's devices.
+    public func sessions(authorization: String?, clientIP: String) async -> SessionHTTPResponse {
+        if let refused = await limited("ip:" + clientIP, limits.perIP) { return refused }
+        let claims: SessionClaims
+        switch await caller(authorization) {
+        case .failure(let response): return response
+        case .success(let value): claims = value
+        }
+        if let refused = await limited("user:" + claims.userID.uuidString, limits.perUser) { return refused }
+        do {
+            let rows = try await authority.sessions(user: claims.userID).filter { $0.revokedAt == nil }
+            return .json(
+                200,
+                [
+                    "sessions": .array(
+                        rows.map { row in
+                            [
+                                "id": .string(row.id.description), "deviceName": .string(row.device),
+                                "createdAt": .string(Timestamp(milliseconds: row.createdAt)?.rfc3339Exact ?? ""),
+                                "lastUsedAt": .string(Timestamp(milliseconds: row.lastUsedAt)?.rfc3339Exact ?? ""),
+                                "current": .bool(row.id == claims.session),
+                            ]
+                        })
+                ])
+        } catch {
+            return failure(error)
+        }
+    }
+
+    /// `DELETE /auth/sessions/{id}`: revokes one of the caller's sessions (404 when it is not theirs).
+    public func deleteSession(_ id: String, authorization: String?, clientIP: String) async -> SessionHTTPResponse {
+        if let refused = await limited("ip:" + clientIP, limits.perIP) { return refused }
+        let claims: SessionClaims
+        switch await caller(authorization) {
+        case .failure(let response): return response
+        case .success(let value): claims = value
+        }
+        guard let session = SessionID(id) else { return .error(404, "not_found", "no such session") }
+        do {
+            guard try await authority.revoke(session: session, user: claims.userID) else {
+                return .error(404, "not_found", "no such session")
+            }
+            return .json(200, ["revoked": true])
+        } catch {
+            return failure(error)
+        }
+    }
+
+    /// `GET /.well-known/jwks.json`: the ring's public keys, with `Cache-Control`.
+    public func jwks() async -> SessionHTTPResponse {
+        do {
+            let (document, maxAge) = try await authority.jwks()
+            return SessionHTTPResponse(
+                status: 200,
+                headers: [
+                    ("Content-Type", "application/jwk-set+json"), ("Cache-Control", "public, max-age=\(maxAge)"),
+                ],
+                body: Array(document.utf8))
+        } catch {
+            return failure(error)
+        }
+    }
+}
+
+extension Substring {
+    fileprivate var trimmed: String {
+        String(drop { $0 == " " }.reversed().drop { $0 == " " }.reversed())
+    }
+}
