@@ -10,3 +10,4 @@
 @_exported public import ShadowServer
 @_exported public import ShadowOperationLog
 @_exported public import ShadowTokenSource
+@_exported public import ShadowSessions
