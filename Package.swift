@@ -232,8 +232,9 @@ let package = Package(
         .testTarget(
             name: "ShadowOperationLogTests",
             dependencies: [
-                "ShadowOperationLog", "ShadowSQLite", "ShadowCore", "ShadowVault", "ShadowTestSupport", sqliteNIO,
-                nioCore,
+                "ShadowOperationLog", "ShadowSQLite", "ShadowPostgres", "ShadowCore", "ShadowVault",
+                "ShadowCredentials",
+                "ShadowTestSupport", sqliteNIO, nioCore,
             ],
             swiftSettings: strictSettings),
         .testTarget(

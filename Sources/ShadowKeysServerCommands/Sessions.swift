@@ -193,6 +193,7 @@ struct SessionsCommand: AsyncParsableCommand {
         @OptionGroup var store: StoreOptions
         @OptionGroup var sessions: SessionOptions
         @Flag(help: "Print JSON.") var json = false
+        @Flag(name: .shortAndLong, help: "Print no warnings on stderr.") var quiet = false
 
         func withAuthority<R>(_ body: (SessionAuthority) async throws -> R) async throws -> R {
             guard let path = try store.sqlitePath() else {
@@ -218,12 +219,13 @@ struct SessionsCommand: AsyncParsableCommand {
         }
     }
 
-    struct Keys: AsyncParsableCommand {
+    struct Keys: AsyncParsableCommand, QuietCommand {
         static let configuration = CommandConfiguration(
             commandName: "keys",
             abstract: "list: the signing keys; rotate: publish a new key now (it signs after the lead).")
         @Argument(help: "list or rotate") var action: String
         @OptionGroup var common: Common
+        var quiet: Bool { common.quiet }
 
         func validate() throws {
             guard ["list", "rotate"].contains(action) else { throw ValidationError("keys: list or rotate") }
@@ -253,11 +255,12 @@ struct SessionsCommand: AsyncParsableCommand {
         }
     }
 
-    struct List: AsyncParsableCommand {
+    struct List: AsyncParsableCommand, QuietCommand {
         static let configuration = CommandConfiguration(
             commandName: "list", abstract: "The user's sessions (devices), live and revoked, newest first.")
         @Argument(help: "The user's internal ID (a UUID).") var user: String
         @OptionGroup var common: Common
+        var quiet: Bool { common.quiet }
 
         func validate() throws {
             guard UUID(uuidString: user) != nil else { throw ValidationError("USER: a UUID") }
@@ -280,11 +283,12 @@ struct SessionsCommand: AsyncParsableCommand {
         }
     }
 
-    struct Revoke: AsyncParsableCommand {
+    struct Revoke: AsyncParsableCommand, QuietCommand {
         static let configuration = CommandConfiguration(
             commandName: "revoke", abstract: "Revoke one session (its ID) or every session of a user (a UUID).")
         @Argument(help: "A user's UUID, or a session ID.") var target: String
         @OptionGroup var common: Common
+        var quiet: Bool { common.quiet }
 
         func validate() throws {
             guard UUID(uuidString: target) != nil || SessionID(target) != nil else {
@@ -303,11 +307,12 @@ struct SessionsCommand: AsyncParsableCommand {
         }
     }
 
-    struct Recheck: AsyncParsableCommand {
+    struct Recheck: AsyncParsableCommand, QuietCommand {
         static let configuration = CommandConfiguration(
             commandName: "recheck",
             abstract: "Ask Apple about users not checked for 30 days; invalid_grant revokes their sessions.")
         @OptionGroup var common: Common
+        var quiet: Bool { common.quiet }
         @OptionGroup var credentials: ClientSecretOptions
         @OptionGroup var apple: AppleEndpointOptions
         @Option(help: "How many users at most (1 to 10000).") var limit = 100

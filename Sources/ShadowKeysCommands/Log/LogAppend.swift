@@ -8,7 +8,7 @@ import ShadowCore
 import ShadowOperationLog
 
 extension LogCommand {
-    struct Append: AsyncParsableCommand {
+    struct Append: AsyncParsableCommand, LogSubcommand {
         static let configuration = CommandConfiguration(
             commandName: "append",
             abstract: "Append one operation, or JSON lines of them (--from FILE or -), as one durable batch.",

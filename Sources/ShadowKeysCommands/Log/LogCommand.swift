@@ -42,6 +42,8 @@ struct LogOptions: ParsableArguments {
 
     @Flag(help: "Print JSON on stdout, errors included.") var json = false
 
+    @Flag(name: .shortAndLong, help: "Print no warnings on stderr.") var quiet = false
+
     enum Location {
         case file(String)
         case sqlite(String)
@@ -115,6 +117,15 @@ struct LogOptions: ParsableArguments {
             throw error
         }
     }
+}
+
+/// Every `log` subcommand honours `-q` through its ``LogOptions``.
+protocol LogSubcommand: QuietCommand {
+    var log: LogOptions { get }
+}
+
+extension LogSubcommand {
+    var quiet: Bool { log.quiet }
 }
 
 extension JSONValue {

@@ -8,7 +8,7 @@ import ShadowCore
 import ShadowOperationLog
 
 extension LogCommand {
-    struct Show: AsyncParsableCommand {
+    struct Show: AsyncParsableCommand, LogSubcommand {
         static let configuration = CommandConfiguration(
             commandName: "show",
             abstract: "Print entries as JSON lines, opened (a pruned entry prints its index and \"pruned\": true).")
@@ -56,7 +56,7 @@ extension LogCommand {
         }
     }
 
-    struct Checkpoint: AsyncParsableCommand {
+    struct Checkpoint: AsyncParsableCommand, LogSubcommand {
         static let configuration = CommandConfiguration(
             commandName: "checkpoint",
             abstract: "Print the latest signed checkpoint (a C2SP signed note), or the log's verifier key.")
@@ -84,7 +84,7 @@ extension LogCommand {
         }
     }
 
-    struct Prove: AsyncParsableCommand {
+    struct Prove: AsyncParsableCommand, LogSubcommand {
         static let configuration = CommandConfiguration(
             commandName: "prove",
             abstract: "Print an inclusion proof (--inclusion N) or a consistency proof (--consistency OLD) as JSON.")
@@ -123,7 +123,7 @@ extension LogCommand {
         }
     }
 
-    struct Prune: AsyncParsableCommand {
+    struct Prune: AsyncParsableCommand, LogSubcommand {
         static let configuration = CommandConfiguration(
             commandName: "prune",
             abstract: "Drop the payloads of the entries before N; their leaf hashes stay, so the log still verifies.")

@@ -9,7 +9,7 @@ import ShadowCredentials
 import ShadowOperationLog
 
 extension LogCommand {
-    struct Verify: AsyncParsableCommand {
+    struct Verify: AsyncParsableCommand, LogSubcommand {
         static let configuration = CommandConfiguration(
             commandName: "verify",
             abstract: "Check the whole log; with --witness FILE, also that nothing went back since the last check.",
