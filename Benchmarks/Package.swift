@@ -30,6 +30,8 @@ let package = Package(
                 .product(name: "ShadowCredentials", package: "ShadowKeys"),
                 .product(name: "ShadowSQLite", package: "ShadowKeys"),
                 .product(name: "ShadowOperationLog", package: "ShadowKeys"),
+                .product(name: "ShadowSessions", package: "ShadowKeys"),
+                .product(name: "ShadowServer", package: "ShadowKeys"),
                 .product(name: "ShadowPostgres", package: "ShadowKeys"),
                 .product(name: "ShadowHummingbird", package: "ShadowKeys"),
                 .product(name: "Hummingbird", package: "hummingbird"),

@@ -18,9 +18,10 @@ import Testing
     }
 
     func connect(create: Bool = false) async throws -> PostgresLogStorage {
+        // Generous timeouts: the whole suite runs beside this test and can starve the server for a while.
         try await PostgresLogStorage.connect(
             try PostgresLocation(url: url), unlock: LogFixtures.unlock, create: create,
-            origin: create ? LogFixtures.origin : nil)
+            origin: create ? LogFixtures.origin : nil, connectTimeout: .seconds(60), retryFor: .seconds(90))
     }
 
     @Test func concurrentWritersOnTwoInstancesGetOneOrderWithoutGaps() async throws {
