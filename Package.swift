@@ -155,7 +155,8 @@ let package = Package(
             name: "ShadowFuzzTargets",
             dependencies: [
                 "ShadowCore", "ShadowJOSE", "ShadowJWKS", "ShadowApple", "ShadowCrypto", "ShadowVault",
-                "ShadowCredentials", "ShadowPostgres", "ShadowHTTP", "ShadowOperationLog", crypto,
+                "ShadowCredentials", "ShadowPostgres", "ShadowHTTP", "ShadowOperationLog", "ShadowSessions",
+                "ShadowTokenSource", crypto,
             ],
             swiftSettings: strictSettings),
         .target(

@@ -51,6 +51,11 @@ public enum FuzzTargets {
             "oplog", "operation-log entries, signed checkpoints, witness files and log files, with round trips",
             OperationLogTargets.oplog
         ),
+        ("refresh-token", "session refresh tokens, authenticated and re-encoded", SessionTargets.refreshToken),
+        (
+            "oauth", "token-endpoint answers and errors, Retry-After values, and pasted redirect URLs",
+            SessionTargets.oauth
+        ),
     ]
 
     /// Builds every harness's fixtures (keys, verifiers) now, so that the leak checker does not
@@ -64,7 +69,7 @@ public enum FuzzTargets {
         _ = (
             CryptoTargets.kek, CryptoTargets.contexts, VaultTargets.unlock, CredentialTargets.keys, StateDBTargets.keys
         )
-        _ = (OperationLogTargets.keys, OperationLogTargets.verifier, OperationLogTargets.unlock)
+        _ = (OperationLogTargets.keys, OperationLogTargets.verifier, OperationLogTargets.unlock, SessionTargets.keys)
     }
 
     /// The harness named `name`, if there is one.

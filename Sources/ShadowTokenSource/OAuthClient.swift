@@ -232,7 +232,7 @@ public struct OAuthTokenEndpoint: Sendable {
 
     /// `Retry-After` as delay-seconds (RFC 9110, section 10.2.3): 0 to 86,400; an HTTP-date is
     /// read as no hint.
-    static func retryAfterSeconds(_ value: String) -> Int? {
+    package static func retryAfterSeconds(_ value: String) -> Int? {
         let trimmed = value.drop { $0 == " " || $0 == "\t" }.reversed().drop { $0 == " " || $0 == "\t" }.reversed()
         guard !trimmed.isEmpty, trimmed.count <= 6, trimmed.allSatisfy({ $0.isASCII && $0.isNumber }),
             let seconds = Int(String(trimmed)), seconds <= 86_400
@@ -240,7 +240,7 @@ public struct OAuthTokenEndpoint: Sendable {
         return seconds
     }
 
-    static func rejection(_ response: HTTPResponse) -> TokenError {
+    package static func rejection(_ response: HTTPResponse) -> TokenError {
         let object = (try? StrictJSON.parse(response.body, limits: .jose))?.objectValue
         let error = object?["error"]?.stringValue
         if error == "invalid_grant" {
@@ -258,7 +258,7 @@ public struct OAuthTokenEndpoint: Sendable {
         )
     }
 
-    static func parse(_ response: HTTPResponse) throws -> TokenResponse {
+    package static func parse(_ response: HTTPResponse) throws -> TokenResponse {
         guard let object = (try? StrictJSON.parse(response.body, limits: .jose))?.objectValue else {
             throw TokenError(.invalidResponse, "the token response is not a JSON object")
         }

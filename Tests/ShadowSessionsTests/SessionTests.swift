@@ -36,6 +36,20 @@ import Testing
             device: "iPhone")
     }
 
+    /// A token made from Docs/sessions.md alone (HKDF and HMAC in Python's standard library).
+    @Test func refreshTokensFollowTheDocumentedFormat() async throws {
+        try await closing({ await store.close() }) {
+            let keys = try SessionKeys(secret: [UInt8](repeating: 0x33, count: 32))
+            let text = "skr1.AAECAwQFBgcICQoLDA0ODwAAAAAAAAABU6AV-kf_SZJZVNfe4xZ3jw"
+            let token = try RefreshToken(parsing: text, keys: keys)
+            #expect(token.family.bytes == Array(0..<16) && token.generation == 1)
+            #expect(token.encoded(keys: keys) == text)
+            #expect(throws: SessionError(.invalidGrant, "")) {
+                try RefreshToken(parsing: text, keys: try SessionKeys(secret: [UInt8](repeating: 0x34, count: 32)))
+            }
+        }
+    }
+
     @Test func signInIssuesRFC9068TokensAndMapsTheSameUser() async throws {
         try await closing({ await store.close() }) {
             let authority = try await authority()

@@ -1,0 +1,34 @@
+import ShadowCore
+import ShadowJWKS
+import ShadowSessions
+import ShadowTokenSource
+
+enum SessionTargets {
+    static let keys = try! SessionKeys(secret: [UInt8](repeating: 0x33, count: 32))
+
+    /// A refresh token's text: what parses authenticates, and encodes back to the same text.
+    static let refreshToken: FuzzTargets.Harness = { data in
+        let text = String(decoding: data.bindMemory(to: UInt8.self), as: UTF8.self)
+        guard let token = try? RefreshToken(parsing: text, keys: keys) else { return }
+        precondition(token.encoded(keys: keys) == text, "a refresh token changed in a round trip")
+    }
+
+    /// The first byte picks the reader: 0 a token endpoint's answer (a 200 body, then the same
+    /// body as a 400's error), 1 a `Retry-After` value, 2 what a user pastes after signing in.
+    static let oauth: FuzzTargets.Harness = { data in
+        let input = Input(data)
+        switch input.mode % 3 {
+        case 0:
+            if let response = try? OAuthTokenEndpoint.parse(HTTPResponse(status: 200, body: input.rest)) {
+                precondition(response.expiresIn >= 1 && response.expiresIn <= 366 * 86_400)
+            }
+            let error = OAuthTokenEndpoint.rejection(HTTPResponse(status: 400, body: input.rest))
+            precondition(!error.reason.unicodeScalars.contains { $0.value < 0x20 }, "a control character in a reason")
+        case 1:
+            let text = String(decoding: input.rest, as: UTF8.self)
+            if let seconds = OAuthTokenEndpoint.retryAfterSeconds(text) { precondition((0...86_400).contains(seconds)) }
+        default:
+            _ = try? PKCE().code(fromPasted: String(decoding: input.rest, as: UTF8.self))
+        }
+    }
+}
