@@ -125,8 +125,8 @@ let package = Package(
         .target(
             name: "ShadowPostgres",
             dependencies: [
-                "ShadowCore", "ShadowVault", "ShadowCredentials", "ShadowOperationLog", postgresNIO, logging, nioCore,
-                nioSSL,
+                "ShadowCore", "ShadowVault", "ShadowCredentials", "ShadowOperationLog", "ShadowSessions", postgresNIO,
+                logging, nioCore, nioSSL,
             ],
             swiftSettings: strictSettings),
         .target(
@@ -220,7 +220,8 @@ let package = Package(
         .testTarget(
             name: "ShadowSessionsTests",
             dependencies: [
-                "ShadowSessions", "ShadowSQLite", "ShadowCore", "ShadowJOSE", "ShadowVault", "ShadowTestSupport",
+                "ShadowSessions", "ShadowSQLite", "ShadowPostgres", "ShadowCore", "ShadowJOSE", "ShadowVault",
+                "ShadowTestSupport",
             ],
             swiftSettings: strictSettings),
         .testTarget(

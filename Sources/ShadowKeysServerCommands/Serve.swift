@@ -133,8 +133,8 @@ struct Serve: AsyncParsableCommand, QuietCommand {
         guard (1...600).contains(bodyTimeout) else { throw ValidationError("--body-timeout: 1 to 600 seconds") }
         try sessions.validate(clientIDs: clientIDs, revokes: revokes == 3)
         if sessions.enabled {
-            guard try store.sqlitePath() != nil else {
-                throw ValidationError("--sessions-issuer: sessions live in a sqlite: store (give --store sqlite:PATH)")
+            guard try store.sqlitePath() != nil || store.postgresURL() != nil else {
+                throw ValidationError("--sessions-issuer: sessions live in a sqlite: or postgres:// store, not a vault")
             }
         }
         if let maxConnections, !(1...ServeLimits.descriptorLimit()).contains(maxConnections) {
@@ -196,9 +196,9 @@ struct Serve: AsyncParsableCommand, QuietCommand {
             }
             let router = Router(context: ShadowRequestContext.self)
             var sessionService: SessionService?
-            if sessions.enabled, let path = try store.sqlitePath() {
+            if sessions.enabled {
                 let started = try await sessions.start(
-                    path: path, unlock: try store.unlock(), clientIDs: clientIDs, keys: keys,
+                    store: store, clientIDs: clientIDs, keys: keys,
                     appleClients: try appleClients(keys: keys), logger: logger)
                 router.addSessionRoutes(started.endpoints, bodyTimeout: .nanoseconds(Int64(bodyTimeout * 1e9)))
                 sessionService = started.service

@@ -12,6 +12,7 @@ import ShadowJOSE
 import ShadowKeysCommands
 import ShadowServer
 import ShadowSessions
+import ShadowPostgres
 import ShadowSQLite
 import ShadowVault
 
@@ -100,11 +101,24 @@ struct SessionOptions: ParsableArguments {
         return clients
     }
 
+    /// The session tables of the state store: its SQLite file, or its PostgreSQL database.
+    static func openStore(_ store: StoreOptions) async throws -> (any SessionStore, close: @Sendable () async -> Void) {
+        if let path = try store.sqlitePath() {
+            let opened = try await SQLiteSessionStore.open(path: path, unlock: try store.unlock())
+            return (opened, { await opened.close() })
+        }
+        guard let url = try store.postgresURL() else {
+            throw ValidationError("sessions live in a sqlite: or postgres:// store, not a vault")
+        }
+        let opened = try await PostgresSessionStore.connect(try PostgresLocation(url: url), unlock: try store.unlock())
+        return (opened, { await opened.close() })
+    }
+
     func start(
-        path: String, unlock: VaultUnlock, clientIDs: [String], keys: any JWKSource,
+        store storeOptions: StoreOptions, clientIDs: [String], keys: any JWKSource,
         appleClients: [String: AppleAuthClient], logger: Logger
     ) async throws -> (endpoints: SessionEndpoints, service: SessionService) {
-        let store = try await SQLiteSessionStore.open(path: path, unlock: unlock)
+        let (store, close) = try await Self.openStore(storeOptions)
         let authority = try await SessionAuthority(store: store, configuration: try configuration(clientIDs: clientIDs))
         var limits = SessionEndpoints.Limits()
         limits.perIP = try RateLimit(requests: ipLimit, per: 60, burst: max(1, ipLimit / 3))
@@ -114,7 +128,7 @@ struct SessionOptions: ParsableArguments {
             appleClients: appleClients, limits: limits, introspectionClients: try introspectionClients(),
             logger: logger)
         return (
-            endpoints, SessionService(authority: authority, appleClients: appleClients, store: store, logger: logger)
+            endpoints, SessionService(authority: authority, appleClients: appleClients, close: close, logger: logger)
         )
     }
 }
@@ -139,7 +153,7 @@ enum SessionConfigurationCheck {
 struct SessionService: Service {
     let authority: SessionAuthority
     let appleClients: [String: AppleAuthClient]
-    let store: SQLiteSessionStore
+    let close: @Sendable () async -> Void
     let logger: Logger
 
     func run() async throws {
@@ -149,7 +163,7 @@ struct SessionService: Service {
                 try? await Task.sleep(for: .seconds(60))
             }
         }
-        await store.close()
+        await close()
     }
 
     func once() async {
@@ -184,7 +198,7 @@ struct SessionsCommand: AsyncParsableCommand {
         commandName: "sessions",
         abstract: "Manage first-party sessions: signing keys, a user's devices, revocation, the Apple re-check.",
         discussion: """
-            Sessions live in the state store's SQLite file (--store sqlite:PATH and its key options). \
+            Sessions live in the state store (--store sqlite:PATH or postgres://…, and its key options). \
             Exit codes: 0; 30 wrong key; 31 damaged session tables; 64 usage; 66 no store. See Docs/sessions.md.
             """,
         subcommands: [Keys.self, List.self, Revoke.self, Recheck.self])
@@ -196,13 +210,10 @@ struct SessionsCommand: AsyncParsableCommand {
         @Flag(name: .shortAndLong, help: "Print no warnings on stderr.") var quiet = false
 
         func withAuthority<R>(_ body: (SessionAuthority) async throws -> R) async throws -> R {
-            guard let path = try store.sqlitePath() else {
-                throw ValidationError("sessions live in a sqlite: store (give --store sqlite:PATH)")
-            }
-            guard FileManager.default.fileExists(atPath: path) else {
+            if let path = try store.sqlitePath(), !FileManager.default.fileExists(atPath: path) {
                 throw CLIError(.noInput, "no state store at \(path)")
             }
-            let sessionStore = try await SQLiteSessionStore.open(path: path, unlock: try store.unlock())
+            let (sessionStore, close) = try await SessionOptions.openStore(store)
             do {
                 var configuration = SessionConfiguration(
                     issuer: sessions.issuer ?? "https://sessions.invalid", audience: sessions.audience ?? "-",
@@ -210,10 +221,10 @@ struct SessionsCommand: AsyncParsableCommand {
                 if let algorithm = JWSAlgorithm(rawValue: sessions.algorithm) { configuration.algorithm = algorithm }
                 let result = try await body(
                     try await SessionAuthority(store: sessionStore, configuration: configuration))
-                await sessionStore.close()
+                await close()
                 return result
             } catch {
-                await sessionStore.close()
+                await close()
                 throw error
             }
         }

@@ -202,3 +202,11 @@ extension StoreOptions {
     /// The key or passphrase that opens the store.
     package func unlock() throws -> VaultUnlock { try vault.unlock() }
 }
+
+extension StoreOptions {
+    /// The PostgreSQL URL the store is, or nil for another kind of store.
+    package func postgresURL() throws -> String? {
+        if case .postgres(let url, _) = try location() { return url }
+        return nil
+    }
+}
