@@ -111,13 +111,13 @@ enum SessionBenchmarks {
                     device: "bench"
                 ).refreshToken)
         }
-        let latencies = Mutex<[Double]>([])
         let deadline = DispatchTime.now().uptimeNanoseconds + 5_000_000_000
-        let counts = try await withThrowingTaskGroup(of: Int.self) { group in
+        let (counts, latencies) = try await withThrowingTaskGroup(of: (Int, [Double]).self) { group in
             for start in starts {
                 group.addTask {
                     var token = start
                     var count = 0
+                    var latencies: [Double] = []
                     while DispatchTime.now().uptimeNanoseconds < deadline {
                         var request = HTTPClientRequest(url: "http://127.0.0.1:\(port)/auth/refresh")
                         request.method = .POST
@@ -132,16 +132,19 @@ enum SessionBenchmarks {
                                 as? [String: Any],
                             let next = object["refreshToken"] as? String
                         else { throw BenchError("refresh answered \(response.status.code)") }
-                        latencies.withLock { $0.append(Double(DispatchTime.now().uptimeNanoseconds - began) / 1e6) }
+                        latencies.append(Double(DispatchTime.now().uptimeNanoseconds - began) / 1e6)
                         token = next
                         count += 1
                     }
-                    return count
+                    return (count, latencies)
                 }
             }
-            return try await group.reduce(0, +)
+            return try await group.reduce(into: (0, [Double]())) {
+                $0.0 += $1.0
+                $0.1 += $1.1
+            }
         }
-        let sorted = latencies.withLock { $0.sorted() }
+        let sorted = latencies.sorted()
         return [
             BenchRow(
                 name: "refresh over loopback HTTP, SQLite, 32 clients", unit: "ops/s", ours: Double(counts) / 5,
