@@ -9,6 +9,7 @@ import ShadowCredentials
 public import ShadowSessions
 public import ShadowVault
 import SQLiteNIO
+import Synchronization
 
 /// Sessions in a SQLite database (Docs/sessions.md, "Tables"): their own tables, so they may
 /// share the state store's file. Every method is one statement (or one short transaction).
@@ -17,8 +18,15 @@ public final class SQLiteSessionStore: SessionStore {
     private let unlock: VaultUnlock
     private let reader: SQLiteConnection
     private let writer: SQLiteConnection
-    private let writeLock = AsyncLock()
     private let readLock = AsyncLock()
+    /// Writes waiting for the next commit, and whether a commit is under way.
+    private let queue = Mutex<(waiting: [Write], committing: Bool)>(([], false))
+
+    private struct Write: Sendable {
+        let sql: String
+        let bindings: [SQLiteData]
+        let done: CheckedContinuation<[SQLiteRow], any Error>
+    }
 
     static let schema = [
         "CREATE TABLE IF NOT EXISTS shadow_session_meta (name TEXT PRIMARY KEY, value BLOB NOT NULL) WITHOUT ROWID",
@@ -93,10 +101,56 @@ public final class SQLiteSessionStore: SessionStore {
         try? await writer.close()
     }
 
+    /// One statement, committed durably before it returns. Statements that arrive while a commit
+    /// is under way are run together in the next transaction (group commit): each is one
+    /// statement with its own effect, so running them together changes nothing but the number of
+    /// fsyncs. A statement that fails fails alone; a commit that fails fails its whole group.
     private func write(_ sql: String, _ bindings: [SQLiteData]) async throws -> [SQLiteRow] {
-        let writer = self.writer, path = self.path
-        return try await writeLock.withLock {
-            try await Self.mapped(path) { try await writer.query(sql, bindings) }
+        try await withCheckedThrowingContinuation { done in
+            let start = queue.withLock { state -> Bool in
+                state.waiting.append(Write(sql: sql, bindings: bindings, done: done))
+                guard !state.committing else { return false }
+                state.committing = true
+                return true
+            }
+            if start { Task { await self.commitWaiting() } }
+        }
+    }
+
+    private func commitWaiting() async {
+        while true {
+            let group = queue.withLock { state -> [Write] in
+                let group = state.waiting
+                state.waiting = []
+                if group.isEmpty { state.committing = false }
+                return group
+            }
+            guard !group.isEmpty else { return }
+            var results: [Result<[SQLiteRow], any Error>] = []
+            do {
+                try await Self.mapped(path) {
+                    _ = try await writer.query("BEGIN IMMEDIATE", [])
+                    for write in group {
+                        do {
+                            results.append(.success(try await writer.query(write.sql, write.bindings)))
+                        } catch {
+                            results.append(.failure(error))
+                        }
+                    }
+                    _ = try await writer.query("COMMIT", [])
+                }
+                for (write, result) in zip(group, results) {
+                    switch result {
+                    case .success(let rows): write.done.resume(returning: rows)
+                    case .failure(let error):
+                        write.done.resume(
+                            throwing: SessionError(.corrupted, "the session store refused a write: \(error)"))
+                    }
+                }
+            } catch {
+                _ = try? await writer.query("ROLLBACK", [])
+                for write in group { write.done.resume(throwing: error) }
+            }
         }
     }
 
