@@ -77,15 +77,11 @@ public struct LogKeys: Sendable {
 
     public init(secret: some DataProtocol) throws {
         guard secret.count == 32 else { throw LogError(.invalidParameter, "a log secret is 32 bytes") }
-        let material = SymmetricKey(data: Array(secret))
-        func derive(_ label: String) -> SymmetricKey {
-            HKDF<SHA256>.deriveKey(
-                inputKeyMaterial: material, info: Array("shadow-keys oplog v1 \(label)".utf8), outputByteCount: 32)
-        }
-        seal = derive("seal")
-        lookup = derive("lookup")
-        witness = derive("witness")
-        noteSeed = derive("note key").withUnsafeBytes { Array($0) }
+        let keys = Subkeys(secret: secret, prefix: "shadow-keys oplog v1")
+        seal = keys.key("seal")
+        lookup = keys.key("lookup")
+        witness = keys.key("witness")
+        noteSeed = keys.key("note key").withUnsafeBytes { Array($0) }
     }
 
     /// HMAC-SHA-256(lookup key, entity ID): how an entity is found without its ID in clear.

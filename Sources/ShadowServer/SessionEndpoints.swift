@@ -188,16 +188,29 @@ public final class SessionEndpoints: Sendable {
         }
     }
 
+    /// The IP's rate limit, the JSON body, and its `refreshToken`: the token, or the answer to give instead.
+    func refreshTokenRequest(
+        _ body: [UInt8], contentType: String?, clientIP: String
+    ) async
+        -> Result<String, SessionHTTPResponse>
+    {
+        if let refused = await limited("ip:" + clientIP, limits.perIP) { return .failure(refused) }
+        switch Self.jsonBody(body, contentType: contentType) {
+        case .failure(let response): return .failure(response)
+        case .success(let object):
+            guard let token = object["refreshToken"]?.stringValue else {
+                return .failure(.error(400, "invalid_request", "refreshToken is a required string"))
+            }
+            return .success(token)
+        }
+    }
+
     /// `POST /auth/refresh`: `{"refreshToken"}`.
     public func refresh(body: [UInt8], contentType: String?, clientIP: String) async -> SessionHTTPResponse {
-        if let refused = await limited("ip:" + clientIP, limits.perIP) { return refused }
-        let object: JSONObject
-        switch Self.jsonBody(body, contentType: contentType) {
+        let token: String
+        switch await refreshTokenRequest(body, contentType: contentType, clientIP: clientIP) {
         case .failure(let response): return response
-        case .success(let value): object = value
-        }
-        guard let token = object["refreshToken"]?.stringValue else {
-            return .error(400, "invalid_request", "refreshToken is a required string")
+        case .success(let value): token = value
         }
         if let session = token.split(separator: ".").last.map(String.init),
             let refused = await limited("session:" + String(session.prefix(22)), limits.perUser)
@@ -214,14 +227,10 @@ public final class SessionEndpoints: Sendable {
     /// `POST /auth/logout`: `{"refreshToken"}`; revokes its session. Always 200 for a well-formed
     /// request (RFC 7009, 2.2: an unknown token is no error).
     public func logout(body: [UInt8], contentType: String?, clientIP: String) async -> SessionHTTPResponse {
-        if let refused = await limited("ip:" + clientIP, limits.perIP) { return refused }
-        let object: JSONObject
-        switch Self.jsonBody(body, contentType: contentType) {
+        let token: String
+        switch await refreshTokenRequest(body, contentType: contentType, clientIP: clientIP) {
         case .failure(let response): return response
-        case .success(let value): object = value
-        }
-        guard let token = object["refreshToken"]?.stringValue else {
-            return .error(400, "invalid_request", "refreshToken is a required string")
+        case .success(let value): token = value
         }
         do {
             return .json(200, ["revoked": .bool(try await authority.revoke(refreshToken: token))])
@@ -248,15 +257,29 @@ public final class SessionEndpoints: Sendable {
         FormDecoding.field(name, in: String(decoding: body, as: UTF8.self))
     }
 
+    /// A confidential client's form request: its `token`, or the answer to give instead.
+    func formToken(_ body: [UInt8], contentType: String?, authorization: String?) -> Result<String, SessionHTTPResponse>
+    {
+        if let refused = confidentialClient(authorization) { return .failure(refused) }
+        guard contentType?.lowercased().hasPrefix("application/x-www-form-urlencoded") == true else {
+            return .failure(
+                .error(415, "unsupported_media_type", "send the body as application/x-www-form-urlencoded"))
+        }
+        guard body.count <= Self.maxBodyBytes else {
+            return .failure(.error(413, "body_too_large", "the body is too large"))
+        }
+        guard let token = Self.formField(body, "token") else {
+            return .failure(.error(400, "invalid_request", "the form has no token"))
+        }
+        return .success(token)
+    }
+
     /// `POST /auth/revoke` (RFC 7009): form `token=…`, a confidential client by HTTP Basic.
     public func revoke(body: [UInt8], contentType: String?, authorization: String?) async -> SessionHTTPResponse {
-        if let refused = confidentialClient(authorization) { return refused }
-        guard contentType?.lowercased().hasPrefix("application/x-www-form-urlencoded") == true else {
-            return .error(415, "unsupported_media_type", "send the body as application/x-www-form-urlencoded")
-        }
-        guard body.count <= Self.maxBodyBytes else { return .error(413, "body_too_large", "the body is too large") }
-        guard let token = Self.formField(body, "token") else {
-            return .error(400, "invalid_request", "the form has no token")
+        let token: String
+        switch formToken(body, contentType: contentType, authorization: authorization) {
+        case .failure(let response): return response
+        case .success(let value): token = value
         }
         do {
             _ = try await authority.revoke(refreshToken: token)
@@ -268,13 +291,10 @@ public final class SessionEndpoints: Sendable {
 
     /// `POST /auth/introspect` (RFC 7662): form `token=…` (a refresh or an access token).
     public func introspect(body: [UInt8], contentType: String?, authorization: String?) async -> SessionHTTPResponse {
-        if let refused = confidentialClient(authorization) { return refused }
-        guard contentType?.lowercased().hasPrefix("application/x-www-form-urlencoded") == true else {
-            return .error(415, "unsupported_media_type", "send the body as application/x-www-form-urlencoded")
-        }
-        guard body.count <= Self.maxBodyBytes else { return .error(413, "body_too_large", "the body is too large") }
-        guard let token = Self.formField(body, "token") else {
-            return .error(400, "invalid_request", "the form has no token")
+        let token: String
+        switch formToken(body, contentType: contentType, authorization: authorization) {
+        case .failure(let response): return response
+        case .success(let value): token = value
         }
         do {
             if let row = try await authority.introspect(refreshToken: token) {

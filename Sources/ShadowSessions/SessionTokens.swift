@@ -5,6 +5,7 @@ public import FoundationEssentials
 public import Foundation
 #endif
 public import ShadowCore
+import ShadowCrypto
 
 /// The error ShadowSessions throws. Equal by code.
 public typealias SessionError = ModuleError<SessionErrorCode>
@@ -43,14 +44,10 @@ public struct SessionKeys: Sendable {
 
     public init(secret: some DataProtocol) throws {
         guard secret.count == 32 else { throw SessionError(.invalidParameter, "a session secret is 32 bytes") }
-        let material = SymmetricKey(data: Array(secret))
-        func derive(_ name: String) -> SymmetricKey {
-            HKDF<SHA256>.deriveKey(
-                inputKeyMaterial: material, info: Array("shadow-keys session v1 \(name)".utf8), outputByteCount: 32)
-        }
-        refresh = derive("refresh")
-        lookup = derive("lookup")
-        seal = derive("seal")
+        let keys = Subkeys(secret: secret, prefix: "shadow-keys session v1")
+        refresh = keys.key("refresh")
+        lookup = keys.key("lookup")
+        seal = keys.key("seal")
     }
 
     /// HMAC-SHA-256(lookup key, client ID ‖ 0x00 ‖ Apple `sub`): the mapping table's key, so the
