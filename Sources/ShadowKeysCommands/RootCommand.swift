@@ -88,6 +88,8 @@ public enum ShadowKeysTool {
         case "verify-token": return VerifyToken.parsedDirectly(arguments.dropFirst())
         case "vault" where arguments.dropFirst().first == "get":
             return VaultCommand.Get.parsedDirectly(arguments.dropFirst(2))
+        case "vault" where arguments.dropFirst().first == "token":
+            return VaultCommand.Token.parsedDirectly(arguments.dropFirst(2))
         default: return nil
         }
     }

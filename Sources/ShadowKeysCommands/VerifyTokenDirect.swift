@@ -148,3 +148,32 @@ extension VaultCommand.Get {
         return command
     }
 }
+
+extension VaultCommand.Token {
+    /// Every long option `vault token` declares.
+    static let longOptions: [String: LongOptions.Kind] = [
+        "no-newline": .flag, "json": .flag, "quiet": .flag, "skew": .value, "allow-http-loopback": .flag,
+        "ca-file": .value,
+    ].merging(VaultOptions.longOptions) { _, _ in preconditionFailure("vault token declares a vault option twice") }
+
+    /// `vault token NAME` read as ``VerifyToken/parsedDirectly(_:)`` reads `verify-token`: a sync
+    /// tool runs it before every request.
+    static func parsedDirectly(_ arguments: ArraySlice<String>) -> Self? {
+        guard let given = LongOptions(arguments, kinds: longOptions, positionals: 1),
+            let vault = VaultOptions.direct(given), let skew = given.number("skew", default: 60)
+        else { return nil }
+        var command = Self()
+        command.name = given.positionals[0]
+        command.vault = vault
+        var network = NetworkOptions()
+        network.allowHTTPLoopback = given.flag("allow-http-loopback")
+        network.caFile = given.value("ca-file")
+        command.network = network
+        command.skew = skew
+        command.json = given.flag("json")
+        command.noNewline = given.flag("no-newline")
+        command.quiet = given.flag("quiet")
+        do { try command.validate() } catch { return nil }
+        return command
+    }
+}

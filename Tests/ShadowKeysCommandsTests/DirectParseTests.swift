@@ -25,6 +25,27 @@ import Testing
     @Test func theDirectReadersKnowExactlyTheDeclaredOptions() throws {
         #expect(Set(VerifyToken.longOptions.keys) == (try Self.declaredLongNames(VerifyToken.self)))
         #expect(Set(VaultCommand.Get.longOptions.keys) == (try Self.declaredLongNames(VaultCommand.Get.self)))
+        #expect(Set(VaultCommand.Token.longOptions.keys) == (try Self.declaredLongNames(VaultCommand.Token.self)))
+    }
+
+    @Test(arguments: [
+        ["drive", "--vault", "v.skv", "--key-file", "k"],
+        ["--key-env", "K", "drive", "--json", "--quiet", "--skew", "120", "--allow-http-loopback"],
+        ["drive", "--vault=v.skv", "--passphrase-file", "p", "--no-newline", "--ca-file", "ca.pem"],
+    ])
+    func vaultTokenIsTheSameCommandEitherWay(arguments: [String]) throws {
+        let direct = try #require(VaultCommand.Token.parsedDirectly(arguments[...]), "declined \(arguments)")
+        let parsed = try VaultCommand.Token.parse(arguments)
+        #expect(String(describing: direct) == String(describing: parsed))
+        #expect(!String(describing: direct).contains("*definition*"), "a property was left unset")
+    }
+
+    @Test(arguments: [
+        ["drive", "--key-file", "k", "--skew", "-1"], ["drive", "--key-file", "k", "--skew", "x"],
+        ["drive", "--key-file", "k", "--skew", "90000"], ["a", "b", "--key-file", "k"],
+    ])
+    func vaultTokenDeclines(arguments: [String]) {
+        #expect(VaultCommand.Token.parsedDirectly(arguments[...]) == nil, "\(arguments) was read directly")
     }
 
     @Test(arguments: [
