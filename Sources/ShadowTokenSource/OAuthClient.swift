@@ -248,14 +248,15 @@ public struct OAuthTokenEndpoint: Sendable {
                 .reauthenticationRequired,
                 "the provider answered invalid_grant: the refresh token was revoked or expired; sign in again")
         }
-        // The provider's description is its text, not a secret; it is bounded and made printable.
-        let description = object?["error_description"]?.stringValue.map {
-            ": " + String($0.unicodeScalars.filter { $0.value >= 0x20 && $0.value != 0x7F }.prefix(200))
+        // The provider's words are its text, not a secret: bounded, and made printable.
+        func printable(_ text: String, _ limit: Int) -> String {
+            String(
+                String.UnicodeScalarView(text.unicodeScalars.filter { $0.value >= 0x20 && $0.value != 0x7F }).prefix(
+                    limit))
         }
-        return TokenError(
-            .rejected,
-            "the token endpoint answered HTTP \(response.status)\(error.map { " \($0.prefix(64))" } ?? "")\(description ?? "")"
-        )
+        let code = error.map { " " + printable($0, 64) } ?? ""
+        let description = object?["error_description"]?.stringValue.map { ": " + printable($0, 200) } ?? ""
+        return TokenError(.rejected, "the token endpoint answered HTTP \(response.status)\(code)\(description)")
     }
 
     package static func parse(_ response: HTTPResponse) throws -> TokenResponse {
