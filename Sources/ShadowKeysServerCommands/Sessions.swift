@@ -12,6 +12,7 @@ import ShadowJOSE
 import ShadowKeysCommands
 import ShadowServer
 import ShadowSessions
+import ShadowOperationLog
 import ShadowPostgres
 import ShadowSQLite
 import ShadowVault
@@ -119,7 +120,17 @@ struct SessionOptions: ParsableArguments {
         appleClients: [String: AppleAuthClient], logger: Logger
     ) async throws -> (endpoints: SessionEndpoints, service: SessionService) {
         let (store, close) = try await Self.openStore(storeOptions)
-        let authority = try await SessionAuthority(store: store, configuration: try configuration(clientIDs: clientIDs))
+        let configuration = try configuration(clientIDs: clientIDs)
+        let (log, closeLog) = try await Self.openAuthenticationLog(storeOptions, issuer: configuration.issuer)
+        let authority = try await SessionAuthority(
+            store: store, configuration: configuration,
+            events: { event in
+                do {
+                    _ = try await log.append(Self.entry(event))
+                } catch {
+                    logger.error("the authentication log refused an entry", metadata: ["error": "\(error)"])
+                }
+            })
         var limits = SessionEndpoints.Limits()
         limits.perIP = try RateLimit(requests: ipLimit, per: 60, burst: max(1, ipLimit / 3))
         limits.perUser = try RateLimit(requests: userLimit, per: 60, burst: max(1, userLimit / 3))
@@ -128,8 +139,59 @@ struct SessionOptions: ParsableArguments {
             appleClients: appleClients, limits: limits, introspectionClients: try introspectionClients(),
             logger: logger)
         return (
-            endpoints, SessionService(authority: authority, appleClients: appleClients, close: close, logger: logger)
+            endpoints,
+            SessionService(
+                authority: authority, appleClients: appleClients,
+                close: {
+                    await close()
+                    await closeLog()
+                }, logger: logger)
         )
+    }
+}
+
+extension SessionOptions {
+    /// The authentication log: an operation log in the same store (Docs/sessions.md,
+    /// "Authentication log"), named `<issuer host and path>/auth-log`.
+    static func openAuthenticationLog(
+        _ store: StoreOptions, issuer: String
+    ) async throws
+        -> (OperationLog, close: @Sendable () async -> Void)
+    {
+        let origin =
+            issuer.split(separator: "://", maxSplits: 1).last.map(String.init)?.split(separator: "/")
+            .joined(separator: "/").filter { !$0.isWhitespace && $0 != "+" } ?? "sessions"
+        let name = (origin.isEmpty ? "sessions" : origin) + "/auth-log"
+        // The store's log keeps the name it was made with; a new one gets this one.
+        func open(create: Bool) async throws -> any LogStorage {
+            if let path = try store.sqlitePath() {
+                return try await SQLiteLogStorage.open(
+                    path: path, unlock: try store.unlock(), create: create, origin: create ? name : nil)
+            }
+            guard let url = try store.postgresURL() else {
+                throw ValidationError("sessions live in a sqlite: or postgres:// store, not a vault")
+            }
+            return try await PostgresLogStorage.connect(
+                try PostgresLocation(url: url), unlock: try store.unlock(), create: create, origin: create ? name : nil)
+        }
+        let storage: any LogStorage
+        do {
+            storage = try await open(create: false)
+        } catch let error as LogError where error.code == .notFound {
+            storage = try await open(create: true)
+        }
+        return (try OperationLog(storage: storage), { await storage.close() })
+    }
+
+    /// One authentication event as a log entry: the kind as the operation, the user ID as the
+    /// (sealed) entity, the session in the details.
+    static func entry(_ event: SessionEvent) -> OperationEntry {
+        var details: JSONObject?
+        if let session = event.session { details = ["session": .string(session.description)] }
+        return OperationEntry(
+            operation: event.kind.rawValue, provider: "shadow-keys", entityType: "user",
+            entityID: event.user?.uuidString.lowercased() ?? "unknown", time: event.time,
+            success: event.kind != .reuseDetected && event.kind != .recheckFailed, details: details)
     }
 }
 

@@ -55,16 +55,23 @@ public final class PostgresLogStorage: LogStorage {
             maximumConnections: maximumConnections,
             logger: Logger(label: "shadow-keys.postgres", factory: { _ in SwiftLogNoOpLogHandler() }))
         do {
+            // A refusal of the log's own (no log, another version) is an answer, not a lost connection:
+            // it comes out of the retries at once.
             let meta = try await mapped(database) {
                 try await database.retrying {
-                    try await database.withConnection { connection in
-                        try await database.inTransaction(connection) {
-                            try await setUp(
-                                connection, database: database, unlock: unlock, create: create, origin: origin)
+                    try await database.withConnection { connection -> Result<[String: [UInt8]], LogError> in
+                        do {
+                            return .success(
+                                try await database.inTransaction(connection) {
+                                    try await setUp(
+                                        connection, database: database, unlock: unlock, create: create, origin: origin)
+                                })
+                        } catch let error as LogError {
+                            return .failure(error)
                         }
                     }
                 }
-            }
+            }.get()
             guard let originBytes = meta["origin"], let name = String(validating: originBytes, as: UTF8.self),
                 let sealed = meta["secret"]
             else { throw LogError(.tampered, "the log's origin or secret row is missing") }

@@ -160,6 +160,19 @@ import Testing
                     .serialized().utf8))
         #expect(afterRevoke.status == 401)
 
+        // The authentication log, in the same store: a verifiable operation log.
+        let log = try CLIRunner.run(
+            ["log", "show", "--log", "sqlite:\(directory.path)/state.sqlite", "--key-file", keyFile])
+        #expect(log.status == 0, "\(log.stderr)")
+        for kind in ["sign-in", "refresh", "reuse-detected", "revoke-all"] {
+            #expect(log.stdout.contains(#""operation":"\#(kind)""#), "no \(kind) in the authentication log")
+        }
+        #expect(
+            try CLIRunner.run([
+                "log", "verify", "--log", "sqlite:\(directory.path)/state.sqlite", "--key-file", keyFile,
+            ])
+            .status == 0)
+
         // The CLI sees the same tables.
         let keys = try CLIRunner.runServer(
             ["sessions", "keys", "list", "--store", "sqlite:\(directory.path)/state.sqlite", "--key-file", keyFile])

@@ -58,6 +58,13 @@ import Testing
         for storage in storages { await storage.close() }
     }
 
+    /// A database without a log answers at once: not found is an answer, not a lost connection to retry.
+    @Test func aMissingLogIsNotFoundAtOnce() async throws {
+        let began = ContinuousClock.now
+        await #expect(throws: LogError(.notFound, "")) { try await connect() }
+        #expect(ContinuousClock.now - began < .seconds(10))
+    }
+
     @Test func editedRowsAreCaught() async throws {
         let storage = try await connect(create: true)
         let log = try OperationLog(storage: storage)
