@@ -7,6 +7,8 @@ import HummingbirdTesting
 import NIOCore
 import ShadowHummingbird
 import ShadowKeys
+import ShadowApple
+import ShadowPostgres
 import ShadowSQLite
 import ShadowServer
 import ShadowSessions
@@ -29,10 +31,89 @@ enum SessionBenchmarks {
         let authority = try await SessionAuthority(store: store, configuration: configuration)
         var rows: [BenchRow] = []
         rows += try await middleware(authority)
-        rows += try await refreshes(authority)
+        rows += try await refreshes([authority], label: "SQLite, one instance")
+        rows += try await signIns(authority)
         await store.close()
         rows += try await storage(directory: directory)
+        rows += try await postgres()
         return rows
+    }
+
+    /// Two instances (two stores, two routers, two ports) on one PostgreSQL (a durable cluster).
+    static func postgres() async throws -> [BenchRow] {
+        let cluster = try PostgresCluster.start(durable: true)
+        defer { cluster.stop() }
+        let url = try cluster.freshDatabase()
+        let stores = [
+            try await PostgresSessionStore.connect(try PostgresLocation(url: url), unlock: unlock),
+            try await PostgresSessionStore.connect(try PostgresLocation(url: url), unlock: unlock),
+        ]
+        var authorities: [SessionAuthority] = []
+        for store in stores {
+            authorities.append(try await SessionAuthority(store: store, configuration: configuration))
+        }
+        let rows = try await refreshes(authorities, label: "two instances on one PostgreSQL")
+        for store in stores { await store.close() }
+        return rows
+    }
+
+    /// Sign-ins over loopback HTTP against a loopback fake of Apple (identity token checked,
+    /// code exchanged with a client secret made from a .p8 key), one client at a time: latency.
+    static func signIns(_ authority: SessionAuthority) async throws -> [BenchRow] {
+        let apple = try FakeAppleServer(clientKey: TestKeys.p256.publicKey)
+        var appleConfiguration = AppleAuthClient.Configuration()
+        appleConfiguration.baseURL = apple.baseURL
+        appleConfiguration.allowLoopbackHTTP = true
+        let keys = try JWKSet(keys: [try apple.identitySigner.publicJWK()])
+        let builder = try ClientSecretBuilder(
+            key: AppleSigningKey(TestKeys.p256), teamID: apple.teamID, keyID: apple.keyID, clientID: "com.example.app")
+        let client = try AppleAuthClient(
+            configuration: appleConfiguration, secrets: ClientSecretProvider(builder: builder),
+            transport: try AsyncHTTPClientTransport(options: .init(allowLoopbackHTTP: true)), identityTokenKeys: keys)
+        var limits = SessionEndpoints.Limits()
+        limits.perIP = try RateLimit(requests: 1_000_000, per: 1, burst: 1_000_000)
+        let endpoints = SessionEndpoints(
+            authority: authority, validator: AppleIdentityTokenValidator(clientIDs: ["com.example.app"]),
+            appleKeys: keys, appleClients: ["com.example.app": client], limits: limits)
+        let router = Router(context: ShadowRequestContext.self)
+        router.addSessionRoutes(endpoints)
+        let port = try PostgresCluster.freePortForTests()
+        let app = Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: port)))
+        let running = Task { try await app.runService() }
+        defer { running.cancel() }
+        try await Task.sleep(for: .milliseconds(300))
+        var latencies: [Double] = []
+        for number in 0..<400 {
+            let now = Int64(Date().timeIntervalSince1970)
+            let identity = try apple.identitySigner.sign(claims: [
+                "iss": "https://appleid.apple.com", "aud": "com.example.app", "sub": .string("signer-\(number)"),
+                "iat": .int(now - 1), "exp": .int(now + 600),
+            ])
+            let body = JSONValue.object([
+                "identityToken": .string(identity),
+                "authorizationCode": .string(apple.issueCode(for: "signer-\(number)")), "deviceName": "bench",
+            ]).serialized()
+            var request = HTTPClientRequest(url: "http://127.0.0.1:\(port)/auth/apple")
+            request.method = .POST
+            request.headers.add(name: "Content-Type", value: "application/json")
+            request.body = .bytes(ByteBuffer(string: body))
+            let began = DispatchTime.now().uptimeNanoseconds
+            let response = try await HTTPClient.shared.execute(request, timeout: .seconds(10))
+            _ = try await response.body.collect(upTo: 16 << 10)
+            guard response.status == .ok else { throw BenchError("sign-in answered \(response.status.code)") }
+            if number >= 50 { latencies.append(Double(DispatchTime.now().uptimeNanoseconds - began) / 1e6) }
+        }
+        let sorted = latencies.sorted()
+        return [
+            BenchRow(
+                name: "sign-in over loopback HTTP against a loopback Apple fake: p99", unit: "ms",
+                ours: sorted[sorted.count * 99 / 100], raw: sorted[sorted.count / 2], peer: nil, peerName: nil,
+                note: """
+                    POST /auth/apple, one client, 350 sign-ins after 50 to warm up: identity token checked, code \
+                    exchanged (client secret made from the .p8 key), user mapped, session opened, tokens issued; \
+                    raw column = the median (goal: p99 < 50 ms)
+                    """)
+        ]
     }
 
     /// A trivial route with and without `SessionMiddleware`, through Hummingbird's in-process
@@ -87,35 +168,44 @@ enum SessionBenchmarks {
         ]
     }
 
-    /// 32 clients, each with its own session, refreshing in a loop over loopback HTTP for 5 s.
-    static func refreshes(_ authority: SessionAuthority) async throws -> [BenchRow] {
+    /// 32 clients, each with its own session, refreshing in a loop over loopback HTTP for 5 s,
+    /// spread over the instances (one router and port per authority).
+    static func refreshes(_ authorities: [SessionAuthority], label: String) async throws -> [BenchRow] {
         var limits = SessionEndpoints.Limits()
         limits.perIP = try RateLimit(requests: 1_000_000, per: 1, burst: 1_000_000)
         limits.perUser = try RateLimit(requests: 1_000_000, per: 1, burst: 1_000_000)
-        let endpoints = SessionEndpoints(
-            authority: authority, validator: AppleIdentityTokenValidator(clientIDs: ["com.example.app"]),
-            appleKeys: try JWKSet(keys: []), appleClients: [:], limits: limits)
-        let router = Router(context: ShadowRequestContext.self)
-        router.addSessionRoutes(endpoints)
-        let port = try PostgresCluster.freePortForTests()
-        let app = Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: port)))
-        let running = Task { try await app.runService() }
-        defer { running.cancel() }
+        var ports: [Int] = []
+        var running: [Task<Void, any Error>] = []
+        for authority in authorities {
+            let endpoints = SessionEndpoints(
+                authority: authority, validator: AppleIdentityTokenValidator(clientIDs: ["com.example.app"]),
+                appleKeys: try JWKSet(keys: []), appleClients: [:], limits: limits)
+            let router = Router(context: ShadowRequestContext.self)
+            router.addSessionRoutes(endpoints)
+            let port = try PostgresCluster.freePortForTests()
+            let app = Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: port)))
+            running.append(Task { try await app.runService() })
+            ports.append(port)
+        }
+        defer { for task in running { task.cancel() } }
         try await Task.sleep(for: .milliseconds(300))
         let http = HTTPClient.shared
-        var starts: [String] = []
+        var starts: [(token: String, port: Int)] = []
         for client in 0..<32 {
             starts.append(
-                try await authority.signIn(
-                    appleSubject: "refresher-\(client)", appleClientID: "com.example.app", appleRefreshToken: nil,
-                    device: "bench"
-                ).refreshToken)
+                (
+                    try await authorities[client % authorities.count].signIn(
+                        appleSubject: "refresher-\(client)", appleClientID: "com.example.app", appleRefreshToken: nil,
+                        device: "bench"
+                    ).refreshToken, ports[client % ports.count]
+                ))
         }
         let deadline = DispatchTime.now().uptimeNanoseconds + 5_000_000_000
         let (counts, latencies) = try await withThrowingTaskGroup(of: (Int, [Double]).self) { group in
             for start in starts {
                 group.addTask {
-                    var token = start
+                    var token = start.token
+                    let port = start.port
                     var count = 0
                     var latencies: [Double] = []
                     while DispatchTime.now().uptimeNanoseconds < deadline {
@@ -147,12 +237,12 @@ enum SessionBenchmarks {
         let sorted = latencies.sorted()
         return [
             BenchRow(
-                name: "refresh over loopback HTTP, SQLite, 32 clients", unit: "ops/s", ours: Double(counts) / 5,
+                name: "refresh over loopback HTTP, \(label), 32 clients", unit: "ops/s", ours: Double(counts) / 5,
                 raw: nil, peer: nil, peerName: nil,
                 note: String(
                     format: """
-                        POST /auth/refresh: a compare-and-set rotation (synchronous=FULL) and an ES256 access token per \
-                        request, one instance; latency median %.2f ms, p99 %.2f ms (goal ≥ 2,000/s)
+                        POST /auth/refresh: a compare-and-set rotation and an ES256 access token per request; latency \
+                        median %.2f ms, p99 %.2f ms (goals: SQLite ≥ 2,000/s, two PostgreSQL instances ≥ 1,500/s)
                         """, sorted[sorted.count / 2], sorted[sorted.count * 99 / 100]))
         ]
     }
