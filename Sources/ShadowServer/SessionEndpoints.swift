@@ -119,8 +119,6 @@ public final class SessionEndpoints: Sendable {
             switch error.code {
             case .invalidGrant, .reuseDetected:
                 return .error(401, error.codeName, error.reason)
-            case .inactiveUser:
-                return .error(403, error.codeName, error.reason)
             case .invalidParameter:
                 return .error(400, "invalid_request", error.reason)
             default:

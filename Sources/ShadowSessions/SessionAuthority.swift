@@ -176,7 +176,7 @@ public final class SessionAuthority: Sendable {
     /// compare-and-set); the generation before it, within the grace interval, gets the current one
     /// back; any other generation revokes the family.
     /// - Throws: ``SessionErrorCode/invalidGrant``; ``SessionErrorCode/reuseDetected`` (the
-    ///   family is revoked); ``SessionErrorCode/inactiveUser``.
+    ///   family is revoked).
     public func refresh(_ text: String) async throws -> IssuedTokens {
         let token = try RefreshToken(parsing: text, keys: keys)
         let now = self.now
@@ -218,10 +218,9 @@ public final class SessionAuthority: Sendable {
         }
     }
 
+    /// The tokens of `generation` of `row`. No read of the user: a user the re-check marks
+    /// inactive has every session revoked in the same step, and a new sign-in makes them active.
     private func issue(_ row: SessionRow, generation: UInt64) async throws -> IssuedTokens {
-        if try await store.isInactive(user: row.user) {
-            throw SessionError(.inactiveUser, "the user's Apple ID is no longer valid; sign in again")
-        }
         let now = self.now
         let ring = try await currentRing()
         let lifetime = Int64(configuration.accessTokenLifetime)

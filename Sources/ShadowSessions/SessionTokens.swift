@@ -23,8 +23,6 @@ public struct SessionErrorCode: ShadowKeysErrorCode {
     public static let invalidToken = SessionErrorCode("invalid_token")
     /// Too many requests for this client or user (GCRA); `retryAfter` seconds.
     public static let rateLimited = SessionErrorCode("rate_limited")
-    /// The user was marked inactive (Apple refused the re-check, or revoked consent).
-    public static let inactiveUser = SessionErrorCode("inactive_user")
     /// A setting or argument is out of range.
     public static let invalidParameter = SessionErrorCode("invalid_parameter")
     /// The store's session data does not authenticate or is malformed.
