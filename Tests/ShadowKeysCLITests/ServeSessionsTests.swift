@@ -51,7 +51,7 @@ import Testing
         return object
     }
 
-    @Test func signInRefreshReuseDevicesAndRevocation() throws {
+    @Test func signInRefreshReuseDevicesAndRevocation() async throws {
         let port = try PostgresCluster.freePortForTests()
         let server = try ChildProcess(
             CLIRunner.serverExecutable.path,
@@ -92,7 +92,8 @@ import Testing
         // The JWKS verifies the access token (what verify-token --jwks URL does).
         let jwks = try ServeCLITests.exchange("GET", port: port, path: "/.well-known/jwks.json")
         #expect(jwks.status == 200 && jwks.headers.lowercased().contains("cache-control: public, max-age=300"))
-        let verified = try JWTVerifier(expectedType: "at+jwt").verify(accessToken, keys: JWKSet(jsonText: jwks.body))
+        let verified = try await JWTVerifier(expectedType: "at+jwt").verify(
+            accessToken, keys: JWKSet(jsonText: jwks.body))
         #expect(verified.claims["sid"]?.stringValue != nil)
 
         // Refresh, then reuse of the old token (grace 0) revokes the session.
@@ -191,10 +192,10 @@ import Testing
             ], environment: [:], removing: ["SHADOW_KEYS_STATE_STORE"])
     }
 
-    func waitReady(_ port: Int) -> Bool {
+    func waitReady(_ port: Int) async -> Bool {
         for _ in 0..<300 {
             if (try? ServeCLITests.http("GET", port: port, path: "/healthz"))?.status == 200 { return true }
-            usleep(100_000)
+            try? await Task.sleep(for: .milliseconds(100))
         }
         return false
     }
@@ -213,7 +214,9 @@ import Testing
     /// Two `serve` instances on one PostgreSQL: sign-ins on one, a refresh storm across both, one
     /// instance killed with SIGKILL in the middle. Afterwards every client's last token refreshes,
     /// no spent token does, and no session was revoked as a false reuse.
-    @Test(.tags(.postgres, .stress), .enabled(if: postgresWanted)) func aRefreshStormSurvivesAKilledInstance() throws {
+    @Test(.tags(.postgres, .stress), .enabled(if: postgresWanted)) func aRefreshStormSurvivesAKilledInstance()
+        async throws
+    {
         let url = try PostgresCluster.shared.get().freshDatabase()
         let ports = [try PostgresCluster.freePortForTests(), try PostgresCluster.freePortForTests()]
         let first = try serve(port: ports[0], store: url)
@@ -221,9 +224,9 @@ import Testing
             first.kill()
             _ = try? first.wait(timeout: 10)
         }
-        try #require(waitReady(ports[0]), "the first instance never answered")
+        try #require(await waitReady(ports[0]), "the first instance never answered")
         let second = try serve(port: ports[1], store: url)
-        try #require(waitReady(ports[1]), "the second instance never answered")
+        try #require(await waitReady(ports[1]), "the second instance never answered")
 
         // Eight devices sign in on the first instance.
         var tokens: [String] = []
@@ -252,32 +255,35 @@ import Testing
         }
         killer.start()
         let starting = tokens
-        DispatchQueue.concurrentPerform(iterations: starting.count) { device in
-            var token = starting[device]
-            var spent: [String] = []
-            var failures: [Int] = []
-            let deadline = Date().addingTimeInterval(3)
-            var turn = device
-            while Date() < deadline {
-                turn += 1
-                var answer = refresh(token, port: ports[turn % 2])
-                if answer.status == 0 {
-                    // The instance died, maybe after it rotated: the same token again, on the other,
-                    // within the grace interval, gets the successor.
-                    answer = refresh(token, port: ports[0])
+        let refreshOn: @Sendable (String, Int) -> (status: Int, token: String?) = { self.refresh($0, port: $1) }
+        try await onOwnThread {
+            DispatchQueue.concurrentPerform(iterations: starting.count) { device in
+                var token = starting[device]
+                var spent: [String] = []
+                var failures: [Int] = []
+                let deadline = Date().addingTimeInterval(3)
+                var turn = device
+                while Date() < deadline {
+                    turn += 1
+                    var answer = refreshOn(token, ports[turn % 2])
+                    if answer.status == 0 {
+                        // The instance died, maybe after it rotated: the same token again, on the other,
+                        // within the grace interval, gets the successor.
+                        answer = refreshOn(token, ports[0])
+                    }
+                    guard answer.status == 200, let next = answer.token else {
+                        failures.append(answer.status)
+                        break
+                    }
+                    if next != token { spent.append(token) }
+                    token = next
                 }
-                guard answer.status == 200, let next = answer.token else {
-                    failures.append(answer.status)
-                    break
-                }
-                if next != token { spent.append(token) }
-                token = next
+                results.withLock { $0[device] = (token, spent, failures) }
             }
-            results.withLock { $0[device] = (token, spent, failures) }
         }
-        _ = try? second.wait(timeout: 10)
+        _ = try? await onOwnThread { try second.wait(timeout: 10) }
         // Past the grace interval, nothing spent may refresh, and every last token must.
-        Thread.sleep(forTimeInterval: 11)
+        try await Task.sleep(for: .seconds(11))
         for (device, result) in results.withLock({ $0 }).sorted(by: { $0.key < $1.key }) {
             #expect(result.failures.isEmpty, "device \(device) failed: \(result.failures)")
             #expect(result.spent.count > 3, "device \(device) refreshed \(result.spent.count) times")

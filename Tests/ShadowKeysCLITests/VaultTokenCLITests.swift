@@ -63,7 +63,7 @@ import Testing
         // The secret never reaches argv: no command above named it.
     }
 
-    @Test func twentyProcessesNearExpiryCauseOneRefresh() throws {
+    @Test func twentyProcessesNearExpiryCauseOneRefresh() async throws {
         try login()
         fake.withState { $0.delay = 0.3 }
         let children = try (0..<20).map { _ in
@@ -71,7 +71,7 @@ import Testing
                 CLIRunner.executable.path, ["vault", "token", "drive", "--allow-http-loopback"] + vaultOptions,
                 stdin: nil)
         }
-        let results = try children.map { try $0.wait(timeout: 60) }
+        let results = try await onOwnThread { try children.map { try $0.wait(timeout: 60) } }
         for result in results { #expect(result.status == 0, "\(result.stderr)") }
         #expect(Set(results.map(\.stdout)) == ["at-1\n"])
         #expect(fake.withState { $0.refreshes } == 1)
@@ -104,7 +104,7 @@ import Testing
 
     /// A refresh killed at random points: the vault always holds a refresh token the provider
     /// still accepts, and it still opens.
-    @Test func sigkillDuringRefreshKeepsAValidRefreshToken() throws {
+    @Test func sigkillDuringRefreshKeepsAValidRefreshToken() async throws {
         try login()
         var generator = SeededGenerator(seed: 27)
         for round in 0..<24 {
@@ -112,9 +112,9 @@ import Testing
             let child = try ChildProcess(
                 CLIRunner.executable.path,
                 ["vault", "token", "drive", "--allow-http-loopback", "--skew", "7200"] + vaultOptions, stdin: nil)
-            Thread.sleep(forTimeInterval: Double.random(in: 0...0.12, using: &generator))
+            try await Task.sleep(for: .milliseconds(Int.random(in: 0...120, using: &generator)))
             child.kill()
-            _ = try child.wait(timeout: 30)
+            _ = try await onOwnThread { try child.wait(timeout: 30) }
             let stored = try storedRefreshToken()
             #expect(fake.accepts(stored), "round \(round): the vault holds \(stored), which the provider refuses")
         }
