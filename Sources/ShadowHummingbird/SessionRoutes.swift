@@ -44,8 +44,8 @@ public struct SessionMiddleware<Context: SessionRequestContext>: RouterMiddlewar
         _ request: Request, context: Context, next: (Request, Context) async throws -> Response
     ) async throws -> Response {
         guard let header = request.headers[.authorization], let bearer = BearerToken.from(header: header) else {
-            return sessionError(
-                401, "missing_token", "send the access token as Authorization: Bearer <token>",
+            return jsonError(
+                .unauthorized, "missing_token", "send the access token as Authorization: Bearer <token>",
                 challenge: #"Bearer realm="shadow-keys""#)
         }
         let claims: SessionClaims
@@ -55,22 +55,16 @@ public struct SessionMiddleware<Context: SessionRequestContext>: RouterMiddlewar
                 throw SessionError(.invalidToken, "the session was revoked")
             }
         } catch let error as SessionError where error.code == .invalidToken {
-            return sessionError(
-                401, "invalid_token", error.reason, challenge: #"Bearer realm="shadow-keys", error="invalid_token""#)
+            return jsonError(
+                .unauthorized, "invalid_token", error.reason,
+                challenge: #"Bearer realm="shadow-keys", error="invalid_token""#)
         } catch {
-            return sessionError(503, "store_unavailable", "the session keys could not be read", challenge: nil)
+            return jsonError(.serviceUnavailable, "store_unavailable", "the session keys could not be read")
         }
         var context = context
         context.session = claims
         return try await next(request, context)
     }
-}
-
-func sessionError(_ status: Int, _ code: String, _ message: String, challenge: String?) -> Response {
-    var headers: HTTPFields = [.contentType: "application/json"]
-    if let challenge { headers[.wwwAuthenticate] = challenge }
-    let body = JSONValue.object(["error": .object(["code": .string(code), "message": .string(message)])]).serialized()
-    return Response(status: .init(code: status), headers: headers, body: .init(byteBuffer: ByteBuffer(string: body)))
 }
 
 extension RouterMethods where Context: RemoteAddressRequestContext {
@@ -130,16 +124,16 @@ enum SessionRouteSupport {
     static func body(_ request: Request, bodyTimeout: Duration) async -> (bytes: [UInt8]?, refusal: Response?) {
         let limit = SessionEndpoints.maxBodyBytes
         if let declared = request.headers[.contentLength], let length = Int(declared), length > limit {
-            return (nil, sessionError(413, "body_too_large", "the body is over \(limit) bytes", challenge: nil))
+            return (nil, jsonError(.contentTooLarge, "body_too_large", "the body is over \(limit) bytes"))
         }
         let stream = request.body
         do {
             let buffer = try await withDeadline(bodyTimeout) { try await stream.collect(upTo: limit) }
             return (Array(buffer.readableBytesView), nil)
         } catch is NIOTooManyBytesError {
-            return (nil, sessionError(413, "body_too_large", "the body is over \(limit) bytes", challenge: nil))
+            return (nil, jsonError(.contentTooLarge, "body_too_large", "the body is over \(limit) bytes"))
         } catch {
-            return (nil, sessionError(408, "request_timeout", "the body did not arrive in time", challenge: nil))
+            return (nil, jsonError(.requestTimeout, "request_timeout", "the body did not arrive in time"))
         }
     }
     static func respond(_ answer: SessionHTTPResponse) -> Response {

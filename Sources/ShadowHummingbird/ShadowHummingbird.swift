@@ -60,7 +60,7 @@ public struct AppleIdentityMiddleware<Context: AppleIdentityRequestContext>: Rou
         guard let header = request.headers[.authorization], let bearer = BearerToken.from(header: header) else {
             return jsonError(
                 .unauthorized, "missing_token", "send the identity token as Authorization: Bearer <token>",
-                challenge: true)
+                challenge: "Bearer")
         }
         let token: AppleIdentityToken
         do {
@@ -69,7 +69,7 @@ public struct AppleIdentityMiddleware<Context: AppleIdentityRequestContext>: Rou
             if error.code == .keysUnavailable {
                 return jsonError(.serviceUnavailable, error.codeName, "the identity provider's keys are unavailable")
             }
-            return jsonError(.unauthorized, error.codeName, error.reason, challenge: true)
+            return jsonError(.unauthorized, error.codeName, error.reason, challenge: "Bearer")
         } catch {
             return jsonError(.serviceUnavailable, "keys_unavailable", "the identity provider's keys are unavailable")
         }
@@ -81,7 +81,7 @@ public struct AppleIdentityMiddleware<Context: AppleIdentityRequestContext>: Rou
             }
             // The one enforcement rule (Docs/credential-state.md, "Enforcement").
             do { try record.enforce(token) } catch let error as CredentialError {
-                return jsonError(.unauthorized, error.codeName, error.reason, challenge: true)
+                return jsonError(.unauthorized, error.codeName, error.reason, challenge: "Bearer")
             }
             status = record.status
         }
@@ -136,10 +136,11 @@ extension RouterMethods {
     }
 }
 
-/// A JSON error response: `{"error":{"code":…,"message":…}}`.
-func jsonError(_ status: HTTPResponse.Status, _ code: String, _ message: String, challenge: Bool = false) -> Response {
+/// A JSON error response: `{"error":{"code":…,"message":…}}`, with a `WWW-Authenticate`
+/// challenge when one is given.
+func jsonError(_ status: HTTPResponse.Status, _ code: String, _ message: String, challenge: String? = nil) -> Response {
     var headers: HTTPFields = [.contentType: "application/json"]
-    if challenge { headers[.wwwAuthenticate] = "Bearer" }
+    if let challenge { headers[.wwwAuthenticate] = challenge }
     let body = JSONValue.object(["error": .object(["code": .string(code), "message": .string(message)])]).serialized()
     return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(string: body)))
 }

@@ -73,8 +73,8 @@ struct SessionOptions: ParsableArguments {
         configuration.algorithm = algorithm
         configuration.accessTokenLifetime = accessLifetime
         configuration.grace = grace
-        do { try SessionConfigurationCheck.check(configuration) } catch let error as SessionError {
-            throw ValidationError(error.reason)
+        do { try configuration.validate() } catch let error as SessionError {
+            throw ValidationError("the session options: \(error.reason)")
         }
         return configuration
     }
@@ -192,21 +192,6 @@ extension SessionOptions {
             operation: event.kind.rawValue, provider: "shadow-keys", entityType: "user",
             entityID: event.user?.uuidString.lowercased() ?? "unknown", time: event.time,
             success: event.kind != .reuseDetected && event.kind != .recheckFailed, details: details)
-    }
-}
-
-/// The checks of a configuration, as the authority makes them, before anything is opened.
-enum SessionConfigurationCheck {
-    static func check(_ configuration: SessionConfiguration) throws {
-        guard (60...86_400).contains(configuration.accessTokenLifetime) else {
-            throw SessionError(.invalidParameter, "--access-token-lifetime: 60 to 86400 seconds")
-        }
-        guard (0...300).contains(configuration.grace) else {
-            throw SessionError(.invalidParameter, "--refresh-grace: 0 to 300 seconds")
-        }
-        guard !configuration.clientID.isEmpty else {
-            throw SessionError(.invalidParameter, "--sessions-client-id is empty")
-        }
     }
 }
 

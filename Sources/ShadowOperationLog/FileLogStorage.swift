@@ -66,7 +66,7 @@ public final class FileLogStorage: LogStorage {
         guard lockTimeout >= .zero, lockTimeout <= .seconds(3600) else {
             throw LogError(.invalidParameter, "the lock timeout is 0 to 3600 seconds")
         }
-        let seconds = Double(lockTimeout.components.seconds) + Double(lockTimeout.components.attoseconds) / 1e18
+        let seconds = lockTimeout.inSeconds
         return try await runBlocking {
             try openSync(path: path, unlock: unlock, create: create, origin: origin, lockTimeout: seconds)
         }

@@ -69,7 +69,7 @@ public struct OperationEntry: Sendable, Hashable {
 /// The keys of an operation log, all derived from its 32-byte secret with HKDF-SHA-256 (no salt):
 /// the seal key (info "shadow-keys oplog v1 seal"), the lookup key ("… lookup"), the note key's
 /// Ed25519 seed ("… note key") and the witness key ("… witness").
-public struct LogKeys: Sendable {
+public struct LogKeys: Sendable, CustomStringConvertible {
     let seal: SymmetricKey
     let lookup: SymmetricKey
     let witness: SymmetricKey
@@ -83,6 +83,8 @@ public struct LogKeys: Sendable {
         witness = keys.key("witness")
         noteSeed = keys.key("note key").withUnsafeBytes { Array($0) }
     }
+
+    public var description: String { "LogKeys(redacted)" }
 
     /// HMAC-SHA-256(lookup key, entity ID): how an entity is found without its ID in clear.
     public func entityHash(_ entityID: String) -> [UInt8] {

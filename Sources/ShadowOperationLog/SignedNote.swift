@@ -7,7 +7,7 @@ public import Foundation
 import ShadowCore
 
 /// An Ed25519 key that signs notes (C2SP signed-note, signature type 0x01).
-public struct NoteSigner: Sendable {
+public struct NoteSigner: Sendable, CustomStringConvertible {
     /// The key name: what the signature line names.
     public let name: String
     let key: Curve25519.Signing.PrivateKey
@@ -31,6 +31,8 @@ public struct NoteSigner: Sendable {
             throw NoteKeys.invalid("the signer key's ID does not match its name and key")
         }
     }
+
+    public var description: String { "NoteSigner(\(verifierKey), private key redacted)" }
 
     /// SHA-256(name ‖ 0x0A ‖ 0x01 ‖ public key)[:4], big-endian.
     public var keyID: UInt32 { NoteKeys.keyID(name: name, publicKey: key.publicKey.rawRepresentation) }

@@ -65,7 +65,7 @@ public final class SQLiteLogStorage: LogStorage {
         guard lockTimeout >= .zero, lockTimeout <= .seconds(3600) else {
             throw LogError(.invalidParameter, "the lock timeout is 0 to 3600 seconds")
         }
-        let seconds = Double(lockTimeout.components.seconds) + Double(lockTimeout.components.attoseconds) / 1e18
+        let seconds = lockTimeout.inSeconds
         do {
             try SQLiteCredentialStore.prepareFile(path, create: create)
         } catch let error as CredentialError {

@@ -60,7 +60,7 @@ public final class SQLiteSessionStore: SessionStore {
     ) async throws
         -> SQLiteSessionStore
     {
-        let seconds = Double(lockTimeout.components.seconds)
+        let seconds = lockTimeout.inSeconds
         do {
             try SQLiteCredentialStore.prepareFile(path, create: true)
         } catch let error as CredentialError {

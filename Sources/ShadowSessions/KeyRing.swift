@@ -20,6 +20,18 @@ struct KeyRing: Sendable {
 
     let loadedAt: Int64
     let keys: [Key]
+    /// Every key in the ring: keys about to sign, the one signing, and retired ones whose tokens
+    /// may still be live (maintenance deletes the rest).
+    let published: JWKSet
+    /// The access-token verifier over ``published``, built once per read of the ring.
+    let verifier: AccessTokenVerifier
+
+    init(loadedAt: Int64, keys: [Key], configuration: SessionConfiguration, clock: WallClock) throws {
+        self.loadedAt = loadedAt
+        self.keys = keys
+        published = try JWKSet(keys: keys.map(\.publicKey))
+        verifier = AccessTokenVerifier(configuration: configuration, keys: published, clock: clock)
+    }
 
     /// The newest key whose time to sign has come.
     func signer(at now: Int64) throws -> JWSSigner {
@@ -29,12 +41,6 @@ struct KeyRing: Sendable {
             })
         else { throw SessionError(.corrupted, "the session key ring holds no key that signs yet") }
         return key.signer
-    }
-
-    /// Every key in the ring: keys about to sign, the one signing, and retired ones whose tokens
-    /// may still be live (maintenance deletes the rest).
-    var published: JWKSet {
-        get throws { try JWKSet(keys: keys.map(\.publicKey)) }
     }
 }
 
@@ -51,7 +57,8 @@ extension SessionAuthority {
             try await store.insertSigningKey(try makeKey(now: now, activatesAt: now))
             stored = try await store.signingKeys()
         }
-        let loaded = KeyRing(loadedAt: now, keys: try stored.map(open))
+        let loaded = try KeyRing(
+            loadedAt: now, keys: try stored.map(open), configuration: configuration, clock: clock)
         ring.withLock { $0 = loaded }
         return loaded
     }
@@ -153,9 +160,7 @@ extension SessionAuthority {
     }
 
     /// A verifier of this authority's access tokens, over the published keys.
-    public func verifier() async throws -> AccessTokenVerifier {
-        AccessTokenVerifier(configuration: configuration, keys: try await currentRing().published, clock: clock)
-    }
+    public func verifier() async throws -> AccessTokenVerifier { try await currentRing().verifier }
 }
 
 /// Checks access tokens (RFC 9068) against a key set, with no store read: what a middleware

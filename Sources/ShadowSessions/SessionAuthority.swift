@@ -43,7 +43,8 @@ public struct SessionConfiguration: Sendable {
         self.clientID = clientID
     }
 
-    func validate() throws {
+    /// Checks every setting; ``SessionAuthority`` runs it, and the CLI before it opens anything.
+    package func validate() throws {
         func check(_ ok: Bool, _ reason: String) throws {
             if !ok { throw SessionError(.invalidParameter, reason) }
         }

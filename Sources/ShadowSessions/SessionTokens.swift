@@ -35,7 +35,7 @@ public struct SessionErrorCode: ShadowKeysErrorCode {
 /// salt; info `shadow-keys session v1 <name>`): `refresh` (the refresh tokens' MAC), `lookup`
 /// (the keyed hash of Apple's `sub`) and `seal` (AES-256-GCM of Apple's refresh tokens and of the
 /// signing keys).
-public struct SessionKeys: Sendable {
+public struct SessionKeys: Sendable, CustomStringConvertible {
     let refresh: SymmetricKey
     let lookup: SymmetricKey
     let seal: SymmetricKey
@@ -47,6 +47,8 @@ public struct SessionKeys: Sendable {
         lookup = keys.key("lookup")
         seal = keys.key("seal")
     }
+
+    public var description: String { "SessionKeys(redacted)" }
 
     /// HMAC-SHA-256(lookup key, client ID ‖ 0x00 ‖ Apple `sub`): the mapping table's key, so the
     /// store holds no Apple user ID in clear.

@@ -225,8 +225,7 @@ public struct OAuthTokenEndpoint: Sendable {
 
     /// Full jitter: a uniform wait between zero and the back-off.
     static func jitter(_ backoff: Duration) -> Duration {
-        let milliseconds = max(
-            1, Int(backoff.components.seconds * 1000 + backoff.components.attoseconds / 1_000_000_000_000_000))
+        let milliseconds = max(1, Int(backoff.inSeconds * 1000))
         return .milliseconds(Int.random(in: 0...milliseconds))
     }
 
@@ -291,7 +290,7 @@ extension SecretBytes {
 }
 
 /// Proof Key for Code Exchange (RFC 7636) with S256, and the authorization request's URL.
-public struct PKCE: Sendable {
+public struct PKCE: Sendable, CustomStringConvertible {
     /// 43 characters of base64url from 32 random bytes (RFC 7636, section 4.1).
     public let verifier: String
     /// BASE64URL(SHA-256(verifier)).
@@ -304,6 +303,9 @@ public struct PKCE: Sendable {
         challenge = Self.challenge(for: verifier)
         state = Base64URL.encode(SecretBytes.random(count: 16).withUnsafeBytes { Array($0) })
     }
+
+    /// The verifier is the proof the code is ours: it never prints.
+    public var description: String { "PKCE(challenge \(challenge), verifier redacted)" }
 
     public static func challenge(for verifier: String) -> String {
         Base64URL.encode(Array(SHA256.hash(data: Array(verifier.utf8))))

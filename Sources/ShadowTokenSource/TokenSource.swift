@@ -139,7 +139,7 @@ public actor TokenSource {
     private func obtain() async throws -> AccessToken {
         if let current = try await current() { return current }
         let lockPath = vault.path + ".refresh.lock"
-        let timeout = Double(lockTimeout.components.seconds)
+        let timeout = lockTimeout.inSeconds
         guard let lock = try await runBlocking({ try FileLock.acquire(lockPath, timeout: timeout) }) else {
             throw TokenError(.lockTimeout, "another process held the refresh lock for more than \(lockTimeout)")
         }
@@ -266,8 +266,4 @@ public actor TokenSource {
                 kind: .other, expiresAt: made.expiresAt))
         return SecretBytes(utf8: made.token)
     }
-}
-
-extension Duration {
-    var inSeconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
 }

@@ -179,6 +179,7 @@ import Testing
     @Test func pkceChallengeAndRedirectState() throws {
         let pkce = PKCE()
         #expect(pkce.verifier.count == 43)
+        #expect(!"\(pkce)".contains(pkce.verifier), "the verifier never prints")
         // RFC 7636, appendix B.
         #expect(
             PKCE.challenge(for: "dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk")
