@@ -45,7 +45,7 @@ extension StateEngine {
     /// `verifyAudit()`'s to check. Returns the checkpoint read.
     @discardableResult
     func checkSinceCheckpoint(
-        of transaction: Database.Transaction, count: Int, chain: [UInt8]
+        of transaction: any StateTransaction, count: Int, chain: [UInt8]
     ) async throws
         -> (count: Int, chain: [UInt8])
     {

@@ -6,76 +6,52 @@ public import Foundation
 import ShadowCore
 package import ShadowVault
 
-/// What every database store does, whatever its database: the engine's operations.
-package protocol StateEngineAPI: Sendable {
-    func record(clientID: String, subject: String) async throws -> CredentialRecord
-    func apply(_ events: [CredentialEvent]) async throws -> [CredentialChange]
-    func history(clientID: String, subject: String) async throws -> [AuditEntry]
-    func verifyAudit(collect: Bool) async throws -> (report: AuditReport, entries: [AuditEntry])
-    func counts() async throws -> [CredentialState: Int]
-    func put(_ token: ServerToken) async throws
-    func tokens(clientID: String, subject: String, kind: ServerToken.Kind?) async throws -> [ServerToken]
-    func deleteToken(clientID: String, subject: String, kind: ServerToken.Kind) async throws -> Bool
-    func expiredTokens(at time: Date, limit: Int) async throws -> [ServerToken]
-    func dueRevocations(limit: Int, lease: Duration) async throws -> [PendingRevocation]
-    func completeRevocation(_ revocation: PendingRevocation, _ result: RevocationResult) async throws
-    func revocationCounts() async throws -> RevocationCounts
-}
-
-extension StateEngine: StateEngineAPI {}
-
-/// A database store's engine, opaque outside ShadowKeys.
-public struct StoreEngine: Sendable {
-    package let api: any StateEngineAPI
-    package init(_ api: any StateEngineAPI) { self.api = api }
-}
-
 /// A store over a database (``SQLiteCredentialStore``, ``PostgresCredentialStore``): credential
-/// state with its audit chain, and server tokens, all through one engine.
+/// state with its audit chain, and server tokens, all through one ``StateEngine``.
 public protocol DatabaseCredentialStore: AuditedCredentialStore, ServerTokenStore, RevocationQueue {
     /// The store's engine.
-    var engine: StoreEngine { get }
+    var engine: StateEngine { get }
     /// Closes the database connections.
     func close() async
 }
 
 extension DatabaseCredentialStore {
     public func record(clientID: String, subject: String) async throws -> CredentialRecord {
-        try await engine.api.record(clientID: clientID, subject: subject)
+        try await engine.record(clientID: clientID, subject: subject)
     }
     public func apply(_ events: [CredentialEvent]) async throws -> [CredentialChange] {
-        try await engine.api.apply(events)
+        try await engine.apply(events)
     }
     public func history(clientID: String, subject: String) async throws -> [AuditEntry] {
-        try await engine.api.history(clientID: clientID, subject: subject)
+        try await engine.history(clientID: clientID, subject: subject)
     }
-    public func verifyAudit() async throws -> AuditReport { try await engine.api.verifyAudit(collect: false).report }
-    public func auditEntries() async throws -> [AuditEntry] { try await engine.api.verifyAudit(collect: true).entries }
+    public func verifyAudit() async throws -> AuditReport { try await engine.verifyAudit(collect: false).report }
+    public func auditEntries() async throws -> [AuditEntry] { try await engine.verifyAudit(collect: true).entries }
     /// How many users are in each state (readable without the key: the state is a clear column).
-    public func counts() async throws -> [CredentialState: Int] { try await engine.api.counts() }
+    public func counts() async throws -> [CredentialState: Int] { try await engine.counts() }
 
-    public func put(_ token: ServerToken) async throws { try await engine.api.put(token) }
+    public func put(_ token: ServerToken) async throws { try await engine.put(token) }
     public func token(clientID: String, subject: String, kind: ServerToken.Kind) async throws -> ServerToken? {
-        try await engine.api.tokens(clientID: clientID, subject: subject, kind: kind).first
+        try await engine.tokens(clientID: clientID, subject: subject, kind: kind).first
     }
     public func tokens(clientID: String, subject: String) async throws -> [ServerToken] {
-        try await engine.api.tokens(clientID: clientID, subject: subject, kind: nil)
+        try await engine.tokens(clientID: clientID, subject: subject, kind: nil)
     }
     @discardableResult
     public func deleteToken(clientID: String, subject: String, kind: ServerToken.Kind) async throws -> Bool {
-        try await engine.api.deleteToken(clientID: clientID, subject: subject, kind: kind)
+        try await engine.deleteToken(clientID: clientID, subject: subject, kind: kind)
     }
     public func expiredTokens(at time: Date, limit: Int) async throws -> [ServerToken] {
-        try await engine.api.expiredTokens(at: time, limit: limit)
+        try await engine.expiredTokens(at: time, limit: limit)
     }
 
     public func dueRevocations(limit: Int, lease: Duration) async throws -> [PendingRevocation] {
-        try await engine.api.dueRevocations(limit: limit, lease: lease)
+        try await engine.dueRevocations(limit: limit, lease: lease)
     }
     public func completeRevocation(_ revocation: PendingRevocation, _ result: RevocationResult) async throws {
-        try await engine.api.completeRevocation(revocation, result)
+        try await engine.completeRevocation(revocation, result)
     }
-    public func revocationCounts() async throws -> RevocationCounts { try await engine.api.revocationCounts() }
+    public func revocationCounts() async throws -> RevocationCounts { try await engine.revocationCounts() }
 }
 
 /// What moving a vault store into a database store moved.
@@ -92,7 +68,7 @@ extension StateEngine {
     /// hashes and the log moves line for line with its chain and head unchanged: `state audit`
     /// prints the same entries before and after.
     package static func importVault(
-        _ export: VaultStateExport, into database: Database, unlock: VaultUnlock
+        _ export: VaultStateExport, into database: any StateDatabase, unlock: VaultUnlock
     ) async throws -> MigrationReport {
         let keys = StoreKeys(secret: export.secret)
         let sealedSecret = try SealedStoreSecret.create(unlock: unlock, secret: export.secret).stored

@@ -53,17 +53,18 @@ package struct StoredTokenRow: Sendable {
 /// What a database store's SQL layer provides (ShadowSQLite, ShadowPostgres); ``StateEngine``
 /// does everything else, so every database keeps the same rows, rules and audit chain.
 package protocol StateDatabase: Sendable {
-    associatedtype Transaction: StateTransaction
     /// Runs `body` in one transaction, committed when it returns. A writing transaction holds the
     /// store's write lock from its first statement to its commit, so writers in every process and
     /// on every host are serialised. Transient failures (a lost connection, a busy database) are
     /// retried with the whole body, which must therefore only read and write through `Transaction`.
     func transaction<R: Sendable>(
-        writing: Bool, _ body: @escaping @Sendable (Transaction) async throws -> R
+        writing: Bool, _ body: @escaping @Sendable (any StateTransaction) async throws -> R
     ) async throws -> R
     /// Runs `body`, which issues exactly one reading statement, outside an explicit transaction
     /// (one statement is atomic by itself): the lookup path, one round trip.
-    func read<R: Sendable>(_ body: @escaping @Sendable (Transaction) async throws -> R) async throws -> R
+    func read<R: Sendable>(_ body: @escaping @Sendable (any StateTransaction) async throws -> R) async throws -> R
+    /// Closes the database's connections.
+    func close() async
 }
 
 /// The statements of one transaction.

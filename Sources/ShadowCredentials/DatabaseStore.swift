@@ -6,11 +6,12 @@ import Foundation
 package import ShadowCore
 package import ShadowVault
 
-/// The shared core of the database stores: the store's keys, the sealed rows, the ordering rule
-/// applied per user inside one transaction, the audit chain, and group commit (concurrent
-/// ``apply(_:)`` calls in one process share a transaction).
-package final class StateEngine<Database: StateDatabase>: Sendable {
-    package let database: Database
+/// The engine of a database store (``DatabaseCredentialStore``), opaque outside ShadowKeys: the
+/// store's keys, the sealed rows, the ordering rule applied per user inside one transaction, the
+/// audit chain, and group commit (concurrent ``apply(_:)`` calls in one process share a
+/// transaction). Each database supplies only its SQL layer (`StateDatabase`).
+public final class StateEngine: Sendable {
+    package let database: any StateDatabase
     package let keys: StoreKeys
     let clock: WallClock
     private let queue: WriteQueue
@@ -20,7 +21,7 @@ package final class StateEngine<Database: StateDatabase>: Sendable {
     /// is set and it holds nothing yet; a store that already holds state or an audit head but no
     /// secret had it deleted, and is corrupted: a new secret would make every user unknown.
     package static func open(
-        _ database: Database, unlock: VaultUnlock, create: Bool = true, clock: WallClock = .system
+        _ database: any StateDatabase, unlock: VaultUnlock, create: Bool = true, clock: WallClock = .system
     ) async throws -> StateEngine {
         let (existing, holdsState) = try await database.transaction(writing: false) { transaction in
             let secret = try await transaction.meta(MetaName.secret)
@@ -49,7 +50,7 @@ package final class StateEngine<Database: StateDatabase>: Sendable {
         return StateEngine(database: database, keys: StoreKeys(secret: secret), clock: clock)
     }
 
-    init(database: Database, keys: StoreKeys, clock: WallClock) {
+    init(database: any StateDatabase, keys: StoreKeys, clock: WallClock) {
         self.database = database
         self.keys = keys
         self.clock = clock

@@ -105,7 +105,7 @@ public protocol RevocationQueue: Sendable {
 extension StateEngine {
     /// Queues the revocation of every token of `rowID` stored at or before `eventMilliseconds`.
     func queueRevocations(
-        _ requests: [(rowID: [UInt8], eventMilliseconds: Int64)], now: Int64, in transaction: Database.Transaction
+        _ requests: [(rowID: [UInt8], eventMilliseconds: Int64)], now: Int64, in transaction: any StateTransaction
     ) async throws {
         var queued: [StoredRevocation] = []
         for request in requests {

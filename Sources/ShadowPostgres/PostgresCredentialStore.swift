@@ -21,14 +21,13 @@ public import ShadowVault
 /// (a restarted server) are retried until the retry budget runs out; applying an event again is
 /// harmless, since duplicates change nothing and log nothing (Docs/credential-state.md).
 public final class PostgresCredentialStore: DatabaseCredentialStore {
-    let state: StateEngine<PostgresStateDatabase>
-    public var engine: StoreEngine { StoreEngine(state) }
+    public let engine: StateEngine
     /// Where the store connects (the password is never printed).
     public let location: PostgresLocation
 
-    private init(location: PostgresLocation, state: StateEngine<PostgresStateDatabase>) {
+    private init(location: PostgresLocation, engine: StateEngine) {
         self.location = location
-        self.state = state
+        self.engine = engine
     }
 
     /// Connects, applies any pending schema migration (under an advisory lock, so instances starting
@@ -48,7 +47,7 @@ public final class PostgresCredentialStore: DatabaseCredentialStore {
         do {
             try await database.migrate()
             return PostgresCredentialStore(
-                location: location, state: try await StateEngine.open(database, unlock: unlock, clock: clock))
+                location: location, engine: try await StateEngine.open(database, unlock: unlock, clock: clock))
         } catch {
             await database.close()
             throw error
@@ -72,7 +71,7 @@ public final class PostgresCredentialStore: DatabaseCredentialStore {
             try await database.checkReadableSchema()
             return PostgresCredentialStore(
                 location: location,
-                state: try await StateEngine.open(database, unlock: unlock, create: false, clock: clock))
+                engine: try await StateEngine.open(database, unlock: unlock, create: false, clock: clock))
         } catch {
             await database.close()
             throw error
@@ -119,7 +118,7 @@ public final class PostgresCredentialStore: DatabaseCredentialStore {
     }
 
     /// Closes the connections.
-    public func close() async { await state.database.close() }
+    public func close() async { await engine.database.close() }
 }
 
 final class PostgresStateDatabase: StateDatabase {
@@ -243,7 +242,7 @@ final class PostgresStateDatabase: StateDatabase {
 
     /// A reader's one check of the schema: the version in `shadow_meta`, which must exist.
     func checkReadableSchema() async throws {
-        let version = try await transaction(writing: false) { transaction -> String? in
+        let version = try await sqlTransaction(writing: false) { transaction -> String? in
             let exists =
                 try await transaction.connection.query(
                     "SELECT to_regclass('shadow_meta') IS NOT NULL", logger: transaction.logger
@@ -266,7 +265,7 @@ final class PostgresStateDatabase: StateDatabase {
         }
     }
 
-    func read<R: Sendable>(_ body: @escaping @Sendable (PostgresStateTransaction) async throws -> R) async throws -> R {
+    func read<R: Sendable>(_ body: @escaping @Sendable (any StateTransaction) async throws -> R) async throws -> R {
         try await retrying {
             try await self.withConnection { connection in
                 try await body(PostgresStateTransaction(connection: connection, logger: self.logger))
@@ -275,6 +274,13 @@ final class PostgresStateDatabase: StateDatabase {
     }
 
     func transaction<R: Sendable>(
+        writing: Bool, _ body: @escaping @Sendable (any StateTransaction) async throws -> R
+    ) async throws -> R {
+        try await sqlTransaction(writing: writing, body)
+    }
+
+    /// A transaction whose body may also issue its own SQL (the schema's checks).
+    func sqlTransaction<R: Sendable>(
         writing: Bool, _ body: @escaping @Sendable (PostgresStateTransaction) async throws -> R
     ) async throws -> R {
         try await retrying {

@@ -25,12 +25,11 @@ import Synchronization
 /// transition is appended to the audit chain in the same transaction (Docs/credential-state.md).
 public final class SQLiteCredentialStore: DatabaseCredentialStore {
     public let path: String
-    let state: StateEngine<SQLiteStateDatabase>
-    public var engine: StoreEngine { StoreEngine(state) }
+    public let engine: StateEngine
 
-    private init(path: String, state: StateEngine<SQLiteStateDatabase>) {
+    private init(path: String, engine: StateEngine) {
         self.path = path
-        self.state = state
+        self.engine = engine
     }
 
     /// `$SHADOW_KEYS_STATE_DB`, else `$XDG_DATA_HOME/shadow-keys/state.sqlite`, else
@@ -62,7 +61,7 @@ public final class SQLiteCredentialStore: DatabaseCredentialStore {
         do {
             try await database.migrate()
             return SQLiteCredentialStore(
-                path: path, state: try await StateEngine.open(database, unlock: unlock, clock: clock))
+                path: path, engine: try await StateEngine.open(database, unlock: unlock, clock: clock))
         } catch {
             await database.close()
             throw error
@@ -90,7 +89,7 @@ public final class SQLiteCredentialStore: DatabaseCredentialStore {
         do {
             try await database.checkReadableSchema()
             return SQLiteCredentialStore(
-                path: path, state: try await StateEngine.open(database, unlock: unlock, create: false, clock: clock))
+                path: path, engine: try await StateEngine.open(database, unlock: unlock, create: false, clock: clock))
         } catch {
             await database.close()
             throw error
@@ -134,7 +133,7 @@ public final class SQLiteCredentialStore: DatabaseCredentialStore {
     }
 
     /// Closes the database's connections.
-    public func close() async { await state.database.close() }
+    public func close() async { await engine.database.close() }
 
     /// Creates the file with mode 0600 (and its folder with 0700) before SQLite opens it, so the
     /// database and its -wal and -shm files (which SQLite gives the database's mode) are private.
@@ -286,7 +285,7 @@ final class SQLiteStateDatabase: StateDatabase {
     /// Creates the schema in an empty database or brings an older one up to date; refuses one a
     /// newer version wrote. A database already at this version is only read.
     func migrate() async throws {
-        let version = try await read { transaction -> [UInt8]? in
+        let version = try await sqlRead { transaction -> [UInt8]? in
             guard
                 try await !transaction.connection.query(
                     "SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'shadow_meta'", []
@@ -295,7 +294,7 @@ final class SQLiteStateDatabase: StateDatabase {
             return try await transaction.meta(MetaName.schemaVersion)
         }
         if let version, String(decoding: version, as: UTF8.self) == String(Self.schemaVersion) { return }
-        try await transaction(writing: true) { transaction in
+        try await sqlTransaction(writing: true) { transaction in
             var current = 0
             let tables = try await transaction.connection.query(
                 "SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'shadow_meta'", [])
@@ -342,7 +341,12 @@ final class SQLiteStateDatabase: StateDatabase {
         ],
     ]
 
-    func read<R: Sendable>(_ body: @escaping @Sendable (SQLiteStateTransaction) async throws -> R) async throws -> R {
+    func read<R: Sendable>(_ body: @escaping @Sendable (any StateTransaction) async throws -> R) async throws -> R {
+        try await sqlRead(body)
+    }
+
+    func sqlRead<R: Sendable>(_ body: @escaping @Sendable (SQLiteStateTransaction) async throws -> R) async throws -> R
+    {
         let connection = reader, path = self.path
         return try await readLock.withLock {
             try await Self.mapped(path) { try await body(SQLiteStateTransaction(connection: connection)) }
@@ -350,6 +354,13 @@ final class SQLiteStateDatabase: StateDatabase {
     }
 
     func transaction<R: Sendable>(
+        writing: Bool, _ body: @escaping @Sendable (any StateTransaction) async throws -> R
+    ) async throws -> R {
+        try await sqlTransaction(writing: writing, body)
+    }
+
+    /// A transaction whose body may also issue its own SQL (the schema's checks and migrations).
+    func sqlTransaction<R: Sendable>(
         writing: Bool, _ body: @escaping @Sendable (SQLiteStateTransaction) async throws -> R
     ) async throws -> R {
         let path = self.path

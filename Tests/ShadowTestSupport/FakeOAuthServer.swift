@@ -39,6 +39,7 @@ public final class FakeOAuthServer: Sendable {
     }
 
     /// Reads or changes the server's state.
+    @discardableResult
     public func withState<R>(_ body: (inout State) -> R) -> R { box.state.withLock { body(&$0) } }
 
     public var url: String { server.url("/token") }

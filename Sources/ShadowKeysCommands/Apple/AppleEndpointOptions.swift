@@ -1,4 +1,4 @@
-package import ArgumentParser
+import ArgumentParser
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else

@@ -1,4 +1,4 @@
-package import ArgumentParser
+import ArgumentParser
 import ShadowApple
 import ShadowCore
 import ShadowCredentials

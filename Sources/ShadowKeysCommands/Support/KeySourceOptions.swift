@@ -2,7 +2,7 @@ package import ArgumentParser
 import ShadowApple
 import ShadowCore
 package import ShadowJOSE
-package import ShadowJWKS
+import ShadowJWKS
 
 /// `--jwks URL|FILE|-` with its fetching options, shared by every command that verifies.
 package struct KeySourceOptions: ParsableArguments {
