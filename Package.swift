@@ -13,6 +13,7 @@ let crypto = Target.Dependency.product(name: "Crypto", package: "swift-crypto")
 let cryptoExtras = Target.Dependency.product(name: "CryptoExtras", package: "swift-crypto")
 let logging = Target.Dependency.product(name: "Logging", package: "swift-log")
 let metrics = Target.Dependency.product(name: "Metrics", package: "swift-metrics")
+let httpTypes = Target.Dependency.product(name: "HTTPTypes", package: "swift-http-types")
 let argumentParser = Target.Dependency.product(name: "ArgumentParser", package: "swift-argument-parser")
 /// AsyncHTTPClient is the HTTP client on Linux only; Apple platforms use URLSession.
 let asyncHTTPClient = Target.Dependency.product(
@@ -85,7 +86,7 @@ let package = Package(
         .target(name: "ShadowCore", dependencies: [crypto], swiftSettings: strictSettings),
         .target(name: "ShadowJOSE", dependencies: ["ShadowCore", crypto, cryptoExtras], swiftSettings: strictSettings),
         .target(
-            name: "ShadowJWKS", dependencies: ["ShadowCore", "ShadowJOSE", crypto, logging],
+            name: "ShadowJWKS", dependencies: ["ShadowCore", "ShadowJOSE", crypto, logging, httpTypes],
             swiftSettings: strictSettings),
         .target(
             name: "ShadowCrypto", dependencies: ["ShadowCore", crypto, cryptoExtras], swiftSettings: strictSettings),
@@ -102,7 +103,7 @@ let package = Package(
             swiftSettings: strictSettings),
         .target(
             name: "ShadowTokenSource",
-            dependencies: ["ShadowCore", "ShadowJWKS", "ShadowApple", "ShadowVault", crypto],
+            dependencies: ["ShadowCore", "ShadowJWKS", "ShadowApple", "ShadowVault", crypto, httpTypes],
             swiftSettings: strictSettings),
         .target(
             name: "ShadowSessions",
@@ -112,6 +113,7 @@ let package = Package(
             name: "ShadowServer",
             dependencies: [
                 "ShadowCore", "ShadowJOSE", "ShadowApple", "ShadowCredentials", "ShadowSessions", logging, metrics,
+                httpTypes,
             ],
             swiftSettings: strictSettings),
         // SQLite through sqlite-nio (which bundles SQLite), PostgreSQL through postgres-nio.
@@ -134,16 +136,17 @@ let package = Package(
             dependencies: [
                 "ShadowCore", "ShadowJOSE", "ShadowApple", "ShadowCredentials", "ShadowServer", "ShadowSessions",
                 .product(name: "Hummingbird", package: "hummingbird"),
-                .product(name: "HTTPTypes", package: "swift-http-types"), nioCore,
+                httpTypes, nioCore,
             ],
             swiftSettings: strictSettings),
         .target(
-            name: "ShadowApple", dependencies: ["ShadowCore", "ShadowJOSE", "ShadowJWKS", crypto, cryptoExtras],
+            name: "ShadowApple",
+            dependencies: ["ShadowCore", "ShadowJOSE", "ShadowJWKS", crypto, cryptoExtras, httpTypes],
             swiftSettings: strictSettings),
         // The platform's HTTP client behind ShadowJWKS' HTTPTransport: AsyncHTTPClient on Linux,
         // URLSession on Apple platforms (Docs/architecture.md).
         .target(
-            name: "ShadowHTTP", dependencies: ["ShadowJWKS", "ShadowCore", asyncHTTPClient] + nioLinux,
+            name: "ShadowHTTP", dependencies: ["ShadowJWKS", "ShadowCore", httpTypes, asyncHTTPClient] + nioLinux,
             swiftSettings: strictSettings),
         .target(
             name: "ShadowSelfTest",
@@ -156,7 +159,7 @@ let package = Package(
             dependencies: [
                 "ShadowCore", "ShadowJOSE", "ShadowJWKS", "ShadowApple", "ShadowCrypto", "ShadowVault",
                 "ShadowCredentials", "ShadowPostgres", "ShadowHTTP", "ShadowOperationLog", "ShadowSessions",
-                "ShadowTokenSource", crypto,
+                "ShadowTokenSource", crypto, httpTypes,
             ],
             swiftSettings: strictSettings),
         .target(
@@ -164,6 +167,7 @@ let package = Package(
             dependencies: [
                 "ShadowCore", "ShadowJOSE", "ShadowJWKS", "ShadowHTTP", "ShadowApple", "ShadowCrypto", "ShadowVault",
                 "ShadowCredentials", "ShadowServer", "ShadowOperationLog", "ShadowTokenSource", "ShadowSessions",
+                httpTypes,
             ], swiftSettings: strictSettings),
         // The commands, as libraries; each executable is a thin `main` that lists its commands.
         // ShadowKeysCommands holds everything `shadow-keys` does: no server, no PostgreSQL client,
@@ -207,6 +211,7 @@ let package = Package(
             name: "ShadowJWKSTests",
             dependencies: [
                 "ShadowJWKS", "ShadowHTTP", "ShadowTestSupport", "ShadowJOSE", "ShadowCore", asyncHTTPClient,
+                httpTypes,
             ],
             swiftSettings: strictSettings),
         .testTarget(
@@ -245,7 +250,7 @@ let package = Package(
                 "ShadowCredentials", "ShadowServer", "ShadowSQLite", "ShadowPostgres", sqliteNIO, "ShadowSelfTest",
                 "ShadowApple",
                 "ShadowVault", "ShadowCrypto", "ShadowJOSE", "ShadowJWKS", "ShadowHTTP", "ShadowCore",
-                "ShadowTestSupport", crypto, logging,
+                "ShadowTestSupport", crypto, logging, httpTypes,
             ], swiftSettings: strictSettings),
         .testTarget(
             name: "ShadowAppleTests",
@@ -261,7 +266,7 @@ let package = Package(
                 "ShadowVault", "ShadowTestSupport",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
-                .product(name: "HTTPTypes", package: "swift-http-types"), nioCore,
+                httpTypes, nioCore,
             ],
             swiftSettings: strictSettings),
         // The DocC articles' examples, through `import ShadowKeys` alone, as a user writes them.

@@ -8,6 +8,7 @@ public import ShadowCore
 
 public import ShadowJOSE
 public import ShadowJWKS
+import HTTPTypes
 
 /// Apple's token endpoint response (`/auth/token`). Tokens are secrets and do not print.
 public struct AppleTokenResponse: Sendable, CustomStringConvertible {
@@ -181,17 +182,17 @@ public struct AppleAuthClient: Sendable {
     /// POSTs a form, retrying 5xx and transport failures; returns a 2xx response.
     private func post(
         _ path: String, _ fields: [(String, String)], bearer: SecretBytes? = nil
-    ) async throws -> HTTPResponse {
+    ) async throws -> TransportResponse {
         // Apple requires TLS 1.3 for every call; a mirror at another base URL too.
-        var request = HTTPRequest(
-            method: "POST", url: configuration.baseURL + path, timeout: configuration.timeout,
-            maxResponseBytes: 256 * 1024, requiresTLS13: true)
-        request.headers.add("Content-Type", "application/x-www-form-urlencoded")
-        request.headers.add("Accept", "application/json")
-        request.headers.add("User-Agent", configuration.userAgent)
+        var request = TransportRequest(
+            method: .post, url: configuration.baseURL + path,
+            headerFields: [
+                .contentType: "application/x-www-form-urlencoded", .accept: "application/json",
+                .userAgent: configuration.userAgent,
+            ], timeout: configuration.timeout, maxResponseBytes: 256 * 1024, requiresTLS13: true)
         if let bearer {
-            request.headers.add(
-                "Authorization", "Bearer " + bearer.withUnsafeBytes { String(decoding: $0, as: UTF8.self) })
+            request.headerFields[.authorization] =
+                "Bearer " + bearer.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }
         }
         request.body = FormEncoding.encode(fields)
         var delay = configuration.backoff
@@ -200,11 +201,12 @@ public struct AppleAuthClient: Sendable {
             let failure: AppleError
             do {
                 let response = try await transport.send(request)
-                switch response.status {
-                case 200..<300: return response
-                case 500..<600:
+                switch response.status.kind {
+                case .successful: return response
+                case .serverError:
                     failure = AppleError(
-                        .serverError, "Apple answered HTTP \(response.status) for \(path)", status: response.status)
+                        .serverError, "Apple answered HTTP \(response.status.code) for \(path)",
+                        status: response.status.code)
                 default: throw Self.rejection(response, path: path)
                 }
             } catch let error as HTTPTransportError {
@@ -219,16 +221,18 @@ public struct AppleAuthClient: Sendable {
     }
 
     /// The error for a 4xx answer: Apple's `error` field when it has one.
-    private static func rejection(_ response: HTTPResponse, path: String) -> AppleError {
+    private static func rejection(_ response: TransportResponse, path: String) -> AppleError {
         let object = (try? StrictJSON.parse(response.body, limits: .jose))?.objectValue
         guard let error = object?["error"]?.stringValue else {
-            return AppleError(.rejected, "Apple answered HTTP \(response.status) for \(path)", status: response.status)
+            return AppleError(
+                .rejected, "Apple answered HTTP \(response.status.code) for \(path)", status: response.status.code)
         }
         let detail = object?["error_description"]?.stringValue.map { ": \($0)" } ?? ""
-        return AppleError(.fromApple(error), "Apple refused \(path) with \(error)\(detail)", status: response.status)
+        return AppleError(
+            .fromApple(error), "Apple refused \(path) with \(error)\(detail)", status: response.status.code)
     }
 
-    private func jsonObject(_ response: HTTPResponse) throws -> JSONObject {
+    private func jsonObject(_ response: TransportResponse) throws -> JSONObject {
         guard let object = (try? StrictJSON.parse(response.body, limits: .jose))?.objectValue else {
             throw AppleError(.invalidResponse, "Apple's answer is not a JSON object")
         }
@@ -236,7 +240,7 @@ public struct AppleAuthClient: Sendable {
     }
 
     private func tokenResponse(
-        _ response: HTTPResponse, nonce: String?, requireRefreshToken: Bool
+        _ response: TransportResponse, nonce: String?, requireRefreshToken: Bool
     ) async throws -> AppleTokenResponse {
         let object = try jsonObject(response)
         guard let accessToken = object["access_token"]?.stringValue, let tokenType = object["token_type"]?.stringValue,

@@ -5,13 +5,14 @@ import ShadowJWKS
 enum JWKSTargets {
     static let now = Date(timeIntervalSince1970: 1_700_000_000)
 
-    /// Header lines `Name: value`: freshness and Retry-After never trap and stay in bounds;
-    /// every HTTP-date that parses formats and parses back to itself.
+    /// Header lines `Name: value`, read into fields as a transport reads a response's: freshness
+    /// and Retry-After never trap and stay in bounds; every HTTP-date that parses formats and
+    /// parses back to itself.
     static let httpCaching: FuzzTargets.Harness = { data in
-        var headers = HTTPHeaders()
+        var lines: [(name: String, value: String)] = []
         for line in String(decoding: data, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false) {
             guard let colon = line.firstIndex(of: ":") else { continue }
-            headers.add(String(line[..<colon]), String(line[line.index(after: colon)...]))
+            lines.append((String(line[..<colon]), String(line[line.index(after: colon)...])))
             let value = String(line[line.index(after: colon)...]).trimmingPrefix(" ")
             if let date = HTTPCaching.parseHTTPDate(String(value)) {
                 precondition(
@@ -20,6 +21,7 @@ enum JWKSTargets {
             }
             _ = HTTPCaching.directives(String(value))
         }
+        let headers = try! TransportResponse(code: 200, fields: lines, body: []).headerFields
         if let lifetime = HTTPCaching.freshnessLifetime(headers, now: now) {
             precondition(lifetime >= 0 && lifetime.isFinite)
         }

@@ -1,4 +1,5 @@
 import ShadowCore
+import HTTPTypes
 import ShadowJWKS
 import ShadowSessions
 import ShadowTokenSource
@@ -19,10 +20,10 @@ enum SessionTargets {
         let input = Input(data)
         switch input.mode % 3 {
         case 0:
-            if let response = try? OAuthTokenEndpoint.parse(HTTPResponse(status: 200, body: input.rest)) {
+            if let response = try? OAuthTokenEndpoint.parse(TransportResponse(status: .ok, body: input.rest)) {
                 precondition(response.expiresIn >= 1 && response.expiresIn <= 366 * 86_400)
             }
-            let error = OAuthTokenEndpoint.rejection(HTTPResponse(status: 400, body: input.rest))
+            let error = OAuthTokenEndpoint.rejection(TransportResponse(status: .badRequest, body: input.rest))
             precondition(!error.reason.unicodeScalars.contains { $0.value < 0x20 }, "a control character in a reason")
         case 1:
             let text = String(decoding: input.rest, as: UTF8.self)

@@ -5,6 +5,7 @@ import NIOHTTP1
 import NIOSSL
 import ShadowCore
 public import ShadowJWKS
+import HTTPTypes
 import Synchronization
 
 /// An ``HTTPTransport`` over AsyncHTTPClient (SwiftNIO): the default on Linux.
@@ -107,7 +108,7 @@ public final class AsyncHTTPClientTransport: HTTPTransport {
         }
     }
 
-    public func send(_ request: HTTPRequest) async throws -> HTTPResponse {
+    public func send(_ request: TransportRequest) async throws -> TransportResponse {
         try URLPolicy.check(request.url, allowLoopbackHTTP: allowLoopbackHTTP)
         guard request.timeout > .zero, request.timeout <= .seconds(86_400) else {
             throw HTTPTransportError(.other, "the timeout must be more than 0 and at most 86400 seconds")
@@ -115,14 +116,11 @@ public final class AsyncHTTPClientTransport: HTTPTransport {
         guard request.maxResponseBytes >= 0 else {
             throw HTTPTransportError(.other, "the body cap must not be negative")
         }
-        guard let method = Self.method(request.method) else {
-            throw HTTPTransportError(.other, "\(request.method) is not an HTTP method")
-        }
         let client = try client(for: request.url, tls13: request.requiresTLS13)
 
         var outgoing = HTTPClientRequest(url: request.url)
-        outgoing.method = method
-        for field in request.headers { outgoing.headers.add(name: field.name, value: field.value) }
+        outgoing.method = HTTPMethod(rawValue: request.method.rawValue)
+        for field in request.headerFields { outgoing.headers.add(name: field.name.rawName, value: field.value) }
         if let body = request.body { outgoing.body = .bytes(ByteBuffer(bytes: body)) }
 
         let deadline = NIODeadline.now() + TimeAmount(request.timeout)
@@ -192,7 +190,7 @@ public final class AsyncHTTPClientTransport: HTTPTransport {
     /// One exchange: the head within the deadline, then the body up to `limit` bytes.
     private static func exchange(
         _ request: HTTPClientRequest, on client: HTTPClient, deadline: NIODeadline, limit: Int
-    ) async throws -> HTTPResponse {
+    ) async throws -> TransportResponse {
         let response = try await client.execute(request, deadline: deadline)
         guard response.history.count <= 1 else {
             throw HTTPTransportError(
@@ -209,9 +207,7 @@ public final class AsyncHTTPClientTransport: HTTPTransport {
             }
             body.append(contentsOf: chunk.readableBytesView)
         }
-        var headers = ShadowJWKS.HTTPHeaders()
-        for (name, value) in response.headers { headers.add(name, value) }
-        return HTTPResponse(status: Int(response.status.code), headers: headers, body: body)
+        return try TransportResponse(code: Int(response.status.code), fields: response.headers, body: body)
     }
 
     /// Maps whatever the exchange threw to an ``HTTPTransportError``.
@@ -236,11 +232,6 @@ public final class AsyncHTTPClientTransport: HTTPTransport {
             return HTTPTransportError(.tls, "\(url): the TLS handshake failed (\(error))")
         }
         return HTTPTransportError(.connection, "\(url): \(error)")
-    }
-
-    private static func method(_ name: String) -> HTTPMethod? {
-        guard !name.isEmpty, name.utf8.allSatisfy({ (0x41...0x5A).contains($0) }) else { return nil }
-        return HTTPMethod(rawValue: name)
     }
 
     /// The lower-cased scheme and the host (without brackets) of an absolute URL.

@@ -5,6 +5,7 @@ import Dispatch
 import Foundation
 import ShadowCore
 public import ShadowJWKS
+import HTTPTypes
 import Synchronization
 
 /// The default ``HTTPTransport`` on Apple platforms: Foundation's URLSession.
@@ -45,15 +46,15 @@ public final class URLSessionTransport: HTTPTransport {
         tls13Session.invalidateAndCancel()
     }
 
-    public func send(_ request: HTTPRequest) async throws -> HTTPResponse {
+    public func send(_ request: TransportRequest) async throws -> TransportResponse {
         try URLPolicy.check(request.url, allowLoopbackHTTP: allowLoopbackHTTP)
         guard let url = URL(string: request.url) else {
             throw HTTPTransportError(.forbiddenURL, "\(request.url) is not a URL")
         }
         var urlRequest = URLRequest(
             url: url, cachePolicy: .reloadIgnoringLocalCacheData, timeoutInterval: request.timeout.inSeconds)
-        urlRequest.httpMethod = request.method
-        for field in request.headers { urlRequest.addValue(field.value, forHTTPHeaderField: field.name) }
+        urlRequest.httpMethod = request.method.rawValue
+        for field in request.headerFields { urlRequest.addValue(field.value, forHTTPHeaderField: field.name.rawName) }
         if let body = request.body { urlRequest.httpBody = Data(body) }
 
         let exchange = Exchange(limit: request.maxResponseBytes)
@@ -83,7 +84,7 @@ public final class URLSessionTransport: HTTPTransport {
     /// One request's progress: the response head, the body so far, and its continuation.
     private final class Exchange: Sendable {
         private struct State {
-            var continuation: CheckedContinuation<HTTPResponse, any Error>?
+            var continuation: CheckedContinuation<TransportResponse, any Error>?
             var response: HTTPURLResponse?
             var body: [UInt8] = []
             var failure: HTTPTransportError?
@@ -95,7 +96,7 @@ public final class URLSessionTransport: HTTPTransport {
 
         init(limit: Int) { self.limit = limit }
 
-        func start(_ continuation: CheckedContinuation<HTTPResponse, any Error>) {
+        func start(_ continuation: CheckedContinuation<TransportResponse, any Error>) {
             let early = state.withLock { state -> HTTPTransportError? in
                 if let failure = state.failure {
                     state.finished = true
@@ -130,7 +131,9 @@ public final class URLSessionTransport: HTTPTransport {
 
         func complete(_ error: (any Error)?) {
             let (continuation, result) = state.withLock {
-                state -> (CheckedContinuation<HTTPResponse, any Error>?, Result<HTTPResponse, HTTPTransportError>) in
+                state -> (
+                    CheckedContinuation<TransportResponse, any Error>?, Result<TransportResponse, HTTPTransportError>
+                ) in
                 defer {
                     state.continuation = nil
                     state.finished = true
@@ -144,14 +147,16 @@ public final class URLSessionTransport: HTTPTransport {
                 guard let response = state.response else {
                     return (state.continuation, .failure(HTTPTransportError(.connection, "no HTTP response")))
                 }
-                var headers = HTTPHeaders()
-                for (name, value) in response.allHeaderFields {
-                    if let name = name as? String, let value = value as? String { headers.add(name, value) }
+                let fields = response.allHeaderFields.compactMap { name, value -> (name: String, value: String)? in
+                    guard let name = name as? String, let value = value as? String else { return nil }
+                    return (name, value)
                 }
-                return (
-                    state.continuation,
-                    .success(HTTPResponse(status: response.statusCode, headers: headers, body: state.body))
-                )
+                do throws(HTTPTransportError) {
+                    let answer = try TransportResponse(code: response.statusCode, fields: fields, body: state.body)
+                    return (state.continuation, .success(answer))
+                } catch {
+                    return (state.continuation, .failure(error))
+                }
             }
             continuation?.resume(with: result.mapError { $0 as any Error })
         }

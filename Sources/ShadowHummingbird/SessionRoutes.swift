@@ -137,12 +137,7 @@ enum SessionRouteSupport {
         }
     }
     static func respond(_ answer: SessionHTTPResponse) -> Response {
-        var headers = HTTPFields()
-        for (name, value) in answer.headers {
-            if let field = HTTPField.Name(name) { headers[field] = value }
-        }
-        return Response(
-            status: .init(code: answer.status), headers: headers,
-            body: .init(byteBuffer: ByteBuffer(bytes: answer.body)))
+        Response(
+            status: answer.status, headers: answer.headers, body: .init(byteBuffer: ByteBuffer(bytes: answer.body)))
     }
 }

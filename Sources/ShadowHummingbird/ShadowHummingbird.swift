@@ -131,7 +131,7 @@ extension RouterMethods {
         var headers: HTTPFields = [.contentType: "application/json"]
         if close { headers[.connection] = "close" }
         return Response(
-            status: .init(code: response.status), headers: headers,
+            status: response.status, headers: headers,
             body: .init(byteBuffer: ByteBuffer(bytes: response.body)))
     }
 }

@@ -3,41 +3,14 @@ import FoundationEssentials
 #else
 import Foundation
 #endif
+public import HTTPTypes
 
-/// HTTP header fields: ordered, names compared case-insensitively.
-public struct HTTPHeaders: Sendable, Sequence, ExpressibleByDictionaryLiteral {
-    public struct Field: Sendable, Hashable {
-        public let name: String
-        public let value: String
-    }
-
-    private var fields: [Field] = []
-
-    /// No fields.
-    public init() {}
-
-    public init(dictionaryLiteral elements: (String, String)...) {
-        for (name, value) in elements { add(name, value) }
-    }
-
-    /// Appends a field.
-    public mutating func add(_ name: String, _ value: String) {
-        fields.append(Field(name: name, value: value))
-    }
-
-    /// The first value of the field called `name` (any case).
-    public subscript(name: String) -> String? {
-        fields.first { $0.name.lowercased() == name.lowercased() }?.value
-    }
-
-    public func makeIterator() -> IndexingIterator<[Field]> { fields.makeIterator() }
-}
-
-/// An HTTP request as the transport sends it.
-public struct HTTPRequest: Sendable {
-    public var method: String
+/// An HTTP request as a transport sends it: the method and header fields are swift-http-types'
+/// (`HTTPRequest.Method`, `HTTPFields`); the URL is absolute text, checked by ``URLPolicy``.
+public struct TransportRequest: Sendable {
+    public var method: HTTPRequest.Method
     public var url: String
-    public var headers: HTTPHeaders
+    public var headerFields: HTTPFields
     public var body: [UInt8]?
     /// Whole-exchange deadline: more than zero, at most 24 hours.
     public var timeout: Duration
@@ -48,12 +21,12 @@ public struct HTTPRequest: Sendable {
     public var requiresTLS13: Bool
 
     public init(
-        method: String = "GET", url: String, headers: HTTPHeaders = [:], body: [UInt8]? = nil,
+        method: HTTPRequest.Method = .get, url: String, headerFields: HTTPFields = [:], body: [UInt8]? = nil,
         timeout: Duration = .seconds(5), maxResponseBytes: Int = 256 * 1024, requiresTLS13: Bool = false
     ) {
         self.method = method
         self.url = url
-        self.headers = headers
+        self.headerFields = headerFields
         self.body = body
         self.timeout = timeout
         self.maxResponseBytes = maxResponseBytes
@@ -61,16 +34,42 @@ public struct HTTPRequest: Sendable {
     }
 }
 
-/// An HTTP response.
-public struct HTTPResponse: Sendable {
-    public var status: Int
-    public var headers: HTTPHeaders
+/// An HTTP response as a transport returns it: swift-http-types' status and header fields, and
+/// the whole body.
+public struct TransportResponse: Sendable {
+    public var status: HTTPResponse.Status
+    public var headerFields: HTTPFields
     public var body: [UInt8]
 
-    public init(status: Int, headers: HTTPHeaders = [:], body: [UInt8] = []) {
+    public init(status: HTTPResponse.Status, headerFields: HTTPFields = [:], body: [UInt8] = []) {
         self.status = status
-        self.headers = headers
+        self.headerFields = headerFields
         self.body = body
+    }
+}
+
+extension TransportResponse {
+    /// A response from what an HTTP client received: a status code outside 100...599 fails with
+    /// ``HTTPTransportError/Kind/other``, and a field whose name is not an HTTP token is dropped.
+    public init(
+        code: Int, fields: some Sequence<(name: String, value: String)>, body: [UInt8]
+    ) throws(HTTPTransportError) {
+        guard (100...599).contains(code) else {
+            throw HTTPTransportError(.other, "the server answered with status code \(code), outside 100...599")
+        }
+        var headerFields = HTTPFields()
+        for (name, value) in fields {
+            if let name = HTTPField.Name(name) { headerFields.append(HTTPField(name: name, value: value)) }
+        }
+        self.init(status: HTTPResponse.Status(code: code), headerFields: headerFields, body: body)
+    }
+}
+
+extension HTTPFields {
+    /// The first value of the field `name`, for fields that hold one value (`ETag`, `Expires`,
+    /// `Retry-After`); the subscript by name joins repeated fields with commas.
+    package func first(_ name: HTTPField.Name) -> String? {
+        self[values: name].first
     }
 }
 
@@ -82,7 +81,7 @@ public struct HTTPResponse: Sendable {
 /// exceeds `maxResponseBytes`.
 public protocol HTTPTransport: Sendable {
     /// Sends `request` and returns the response, whatever its status.
-    func send(_ request: HTTPRequest) async throws -> HTTPResponse
+    func send(_ request: TransportRequest) async throws -> TransportResponse
 }
 
 /// Why a request got no response.

@@ -3,6 +3,7 @@ package import FoundationEssentials
 #else
 package import Foundation
 #endif
+package import HTTPTypes
 package import ShadowCore
 
 /// Freshness rules read from response headers (RFC 9111), parsed defensively: any value a server
@@ -14,8 +15,9 @@ package enum HTTPCaching {
     /// Seconds the response may be reused: `Cache-Control: max-age` first, else `Expires`
     /// relative to `Date` (or to `now`); `no-cache`/`no-store` and a malformed `max-age` or
     /// `Expires` mean zero. `nil` when the server says nothing usable.
-    package static func freshnessLifetime(_ headers: HTTPHeaders, now: Date) -> Double? {
-        if let control = headers["Cache-Control"] {
+    package static func freshnessLifetime(_ headers: HTTPFields, now: Date) -> Double? {
+        // Repeated Cache-Control fields are one list (RFC 9110 §5.3): the subscript joins them.
+        if let control = headers[.cacheControl] {
             var maxAge: Double?
             for directive in directives(control) {
                 switch directive.name {
@@ -28,17 +30,17 @@ package enum HTTPCaching {
             }
             if let maxAge { return maxAge }
         }
-        if let expires = headers["Expires"] {
+        if let expires = headers.first(.expires) {
             guard let expiry = parseHTTPDate(expires) else { return 0 }
-            let reference = headers["Date"].flatMap(parseHTTPDate) ?? Timestamp(now) ?? expiry
+            let reference = headers.first(.date).flatMap(parseHTTPDate) ?? Timestamp(now) ?? expiry
             return max(0, Double(expiry.milliseconds - reference.milliseconds) / 1000)
         }
         return nil
     }
 
     /// `Retry-After` as seconds from now: delta-seconds or an HTTP-date; nil when absent or malformed.
-    package static func retryAfter(_ headers: HTTPHeaders, now: Date) -> Double? {
-        guard let value = headers["Retry-After"] else { return nil }
+    package static func retryAfter(_ headers: HTTPFields, now: Date) -> Double? {
+        guard let value = headers.first(.retryAfter) else { return nil }
         let trimmed = value.trimmedSpaces
         if let seconds = deltaSeconds(trimmed) { return seconds }
         guard let date = parseHTTPDate(trimmed), let current = Timestamp(now) else { return nil }

@@ -6,6 +6,7 @@ import Foundation
 public import Logging
 public import ShadowCore
 public import ShadowJOSE
+import HTTPTypes
 import Synchronization
 
 /// A key set fetched from a URL and kept fresh: the same verification API as a local
@@ -324,19 +325,19 @@ public final class JWKSProvider: Sendable {
         }
 
         let started = clock.now
-        var request = HTTPRequest(
-            url: configuration.url, timeout: configuration.timeout, maxResponseBytes: configuration.maxResponseBytes,
+        var request = TransportRequest(
+            url: configuration.url,
+            headerFields: [.accept: "application/json, application/jwk-set+json", .userAgent: configuration.userAgent],
+            timeout: configuration.timeout, maxResponseBytes: configuration.maxResponseBytes,
             requiresTLS13: configuration.requiresTLS13)
-        request.headers.add("Accept", "application/json, application/jwk-set+json")
-        request.headers.add("User-Agent", configuration.userAgent)
         let conditional = state.withLock { state -> (String?, String?) in
             state.snapshot.lastAttempt = started
             return state.keySet == nil ? (nil, nil) : (state.snapshot.etag, state.snapshot.lastModified)
         }
         // Validators come from a server (or a cache file): only well-formed ones go back out.
-        if let etag = conditional.0, HTTPCaching.isSafeToEcho(etag) { request.headers.add("If-None-Match", etag) }
+        if let etag = conditional.0, HTTPCaching.isSafeToEcho(etag) { request.headerFields[.ifNoneMatch] = etag }
         if let modified = conditional.1, HTTPCaching.isSafeToEcho(modified) {
-            request.headers.add("If-Modified-Since", modified)
+            request.headerFields[.ifModifiedSince] = modified
         }
         logger.debug(
             "fetching key set",
@@ -345,7 +346,7 @@ public final class JWKSProvider: Sendable {
                 "conditional": "\(conditional.0 != nil || conditional.1 != nil)",
             ])
 
-        let outcome: Result<HTTPResponse, HTTPTransportError>
+        let outcome: Result<TransportResponse, HTTPTransportError>
         do {
             outcome = .success(try await transport.send(request))
         } catch let error as HTTPTransportError {
@@ -356,7 +357,7 @@ public final class JWKSProvider: Sendable {
         let now = clock.now
         let snapshot = state.withLock { state -> KeySetSnapshot in
             switch outcome {
-            case .success(let response) where response.status == 200:
+            case .success(let response) where response.status == .ok:
                 do {
                     guard response.body.count <= configuration.maxResponseBytes else {
                         throw JWKSError(.fetchFailed, "response body exceeds \(configuration.maxResponseBytes) bytes")
@@ -374,9 +375,11 @@ public final class JWKSProvider: Sendable {
                     state.keySet = set
                     state.snapshot.body = response.body
                     state.snapshot.fetchedAt = now
-                    state.snapshot.expiresAt = now.addingTimeInterval(ttl(response.headers, now: now))
-                    state.snapshot.etag = response.headers["ETag"].flatMap { HTTPCaching.isSafeToEcho($0) ? $0 : nil }
-                    state.snapshot.lastModified = response.headers["Last-Modified"].flatMap {
+                    state.snapshot.expiresAt = now.addingTimeInterval(ttl(response.headerFields, now: now))
+                    state.snapshot.etag = response.headerFields.first(.eTag).flatMap {
+                        HTTPCaching.isSafeToEcho($0) ? $0 : nil
+                    }
+                    state.snapshot.lastModified = response.headerFields.first(.lastModified).flatMap {
                         HTTPCaching.isSafeToEcho($0) ? $0 : nil
                     }
                     state.snapshot.lastFailure = nil
@@ -395,15 +398,19 @@ public final class JWKSProvider: Sendable {
                 } catch {
                     fail(&state, "\(error)", now: now, response: response)
                 }
-            case .success(let response) where response.status == 304 && state.keySet != nil:
-                state.snapshot.expiresAt = now.addingTimeInterval(ttl(response.headers, now: now))
-                if let etag = response.headers["ETag"], HTTPCaching.isSafeToEcho(etag) { state.snapshot.etag = etag }
+            case .success(let response) where response.status == .notModified && state.keySet != nil:
+                state.snapshot.expiresAt = now.addingTimeInterval(ttl(response.headerFields, now: now))
+                if let etag = response.headerFields.first(.eTag), HTTPCaching.isSafeToEcho(etag) {
+                    state.snapshot.etag = etag
+                }
                 state.snapshot.lastFailure = nil
                 state.snapshot.retryNotBefore = nil
                 logger.debug(
                     "key set not modified (304); freshness extended", metadata: ["url": "\(configuration.url)"])
             case .success(let response):
-                fail(&state, "HTTP status \(response.status) from \(configuration.url)", now: now, response: response)
+                fail(
+                    &state, "HTTP status \(response.status.code) from \(configuration.url)", now: now,
+                    response: response)
             case .failure(let error):
                 fail(&state, error.message, now: now, response: nil)
             }
@@ -412,10 +419,10 @@ public final class JWKSProvider: Sendable {
         persist(snapshot)
     }
 
-    private func fail(_ state: inout State, _ message: String, now: Date, response: HTTPResponse?) {
+    private func fail(_ state: inout State, _ message: String, now: Date, response: TransportResponse?) {
         state.snapshot.lastFailure = message
         var retry = configuration.refreshCooldown.inSeconds
-        if let response, let after = HTTPCaching.retryAfter(response.headers, now: now) {
+        if let response, let after = HTTPCaching.retryAfter(response.headerFields, now: now) {
             retry = max(retry, min(after, 300))
         }
         state.snapshot.retryNotBefore = now.addingTimeInterval(retry)
@@ -424,7 +431,7 @@ public final class JWKSProvider: Sendable {
             metadata: ["url": "\(configuration.url)", "error": "\(message)", "retry_in": "\(Int(retry))"])
     }
 
-    private func ttl(_ headers: HTTPHeaders, now: Date) -> Double {
+    private func ttl(_ headers: HTTPFields, now: Date) -> Double {
         guard let lifetime = HTTPCaching.freshnessLifetime(headers, now: now) else {
             return configuration.defaultTTL.inSeconds
         }

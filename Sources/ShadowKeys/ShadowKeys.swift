@@ -2,6 +2,8 @@
 @_exported public import ShadowCore
 @_exported public import ShadowJOSE
 @_exported public import ShadowJWKS
+// The HTTP types of the transport protocol (HTTPFields, HTTPResponse.Status).
+@_exported public import HTTPTypes
 @_exported public import ShadowHTTP
 @_exported public import ShadowApple
 @_exported public import ShadowCrypto

@@ -8,6 +8,7 @@ import Metrics
 public import ShadowApple
 public import ShadowCore
 public import ShadowCredentials
+public import HTTPTypes
 public import ShadowJOSE
 
 /// What a notification endpoint answers: an HTTP status and a JSON body, and what happened.
@@ -32,7 +33,7 @@ public struct NotificationResponse: Sendable {
         case incomplete
     }
 
-    public let status: Int
+    public let status: HTTPResponse.Status
     public let outcome: Outcome
     /// `{"outcome":…}`, with `"error":{"code","message"}` for a refusal.
     public let body: [UInt8]
@@ -49,12 +50,12 @@ public struct NotificationResponse: Sendable {
         self.notification = notification
         self.change = change
         switch outcome {
-        case .applied, .duplicate, .ignored: status = 200
-        case .badRequest: status = 400
-        case .unauthorized: status = 401
-        case .tooLarge: status = 413
-        case .unavailable: status = 503
-        case .incomplete: status = code == "timeout" ? 408 : 400
+        case .applied, .duplicate, .ignored: status = .ok
+        case .badRequest: status = .badRequest
+        case .unauthorized: status = .unauthorized
+        case .tooLarge: status = .contentTooLarge
+        case .unavailable: status = .serviceUnavailable
+        case .incomplete: status = code == "timeout" ? .requestTimeout : .badRequest
         }
         var object: JSONObject = ["outcome": .string(outcome.rawValue)]
         if let code, let message { object.set("error", .object(["code": .string(code), "message": .string(message)])) }

@@ -1,30 +1,32 @@
 #if canImport(FoundationEssentials)
-public import FoundationEssentials
+import FoundationEssentials
 #else
-public import Foundation
+import Foundation
 #endif
 public import Logging
 public import ShadowApple
 public import ShadowCore
+public import HTTPTypes
 public import ShadowJOSE
 public import ShadowSessions
 
 /// An HTTP answer, framework-neutral: a status, headers and a JSON body.
 public struct SessionHTTPResponse: Sendable, Error {
-    public let status: Int
-    public let headers: [(String, String)]
+    public let status: HTTPResponse.Status
+    public let headers: HTTPFields
     public let body: [UInt8]
 
-    static func json(_ status: Int, _ value: JSONValue, headers: [(String, String)] = []) -> SessionHTTPResponse {
+    static func json(
+        _ status: HTTPResponse.Status, _ value: JSONValue, headers: HTTPFields = [:]
+    ) -> SessionHTTPResponse {
         SessionHTTPResponse(
-            status: status,
-            headers: [("Content-Type", "application/json"), ("Cache-Control", "no-store")] + headers,
+            status: status, headers: [.contentType: "application/json", .cacheControl: "no-store"] + headers,
             body: Array(value.serialized().utf8))
     }
 
     /// `{"error":{"code","message"}}`, the shape of every error ShadowKeys' routes answer.
     static func error(
-        _ status: Int, _ code: String, _ message: String, headers: [(String, String)] = []
+        _ status: HTTPResponse.Status, _ code: String, _ message: String, headers: HTTPFields = [:]
     )
         -> SessionHTTPResponse
     {
@@ -98,7 +100,7 @@ public final class SessionEndpoints: Sendable {
         do {
             guard let wait = try await authority.admit(key, limit: limit) else { return nil }
             return .error(
-                429, "rate_limited", "too many requests; retry in \(wait) s", headers: [("Retry-After", String(wait))])
+                429, "rate_limited", "too many requests; retry in \(wait) s", headers: [.retryAfter: String(wait)])
         } catch {
             return .error(503, "store_unavailable", "the session store is unavailable")
         }
@@ -239,7 +241,7 @@ public final class SessionEndpoints: Sendable {
 
     /// The confidential client of an `Authorization: Basic` header, or a 401.
     func confidentialClient(_ authorization: String?) -> SessionHTTPResponse? {
-        let challenge = [("WWW-Authenticate", #"Basic realm="shadow-keys""#)]
+        let challenge: HTTPFields = [.wwwAuthenticate: #"Basic realm="shadow-keys""#]
         guard let authorization, authorization.lowercased().hasPrefix("basic "),
             let decoded = Data(base64Encoded: String(authorization.dropFirst(6))),
             let text = String(data: decoded, encoding: .utf8), let colon = text.firstIndex(of: ":")
@@ -281,7 +283,7 @@ public final class SessionEndpoints: Sendable {
         }
         do {
             _ = try await authority.revoke(refreshToken: token)
-            return SessionHTTPResponse(status: 200, headers: [("Cache-Control", "no-store")], body: [])
+            return SessionHTTPResponse(status: .ok, headers: [.cacheControl: "no-store"], body: [])
         } catch {
             return failure(error)
         }
@@ -329,7 +331,7 @@ public final class SessionEndpoints: Sendable {
             return .failure(
                 .error(
                     401, "missing_token", "send the access token as Authorization: Bearer <token>",
-                    headers: [("WWW-Authenticate", #"Bearer realm="shadow-keys""#)]))
+                    headers: [.wwwAuthenticate: #"Bearer realm="shadow-keys""#]))
         }
         do {
             return .success(try await authority.verifier().verify(token))
@@ -337,7 +339,7 @@ public final class SessionEndpoints: Sendable {
             return .failure(
                 .error(
                     401, "invalid_token", error.reason,
-                    headers: [("WWW-Authenticate", #"Bearer realm="shadow-keys", error="invalid_token""#)]))
+                    headers: [.wwwAuthenticate: #"Bearer realm="shadow-keys", error="invalid_token""#]))
         } catch {
             return .failure(failure(error))
         }
@@ -396,10 +398,8 @@ public final class SessionEndpoints: Sendable {
         do {
             let (document, maxAge) = try await authority.jwks()
             return SessionHTTPResponse(
-                status: 200,
-                headers: [
-                    ("Content-Type", "application/jwk-set+json"), ("Cache-Control", "public, max-age=\(maxAge)"),
-                ],
+                status: .ok,
+                headers: [.contentType: "application/jwk-set+json", .cacheControl: "public, max-age=\(maxAge)"],
                 body: Array(document.utf8))
         } catch {
             return failure(error)

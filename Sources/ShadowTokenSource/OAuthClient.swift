@@ -7,6 +7,7 @@ import Crypto
 import ShadowApple
 public import ShadowCore
 public import ShadowJWKS
+import HTTPTypes
 
 /// The error ShadowTokenSource throws. Equal by code.
 public typealias TokenError = ModuleError<TokenErrorCode>
@@ -171,12 +172,12 @@ public struct OAuthTokenEndpoint: Sendable {
 
     private func post(_ fields: [(String, String)], clientSecret: SecretBytes?) async throws -> TokenResponse {
         var fields = fields
-        var request = HTTPRequest(
-            method: "POST", url: client.tokenEndpoint, timeout: policy.timeout, maxResponseBytes: 256 * 1024,
-            requiresTLS13: client.preset == .apple)
-        request.headers.add("Content-Type", "application/x-www-form-urlencoded")
-        request.headers.add("Accept", "application/json")
-        request.headers.add("User-Agent", "shadow-keys/0.1 (token source)")
+        var request = TransportRequest(
+            method: .post, url: client.tokenEndpoint,
+            headerFields: [
+                .contentType: "application/x-www-form-urlencoded", .accept: "application/json",
+                .userAgent: "shadow-keys/0.1 (token source)",
+            ], timeout: policy.timeout, maxResponseBytes: 256 * 1024, requiresTLS13: client.preset == .apple)
         switch client.authentication {
         case .clientSecretBasic:
             guard let clientSecret else {
@@ -186,7 +187,7 @@ public struct OAuthTokenEndpoint: Sendable {
             let pair =
                 FormEncoding.encode([("", client.clientID)]).dropFirst() + [UInt8(ascii: ":")]
                 + FormEncoding.encode([("", clientSecret.utf8String)]).dropFirst()
-            request.headers.add("Authorization", "Basic " + Data(pair).base64EncodedString())
+            request.headerFields[.authorization] = "Basic " + Data(pair).base64EncodedString()
         case .clientSecretPost:
             guard let clientSecret else { throw TokenError(.notConfigured, "client_secret_post needs a client secret") }
             fields += [("client_id", client.clientID), ("client_secret", clientSecret.utf8String)]
@@ -201,16 +202,16 @@ public struct OAuthTokenEndpoint: Sendable {
             var failure = TokenError(.providerUnavailable, "the token endpoint did not answer")
             do {
                 let response = try await transport.send(request)
-                switch response.status {
-                case 200..<300: return try Self.parse(response)
-                case 429, 500..<600:
-                    failure = TokenError(.providerUnavailable, "the token endpoint answered HTTP \(response.status)")
-                    let asked = response.headers["Retry-After"].flatMap(Self.retryAfterSeconds).map(Duration.seconds)
-                    if let asked, asked > policy.maxRetryAfter { throw failure }
-                    wait = max(Self.jitter(backoff), asked ?? .zero)
-                default:
+                if response.status.kind == .successful { return try Self.parse(response) }
+                // A 5xx or a 429 is worth another try; any other answer is the provider's refusal.
+                guard response.status.kind == .serverError || response.status == .tooManyRequests else {
                     throw Self.rejection(response)
                 }
+                failure = TokenError(.providerUnavailable, "the token endpoint answered HTTP \(response.status.code)")
+                let asked = response.headerFields.first(.retryAfter).flatMap(Self.retryAfterSeconds).map(
+                    Duration.seconds)
+                if let asked, asked > policy.maxRetryAfter { throw failure }
+                wait = max(Self.jitter(backoff), asked ?? .zero)
             } catch let error as HTTPTransportError {
                 if error.kind == .forbiddenURL { throw TokenError(.notConfigured, error.message) }
                 failure = TokenError(.providerUnavailable, "the token endpoint: \(error.message)")
@@ -239,7 +240,7 @@ public struct OAuthTokenEndpoint: Sendable {
         return seconds
     }
 
-    package static func rejection(_ response: HTTPResponse) -> TokenError {
+    package static func rejection(_ response: TransportResponse) -> TokenError {
         let object = (try? StrictJSON.parse(response.body, limits: .jose))?.objectValue
         let error = object?["error"]?.stringValue
         if error == "invalid_grant" {
@@ -255,10 +256,10 @@ public struct OAuthTokenEndpoint: Sendable {
         }
         let code = error.map { " " + printable($0, 64) } ?? ""
         let description = object?["error_description"]?.stringValue.map { ": " + printable($0, 200) } ?? ""
-        return TokenError(.rejected, "the token endpoint answered HTTP \(response.status)\(code)\(description)")
+        return TokenError(.rejected, "the token endpoint answered HTTP \(response.status.code)\(code)\(description)")
     }
 
-    package static func parse(_ response: HTTPResponse) throws -> TokenResponse {
+    package static func parse(_ response: TransportResponse) throws -> TokenResponse {
         guard let object = (try? StrictJSON.parse(response.body, limits: .jose))?.objectValue else {
             throw TokenError(.invalidResponse, "the token response is not a JSON object")
         }

@@ -1,4 +1,5 @@
 import Foundation
+import HTTPTypes
 import ShadowApple
 import ShadowCore
 import ShadowCredentials
@@ -97,7 +98,7 @@ import Testing
         defer { Task { await store.close() } }
         let receiver = receiver(store)
         let forger = try JWSSigner.rs256(TestKeys.rsa2, keyID: "apple-1")
-        let cases: [(String, [UInt8], Int, String)] = [
+        let cases: [(String, [UInt8], HTTPResponse.Status, String)] = [
             ("forged signature", try body("consent-revoked", jti: "f", signer: forger), 401, "invalid_signature"),
             ("expired", try body("consent-revoked", jti: "e", issuedAt: Self.now - 3 * 86400), 401, "claims_rejected"),
             ("wrong aud", try body("consent-revoked", jti: "a", audience: "com.other.app"), 401, "claims_rejected"),

@@ -4,6 +4,7 @@ import ShadowJOSE
 @testable import ShadowJWKS
 import ShadowTestSupport
 import ShadowHTTP
+import HTTPTypes
 import Testing
 
 /// Caching headers as a hostile key server sends them. Each used to kill the process (SIGILL)
@@ -11,10 +12,9 @@ import Testing
 @Suite struct HostileHeaderTests {
     let now = Date(timeIntervalSince1970: 1_700_000_000)
 
-    private func headers(_ pairs: [(String, String)]) -> HTTPHeaders {
-        var headers = HTTPHeaders()
-        for (name, value) in pairs { headers.add(name, value) }
-        return headers
+    /// The fields as a transport reads them from a response.
+    private func headers(_ pairs: [(String, String)]) throws -> HTTPFields {
+        try TransportResponse(code: 200, fields: pairs.map { (name: $0.0, value: $0.1) }, body: []).headerFields
     }
 
     @Test(
@@ -41,9 +41,22 @@ import Testing
             ([("Expires", "Sat, 01 Jan 10000 00:00:00 GMT")], 0),
             ([("Expires", "Sun, 31 Feb 2023 00:00:00 GMT")], 0),
             ([("Expires", String(repeating: "9", count: 10_000))], 0),
+            // Repeated Cache-Control fields are one list; a field that holds one value counts once.
+            ([("Cache-Control", "max-age=30"), ("Cache-Control", "no-store")], 0),
+            ([("Cache-Control", "max-age=30"), ("cache-control", "max-age=90")], 30),
+            ([("Expires", "Tue, 14 Nov 2023 23:13:20 GMT"), ("Expires", "Fri, 31 Dec 9999 23:59:59 GMT")], 3600),
+            // A name that is not an HTTP token is no field at all.
+            ([("Cache Control", "max-age=30")], nil),
+            ([("Cache-Control\r\nX", "max-age=30")], nil),
         ] as [([(String, String)], Double?)])
-    func freshnessNeverTraps(pairs: [(String, String)], expected: Double?) {
-        #expect(HTTPCaching.freshnessLifetime(headers(pairs), now: now) == expected, "\(pairs)")
+    func freshnessNeverTraps(pairs: [(String, String)], expected: Double?) throws {
+        #expect(HTTPCaching.freshnessLifetime(try headers(pairs), now: now) == expected, "\(pairs)")
+    }
+
+    /// A transport refuses a status code outside 100...599 instead of passing it on.
+    @Test(arguments: [0, 99, 600, 999, -1, Int.max])
+    func statusOutsideTheRangeIsRefused(code: Int) {
+        #expect(throws: HTTPTransportError.self) { try TransportResponse(code: code, fields: [], body: []) }
     }
 
     @Test(
@@ -56,8 +69,8 @@ import Testing
             ("Tue, 14 Nov 2023 22:03:20 GMT", 0),
             ("", nil),
         ] as [(String, Double?)])
-    func retryAfterNeverTraps(value: String, expected: Double?) {
-        #expect(HTTPCaching.retryAfter(headers([("Retry-After", value)]), now: now) == expected, "\(value)")
+    func retryAfterNeverTraps(value: String, expected: Double?) throws {
+        #expect(HTTPCaching.retryAfter(try headers([("Retry-After", value)]), now: now) == expected, "\(value)")
     }
 
     /// Every HTTP-date form formats back to itself, across the supported years.

@@ -4,6 +4,7 @@ import ShadowHTTP
 import AsyncHTTPClient
 import ShadowJOSE
 import ShadowJWKS
+import HTTPTypes
 import ShadowTestSupport
 import Testing
 
@@ -25,7 +26,7 @@ import Testing
         let started = Date()
         do {
             let response = try await transport.send(
-                HTTPRequest(url: server.url("/keys"), timeout: timeout, maxResponseBytes: Self.cap))
+                TransportRequest(url: server.url("/keys"), timeout: timeout, maxResponseBytes: Self.cap))
             Issue.record("expected a failure, got status \(response.status) with \(response.body.count) bytes")
             return (nil, Date().timeIntervalSince(started))
         } catch let error as HTTPTransportError {
@@ -106,9 +107,9 @@ import Testing
             request.path == "/keys"
                 ? .respond(status: 302, headers: [("Location", "/elsewhere")], body: []) : .json("{\"keys\":[]}")
         }
-        let response = try await transport.send(HTTPRequest(url: server.url("/keys"), timeout: .seconds(120)))
+        let response = try await transport.send(TransportRequest(url: server.url("/keys"), timeout: .seconds(120)))
         #expect(response.status == 302)
-        #expect(response.headers["location"] == "/elsewhere")
+        #expect(response.headerFields[.location] == "/elsewhere")
         #expect(server.requests.map(\.path) == ["/keys"])
     }
 
@@ -116,7 +117,7 @@ import Testing
         let body = [UInt8](repeating: UInt8(ascii: "a"), count: Self.cap)
         let server = try LoopbackHTTPServer { _ in .respond(status: 200, headers: [], body: body) }
         let response = try await transport.send(
-            HTTPRequest(url: server.url("/keys"), timeout: .seconds(120), maxResponseBytes: Self.cap))
+            TransportRequest(url: server.url("/keys"), timeout: .seconds(120), maxResponseBytes: Self.cap))
         #expect(response.body == body)
         let over = try LoopbackHTTPServer { _ in .respond(status: 200, headers: [], body: body + [0x61]) }
         let (error, _) = await failure(over)
@@ -130,7 +131,7 @@ import Testing
             "https://user:pw@example.com/keys",
         ] {
             do {
-                _ = try await strict.send(HTTPRequest(url: url))
+                _ = try await strict.send(TransportRequest(url: url))
                 Issue.record("\(url) was sent")
             } catch let error as HTTPTransportError {
                 #expect(error.kind == .forbiddenURL, "\(url)")
@@ -143,12 +144,12 @@ import Testing
         let server = try LoopbackHTTPSServer(body: body)
         let trusting = try AsyncHTTPClientTransport(
             options: .init(additionalTrustRootsFile: LoopbackHTTPSServer.caFile, proxy: .none))
-        let response = try await trusting.send(HTTPRequest(url: server.url("/keys"), timeout: .seconds(120)))
+        let response = try await trusting.send(TransportRequest(url: server.url("/keys"), timeout: .seconds(120)))
         #expect(response.status == 200 && response.body == body)
 
         let system = try AsyncHTTPClientTransport(options: .init(proxy: .none))
         do {
-            _ = try await system.send(HTTPRequest(url: server.url("/keys"), timeout: .seconds(120)))
+            _ = try await system.send(TransportRequest(url: server.url("/keys"), timeout: .seconds(120)))
             Issue.record("a certificate from an unknown CA was accepted")
         } catch let error as HTTPTransportError {
             #expect(error.kind == .tls, "an untrusted certificate is a TLS failure: \(error)")
@@ -162,7 +163,7 @@ import Testing
         let server = try LoopbackHTTPServer { _ in .json("{}") }
         let client = HTTPClient(configuration: .init(redirectConfiguration: .disallow))
         let shared = AsyncHTTPClientTransport(client: client, allowLoopbackHTTP: true)
-        let response = try await shared.send(HTTPRequest(url: server.url("/"), timeout: .seconds(120)))
+        let response = try await shared.send(TransportRequest(url: server.url("/"), timeout: .seconds(120)))
         #expect(response.status == 200)
         try await client.shutdown()
     }
@@ -175,7 +176,7 @@ import Testing
         let client = HTTPClient(configuration: .init(redirectConfiguration: .follow(max: 3, allowCycles: false)))
         let shared = AsyncHTTPClientTransport(client: client, allowLoopbackHTTP: true)
         do {
-            _ = try await shared.send(HTTPRequest(url: server.url("/keys"), timeout: .seconds(120)))
+            _ = try await shared.send(TransportRequest(url: server.url("/keys"), timeout: .seconds(120)))
             Issue.record("a redirected answer was returned")
         } catch let error as HTTPTransportError {
             #expect(error.message.contains("redirect"))

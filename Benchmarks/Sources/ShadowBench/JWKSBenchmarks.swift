@@ -1,6 +1,7 @@
 import Crypto
 import CryptoExtras
 import Foundation
+import HTTPTypes
 import ShadowKeys
 import Synchronization
 
@@ -15,10 +16,10 @@ final class CountingTransport: HTTPTransport {
         self.delay = delay
     }
 
-    func send(_ request: HTTPRequest) async throws -> HTTPResponse {
+    func send(_ request: TransportRequest) async throws -> TransportResponse {
         count.withLock { $0 += 1 }
         try await Task.sleep(nanoseconds: UInt64(delay * 1e9))
-        return HTTPResponse(status: 200, headers: ["Cache-Control": "max-age=3600"], body: body)
+        return TransportResponse(status: .ok, headerFields: [.cacheControl: "max-age=3600"], body: body)
     }
 }
 

@@ -9,7 +9,7 @@ extension RoutesBuilder {
             let body = request.body.data.map { Array($0.readableBytesView) } ?? []
             let answer = await receiver.receive(body)
             return Response(
-                status: .init(statusCode: answer.status), headers: ["Content-Type": "application/json"],
+                status: .init(statusCode: answer.status.code), headers: ["Content-Type": "application/json"],
                 body: .init(data: Data(answer.body)))
         }
     }
