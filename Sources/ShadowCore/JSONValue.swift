@@ -8,6 +8,12 @@ public enum JSONValue: Sendable, Hashable {
     case array([JSONValue])
     case object(JSONObject)
 
+    /// `{"code":…,"message":…}`: the error object of every JSON answer ShadowKeys gives, on the
+    /// command line and over HTTP, always as the member `"error"` (Docs/cli.md, "JSON errors").
+    package static func error(code: String, message: String) -> JSONValue {
+        .object(["code": .string(code), "message": .string(message)])
+    }
+
     /// The string, if this is a string.
     public var stringValue: String? {
         if case .string(let value) = self { return value }

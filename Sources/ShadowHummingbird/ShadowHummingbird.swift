@@ -141,7 +141,7 @@ extension RouterMethods {
 func jsonError(_ status: HTTPResponse.Status, _ code: String, _ message: String, challenge: String? = nil) -> Response {
     var headers: HTTPFields = [.contentType: "application/json"]
     if let challenge { headers[.wwwAuthenticate] = challenge }
-    let body = JSONValue.object(["error": .object(["code": .string(code), "message": .string(message)])]).serialized()
+    let body = JSONValue.object(["error": .error(code: code, message: message)]).serialized()
     return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(string: body)))
 }
 

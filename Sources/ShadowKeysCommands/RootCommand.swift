@@ -56,7 +56,7 @@ public enum ShadowKeysTool {
             guard root.exitCode(for: error) != .success else { root.exit(withError: error) }
             let json = arguments.prefix { $0 != "--" }.contains("--json")
             if let unknown = UnknownOptions.first(in: arguments, root: root) {
-                if json { Console.json(["error": ["code": "usage", "message": .string(unknown.message)]]) }
+                if json { Console.json(["error": .error(code: "usage", message: unknown.message)]) }
                 Console.err("Error: \(unknown.message)")
                 let name = root.configuration.commandName ?? "shadow-keys"
                 let help = ([name] + unknown.commandPath + ["--help"]).joined(separator: " ")
@@ -64,7 +64,7 @@ public enum ShadowKeysTool {
                 root.exit(withError: ExitCode(ExitStatus.usage.rawValue))
             }
             if json {
-                Console.json(["error": ["code": "usage", "message": .string(root.message(for: error))]])
+                Console.json(["error": .error(code: "usage", message: root.message(for: error))])
             }
             root.exit(withError: error)
         }

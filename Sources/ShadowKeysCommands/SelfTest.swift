@@ -44,7 +44,7 @@ struct SelfTestCommand: AsyncParsableCommand, QuietCommand {
         [
             "module": .string(result.module), "suite": .string(result.name), "run": .int(result.run),
             "passed": .int(result.passed),
-            "error": result.error.map(JSONValue.string) ?? .null,
+            "error": result.error.map { .error(code: "suite_not_run", message: $0) } ?? .null,
             "skipped": result.skipped.map(JSONValue.string) ?? .null,
             "failures": .array(result.cases.filter { !$0.passed }.map { .string($0.detail) }),
         ]

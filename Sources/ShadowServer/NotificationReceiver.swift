@@ -58,7 +58,7 @@ public struct NotificationResponse: Sendable {
         case .incomplete: status = code == "timeout" ? .requestTimeout : .badRequest
         }
         var object: JSONObject = ["outcome": .string(outcome.rawValue)]
-        if let code, let message { object.set("error", .object(["code": .string(code), "message": .string(message)])) }
+        if let code, let message { object.set("error", .error(code: code, message: message)) }
         body = Array(JSONValue.object(object).serialized().utf8)
     }
 }

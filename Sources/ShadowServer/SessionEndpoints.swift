@@ -30,7 +30,7 @@ public struct SessionHTTPResponse: Sendable, Error {
     )
         -> SessionHTTPResponse
     {
-        json(status, ["error": ["code": .string(code), "message": .string(message)]], headers: headers)
+        json(status, ["error": .error(code: code, message: message)], headers: headers)
     }
 }
 

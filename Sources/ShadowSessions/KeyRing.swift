@@ -1,9 +1,9 @@
 import Crypto
 import CryptoExtras
 #if canImport(FoundationEssentials)
-public import FoundationEssentials
+import FoundationEssentials
 #else
-public import Foundation
+import Foundation
 #endif
 public import ShadowCore
 public import ShadowJOSE

@@ -27,6 +27,15 @@ import Testing
         let missing = try CLIRunner.run(["selftest", "--vectors", elsewhere.path])
         #expect(missing.status == 1)
         #expect(missing.stderr.contains("FAILED"))
+        // In JSON, a suite that could not run reports the one error shape.
+        let report = try CLIRunner.run(["selftest", "--json", "--vectors", elsewhere.path])
+        #expect(report.status == 1)
+        let suites = try #require(try report.json()["suites"] as? [[String: Any]])
+        let failed = suites.compactMap { $0["error"] as? [String: Any] }
+        #expect(!failed.isEmpty)
+        for error in failed {
+            #expect(error["code"] as? String == "suite_not_run" && (error["message"] as? String)?.isEmpty == false)
+        }
         let builtin = try CLIRunner.run(["selftest", "--builtin-only"], currentDirectory: elsewhere.url)
         #expect(builtin.status == 0, "\(builtin.stderr)")
         #expect(builtin.stdout.contains("built-in vectors only"))

@@ -1,4 +1,4 @@
-public import Foundation
+import Foundation
 
 /// The parts of an ELF64 little-endian file that say what it links: the shared libraries its
 /// dynamic section needs (`DT_NEEDED`) and the names in its symbol tables. Enough to check

@@ -1,5 +1,5 @@
 #if canImport(NIOSSL)
-public import Foundation
+import Foundation
 import NIOCore
 import NIOHTTP1
 import NIOPosix
@@ -25,7 +25,8 @@ public final class LoopbackHTTPSServer: Sendable {
             certificateChain: try NIOSSLCertificate.fromPEMFile(tls.appendingPathComponent("server.pem").path).map {
                 .certificate($0)
             },
-            privateKey: .file(tls.appendingPathComponent("server-key.pem").path))
+            privateKey: .privateKey(
+                try NIOSSLPrivateKey(file: tls.appendingPathComponent("server-key.pem").path, format: .pem)))
         if tls12Only {
             configuration.minimumTLSVersion = .tlsv12
             configuration.maximumTLSVersion = .tlsv12
