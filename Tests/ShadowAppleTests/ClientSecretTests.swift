@@ -97,7 +97,7 @@ import Testing
 
     /// The cross-check needs python3 with the `cryptography` package (this machine kind has
     /// both); without them it fails and says so, rather than passing by not running.
-    @Test(.tags(.multiProcess)) func verifiesUnderAnIndependentES256Implementation() throws {
+    @Test(.tags(.multiProcess), .ownThreads) func verifiesUnderAnIndependentES256Implementation() throws {
         let probe = try CLIRunner.run(
             executable: URL(fileURLWithPath: "/usr/bin/env"), ["python3", "-c", "import cryptography"], stdin: nil)
         try #require(

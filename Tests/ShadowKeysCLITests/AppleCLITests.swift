@@ -7,7 +7,7 @@ import ShadowTestSupport
 import Testing
 
 /// `client-secret` and `apple …`, run as scripts run them, against the loopback fake of Apple.
-@Suite(.tags(.multiProcess)) struct AppleCLITests {
+@Suite(.tags(.multiProcess), .ownThreads) struct AppleCLITests {
     let directory: TemporaryDirectory
     let key = P256.Signing.PrivateKey()
     let fake: FakeAppleServer

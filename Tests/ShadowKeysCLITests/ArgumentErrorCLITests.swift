@@ -3,7 +3,7 @@ import ShadowTestSupport
 import Testing
 
 /// Misspelled options and usage errors, as a new user meets them.
-@Suite(.tags(.multiProcess)) struct ArgumentErrorCLITests {
+@Suite(.tags(.multiProcess), .ownThreads) struct ArgumentErrorCLITests {
     /// An unknown option is reported as such, with a suggestion, before any other validation (here
     /// the misspelled option's value would otherwise be taken for an argument, or a required
     /// option would be reported missing).

@@ -4,7 +4,7 @@ import ShadowTestSupport
 import Testing
 
 /// `derive-key`, `encrypt`, `decrypt`, `rewrap` and `hash`, run as scripts run them.
-@Suite(.tags(.multiProcess)) struct CryptoCLITests {
+@Suite(.tags(.multiProcess), .ownThreads) struct CryptoCLITests {
     let directory: TemporaryDirectory
     let keyFile: String
 

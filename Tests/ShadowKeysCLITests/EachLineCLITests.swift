@@ -5,7 +5,7 @@ import ShadowTestSupport
 import Testing
 
 /// `verify-token --each-line`: a log of tokens on stdin, one result a line, in order.
-@Suite(.tags(.multiProcess)) struct EachLineCLITests {
+@Suite(.tags(.multiProcess), .ownThreads) struct EachLineCLITests {
     let directory: TemporaryDirectory
     let jwks: String
     let rsa: JWSSigner

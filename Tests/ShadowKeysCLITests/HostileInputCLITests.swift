@@ -9,7 +9,7 @@ import Testing
 /// The attack suite's findings, one test each, run against the built binary as an attacker
 /// would run them. Every one of these failed (exit 0 where a refusal was due, a crash, a file
 /// written or followed) before its fix.
-@Suite(.tags(.multiProcess)) struct HostileInputCLITests {
+@Suite(.tags(.multiProcess), .ownThreads) struct HostileInputCLITests {
     static let client = "com.example.app"
     static let subject = "001234.8a2b3c4d5e6f70819a2b3c4d5e6f7081.1234"
     let directory: TemporaryDirectory

@@ -5,7 +5,7 @@ import ShadowTestSupport
 import Testing
 
 /// `verify-token --jwks URL`, `--apple` and `jwks …`, run as scripts run them, against a loopback server.
-@Suite(.tags(.multiProcess)) struct JWKSCLITests {
+@Suite(.tags(.multiProcess), .ownThreads) struct JWKSCLITests {
     let cache: TemporaryDirectory
     let signer: JWSSigner
     let now: Int64 = 1_700_000_000

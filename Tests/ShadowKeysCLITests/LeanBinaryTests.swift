@@ -5,7 +5,7 @@ import Testing
 /// What each executable links, read from its ELF file: `shadow-keys` starts like a C tool only
 /// while it maps no full Foundation, no networking Foundation, no curl, no HTTP server and no
 /// PostgreSQL client (Docs/cli.md, "Two executables").
-@Suite struct LeanBinaryTests {
+@Suite(.ownThreads) struct LeanBinaryTests {
     /// Libraries the lean binary must not need: full Foundation (FoundationEssentials is what it
     /// uses), FoundationNetworking and libcurl behind it.
     static let forbiddenLibraries = [

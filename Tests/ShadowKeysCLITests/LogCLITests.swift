@@ -5,7 +5,7 @@ import Testing
 
 /// `shadow-keys log`, as a sync tool's scripts use it: exit codes, JSON, and nothing written
 /// when an input is bad.
-@Suite(.tags(.multiProcess)) struct LogCLITests {
+@Suite(.tags(.multiProcess), .ownThreads) struct LogCLITests {
     let directory: TemporaryDirectory
     let keyFile: String
     let path: String

@@ -7,7 +7,7 @@ import Testing
 
 /// The lean binary's own HTTP client, as scripts meet it: hostile servers cost a bounded time and
 /// memory, https works with a given CA, and no helper program or networking library is involved.
-@Suite(.tags(.multiProcess)) struct NetworkCLITests {
+@Suite(.tags(.multiProcess), .ownThreads) struct NetworkCLITests {
     let cache: TemporaryDirectory
     let environment: [String: String]
 

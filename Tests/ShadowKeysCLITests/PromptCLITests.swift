@@ -4,7 +4,7 @@ import Testing
 
 /// The passphrase prompt, on a real terminal (util-linux `script` gives the command a pty).
 /// Answers are typed after a pause, as a person types after the prompt appears.
-@Suite(.tags(.multiProcess)) struct PromptCLITests {
+@Suite(.tags(.multiProcess), .ownThreads) struct PromptCLITests {
     /// Runs `shadow-keys arguments…` on a terminal, typing `answers` one line at a time.
     private func onTerminal(_ arguments: [String], answers: [String], in folder: TemporaryDirectory) throws -> CLIResult
     {

@@ -3,7 +3,7 @@ import ShadowTestSupport
 import Testing
 
 /// `-q/--quiet` on every command: warnings and progress bars go, errors stay.
-@Suite(.tags(.multiProcess)) struct QuietCLITests {
+@Suite(.tags(.multiProcess), .ownThreads) struct QuietCLITests {
     /// Every command that runs something (not the groups, not `help`) takes `-q` and `--quiet`, read from
     /// argument-parser's own description of the command tree.
     @Test func everyCommandTakesQuiet() throws {

@@ -2,7 +2,7 @@ import Foundation
 import ShadowTestSupport
 import Testing
 
-@Suite(.tags(.multiProcess)) struct SelfTestCLITests {
+@Suite(.tags(.multiProcess), .ownThreads) struct SelfTestCLITests {
     @Test func runsEverySuiteFromTheCheckout() throws {
         let result = try CLIRunner.run(["selftest"], currentDirectory: PackagePaths.root)
         #expect(result.status == 0, "\(result.stderr)")

@@ -5,7 +5,7 @@ import ShadowTestSupport
 import Testing
 
 /// `shadow-keys-server serve` as a process: the notification endpoint, /healthz, and SIGTERM.
-@Suite(.tags(.multiProcess)) struct ServeCLITests {
+@Suite(.tags(.multiProcess), .ownThreads) struct ServeCLITests {
     static let client = "com.example.app"
     let directory: TemporaryDirectory
     let keyFile: String

@@ -9,7 +9,7 @@ import Testing
 /// `shadow-keys-server serve --sessions-issuer …` against a loopback fake of Apple: sign-in,
 /// refresh, reuse, the device list, the JWKS, bad requests, and Apple's consent-revoked ending
 /// every session.
-@Suite(.tags(.multiProcess)) struct ServeSessionsTests {
+@Suite(.tags(.multiProcess), .ownThreads) struct ServeSessionsTests {
     static let client = "com.example.app"
     let directory: TemporaryDirectory
     let keyFile: String

@@ -7,7 +7,7 @@ import Testing
 /// half-sent requests are closed, a slow body gets 408, a hang-up is not counted as too large, a
 /// declared oversized body is refused from its header, and many slow clients do not starve a
 /// valid notification (Docs/server.md, "Slow clients").
-@Suite(.tags(.multiProcess)) struct ServeSlowClientTests {
+@Suite(.tags(.multiProcess), .ownThreads) struct ServeSlowClientTests {
     let base: ServeCLITests
 
     init() throws { base = try ServeCLITests() }

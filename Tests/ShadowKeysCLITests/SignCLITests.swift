@@ -7,7 +7,7 @@ import ShadowTestSupport
 import Testing
 
 /// `sign` and `jwks from-key`: minted tokens verify with the key set made from the same key file.
-@Suite(.tags(.multiProcess)) struct SignCLITests {
+@Suite(.tags(.multiProcess), .ownThreads) struct SignCLITests {
     let folder: TemporaryDirectory
 
     init() throws { folder = try TemporaryDirectory() }

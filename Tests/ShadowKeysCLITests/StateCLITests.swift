@@ -5,7 +5,7 @@ import ShadowTestSupport
 import Testing
 
 /// `shadow-keys state` and `verify-token --apple --state`, as a server's scripts use them.
-@Suite(.tags(.multiProcess)) struct StateCLITests {
+@Suite(.tags(.multiProcess), .ownThreads) struct StateCLITests {
     static let client = "com.example.app"
     static let subject = "001234.8a2b3c4d5e6f70819a2b3c4d5e6f7081.1234"
     let directory: TemporaryDirectory

@@ -9,7 +9,7 @@ import Testing
 
 /// `--store`, `state apply-events`, `state migrate` and `migrate-schema`, over SQLite and a
 /// throwaway PostgreSQL cluster, as scripts and operators use them.
-@Suite(.tags(.multiProcess)) struct StoreCLITests {
+@Suite(.tags(.multiProcess), .ownThreads) struct StoreCLITests {
     static let client = "com.example.app"
     let directory: TemporaryDirectory
     let keyFile: String

@@ -7,7 +7,7 @@ import Synchronization
 import Testing
 
 /// `shadow-keys vault`, as scripts use it: the contract, then crash, concurrency and damage.
-@Suite(.tags(.multiProcess)) struct VaultCLITests {
+@Suite(.tags(.multiProcess), .ownThreads) struct VaultCLITests {
     let directory: TemporaryDirectory
     let keyFile: String
     let vault: String
@@ -341,7 +341,7 @@ extension VaultCLITests {
 }
 
 /// `keygen` and `vault init --new-key`: a new user's first key, as the README shows it.
-@Suite(.tags(.multiProcess)) struct KeygenCLITests {
+@Suite(.tags(.multiProcess), .ownThreads) struct KeygenCLITests {
     @Test func keygenWritesAnOwnerOnlyHexKeyAndNeverOverwrites() throws {
         let folder = try TemporaryDirectory()
         let path = folder.path + "/vault.key"

@@ -7,7 +7,7 @@ import Testing
 
 /// `vault login` and `vault token` against a loopback token endpoint, as scripts and sync tools
 /// run them: many processes at once, invalid_grant, SIGKILL mid-refresh, and the PKCE sign-in.
-@Suite(.tags(.multiProcess)) struct VaultTokenCLITests {
+@Suite(.tags(.multiProcess), .ownThreads) struct VaultTokenCLITests {
     let directory: TemporaryDirectory
     let keyFile: String
     let secretFile: String

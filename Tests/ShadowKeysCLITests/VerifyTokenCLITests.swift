@@ -5,7 +5,7 @@ import ShadowTestSupport
 import Testing
 
 /// `shadow-keys verify-token` and `decode`, run as a script runs them.
-@Suite(.tags(.multiProcess)) struct VerifyTokenCLITests {
+@Suite(.tags(.multiProcess), .ownThreads) struct VerifyTokenCLITests {
     let directory: TemporaryDirectory
     let jwks: String
     let rsa: JWSSigner
