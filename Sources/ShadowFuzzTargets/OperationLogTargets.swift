@@ -14,9 +14,9 @@ enum OperationLogTargets {
     static let path = "/tmp/shadow-keys-fuzz-oplog-\(getpid())"
 
     /// The first byte picks the reader: 0 entry bytes (the quick check and the full decode agree;
-    /// opened with a fixed key, re-sealed and read back to the same entry), 1 a signed note, and its text as a checkpoint (round trip),
-    /// 2 a witness file (written back to the same bytes), 3 a whole log file (opened with a fixed
-    /// key; its tree and checkpoints checked).
+    /// opened with a fixed key, re-sealed and read back to the same entry), 1 a signed note, and
+    /// its text as a checkpoint (round trip), 2 a witness file (written back to the same bytes),
+    /// 3 a whole log file (opened with a fixed key; its tree and checkpoints checked).
     static let oplog: FuzzTargets.Harness = { data in
         let input = Input(data)
         switch input.mode % 4 {

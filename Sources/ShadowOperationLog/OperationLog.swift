@@ -226,7 +226,10 @@ public actor OperationLog {
         if let next = pending.first {
             throw LogError(
                 .tampered,
-                "a checkpoint covers \(next.checkpoint.size) entries but the log holds \(frontier.size): it was cut short"
+                """
+                a checkpoint covers \(next.checkpoint.size) entries but the log holds \(frontier.size): it was cut \
+                short
+                """
             )
         }
         if frontier.size > 0 {

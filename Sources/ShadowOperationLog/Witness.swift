@@ -211,7 +211,10 @@ public struct Witness: Sendable {
             } catch {
                 throw LogError(
                     .rolledBack,
-                    "the log of \(current.size) entries does not extend the one of \(previous.size) the witness saw: it was rewritten"
+                    """
+                    the log of \(current.size) entries does not extend the one of \(previous.size) the witness saw: \
+                    it was rewritten
+                    """
                 )
             }
             if let old = previous.vault, let vault {
@@ -221,7 +224,10 @@ public struct Witness: Sendable {
                 guard vault.generation >= old.generation else {
                     throw LogError(
                         .rolledBack,
-                        "the vault went back from generation \(old.generation) to \(vault.generation): an older copy was restored"
+                        """
+                        the vault went back from generation \(old.generation) to \(vault.generation): an older copy \
+                        was restored
+                        """
                     )
                 }
             }

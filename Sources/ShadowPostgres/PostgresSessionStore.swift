@@ -102,7 +102,10 @@ public final class PostgresSessionStore: SessionStore {
         let stored = try await run { connection, logger -> [UInt8]? in
             let value = ByteBuffer(bytes: fresh)
             try await connection.run(
-                "INSERT INTO shadow_session_meta (name, value) VALUES ('secret', \(value)) ON CONFLICT (name) DO NOTHING",
+                """
+                INSERT INTO shadow_session_meta (name, value) VALUES ('secret', \(value)) ON CONFLICT (name) DO \
+                NOTHING
+                """,
                 logger: logger)
             return try await connection.query(
                 "SELECT value FROM shadow_session_meta WHERE name = 'secret'", logger: logger
@@ -260,7 +263,10 @@ public final class PostgresSessionStore: SessionStore {
         let id = ByteBuffer(bytes: user.postgresBytes)
         return try await run { connection, logger in
             try await connection.query(
-                #"UPDATE shadow_sessions SET revoked_ms = \#(now) WHERE "user" = \#(id) AND revoked_ms IS NULL RETURNING id"#,
+                #"""
+                UPDATE shadow_sessions SET revoked_ms = \#(now) WHERE "user" = \#(id) AND revoked_ms IS NULL
+                RETURNING id
+                """#,
                 logger: logger
             ).collect().count
         }

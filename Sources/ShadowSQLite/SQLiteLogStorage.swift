@@ -370,7 +370,10 @@ public final class SQLiteLogStorage: LogStorage {
     public func prune(before index: UInt64) async throws -> UInt64 {
         try await writing { connection in
             let rows = try await connection.query(
-                "UPDATE shadow_oplog_entries SET body = NULL, entity = NULL WHERE idx < ? AND body IS NOT NULL RETURNING idx",
+                """
+                UPDATE shadow_oplog_entries SET body = NULL, entity = NULL WHERE idx < ? AND body IS NOT NULL \
+                RETURNING idx
+                """,
                 [.integer(Int(min(index, Self.maxSize)))])
             return UInt64(rows.count)
         }

@@ -250,8 +250,9 @@ public final class SQLiteSessionStore: SessionStore {
     public func insertSession(_ row: SessionRow) async throws {
         _ = try await write(
             """
-            INSERT INTO shadow_sessions (id, user, generation, rotated_ms, created_ms, used_ms, expires_ms, revoked_ms, \
-            device) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+            INSERT INTO shadow_sessions
+            (id, user, generation, rotated_ms, created_ms, used_ms, expires_ms, revoked_ms, device)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
             """,
             [
                 blob(row.id.bytes), blob(row.user.sessionBytes), .integer(Int(row.generation)),
@@ -333,7 +334,10 @@ public final class SQLiteSessionStore: SessionStore {
 
     public func signingKeys() async throws -> [StoredSigningKey] {
         try await read(
-            "SELECT kid, alg, sealed, created_ms, activates_ms, retired_ms FROM shadow_session_keys ORDER BY created_ms",
+            """
+            SELECT kid, alg, sealed, created_ms, activates_ms, retired_ms FROM shadow_session_keys ORDER BY \
+            created_ms
+            """,
             []
         ).map { row in
             guard let kid = row.column("kid")?.string, let alg = row.column("alg")?.string,
@@ -349,8 +353,8 @@ public final class SQLiteSessionStore: SessionStore {
     public func insertSigningKey(_ key: StoredSigningKey) async throws {
         _ = try await write(
             """
-            INSERT INTO shadow_session_keys (kid, alg, sealed, created_ms, activates_ms, retired_ms) VALUES (?, ?, ?, ?, \
-            ?, ?)
+            INSERT INTO shadow_session_keys (kid, alg, sealed, created_ms, activates_ms, retired_ms)
+            VALUES (?, ?, ?, ?, ?, ?)
             """,
             [
                 .text(key.keyID), .text(key.algorithm), blob(key.sealedPrivateKey), .integer(Int(key.createdAt)),

@@ -42,8 +42,10 @@ import Testing
         #expect(first.status == 0, "\(first.stderr)")
         #expect(try json(first.stdout)["first"] == .int(0))
         let lines = """
-            {"operation":"delete","provider":"google-drive","entityType":"file","entityId":"b","success":false,"error":"HTTP 500"}
-            {"operation":"download","provider":"icloud","entityType":"file","entityId":"c","success":true,"time":"2026-01-01T00:00:00Z","details":{"bytes":12}}
+            {"operation":"delete","provider":"google-drive","entityType":"file","entityId":"b","success":false,\
+            "error":"HTTP 500"}
+            {"operation":"download","provider":"icloud","entityType":"file","entityId":"c","success":true,\
+            "time":"2026-01-01T00:00:00Z","details":{"bytes":12}}
 
             """
         let batch = try log(["append", "--from", "-", "--json"], location: location, stdin: lines)

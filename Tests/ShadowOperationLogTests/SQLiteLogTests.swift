@@ -153,7 +153,10 @@ import Testing
             "a changed leaf", "UPDATE shadow_oplog_entries SET leaf = zeroblob(32) WHERE idx = 3")
         try await expectTampered(
             "a body and leaf both changed",
-            "UPDATE shadow_oplog_entries SET (leaf, body) = (SELECT leaf, body FROM shadow_oplog_entries WHERE idx = 4) WHERE idx = 3"
+            """
+            UPDATE shadow_oplog_entries SET (leaf, body) = (SELECT leaf, body FROM shadow_oplog_entries WHERE idx = \
+            4) WHERE idx = 3
+            """
         )
         try await expectTampered("a deleted entry", "DELETE FROM shadow_oplog_entries WHERE idx = 5")
         try await expectTampered("a cut tail", "DELETE FROM shadow_oplog_entries WHERE idx >= 18")
@@ -164,14 +167,20 @@ import Testing
             "UPDATE shadow_oplog_entries SET idx = 2 WHERE idx = -1")
         try await expectTampered(
             "a changed tree node",
-            "UPDATE shadow_oplog_nodes SET hash = zeroblob(32) WHERE rowid IN (SELECT rowid FROM shadow_oplog_nodes LIMIT 1)"
+            """
+            UPDATE shadow_oplog_nodes SET hash = zeroblob(32) WHERE rowid IN (SELECT rowid FROM shadow_oplog_nodes \
+            LIMIT 1)
+            """
         )
         try await expectTampered(
             "an extra entry",
             "INSERT INTO shadow_oplog_entries SELECT 20, leaf, entity, body FROM shadow_oplog_entries WHERE idx = 0")
         try await expectTampered(
             "a changed checkpoint",
-            "UPDATE shadow_oplog_meta SET value = replace(value, CAST('\n20\n' AS BLOB), CAST('\n19\n' AS BLOB)) WHERE name = 'checkpoint'"
+            """
+            UPDATE shadow_oplog_meta SET value = replace(value, CAST('\n20\n' AS BLOB), CAST('\n19\n' AS BLOB)) \
+            WHERE name = 'checkpoint'
+            """
         )
         // Pruning by hand (a NULL body) keeps the tree: that is what pruning is.
         try await edit("UPDATE shadow_oplog_entries SET body = NULL WHERE idx = 0")

@@ -1,4 +1,5 @@
 import Foundation
+import ShadowCore
 import Synchronization
 
 /// A loopback OAuth 2.0 token endpoint (RFC 6749) for token-source tests. Refresh tokens
@@ -75,18 +76,19 @@ public final class FakeOAuthServer: Sendable {
                 state.refreshes += 1
                 state.issued += 1
                 let access = "at-\(state.issued)"
-                var body =
-                    #"{"access_token":"\#(access)","token_type":"Bearer","expires_in":\#(state.accessLifetime),"scope":"drive.file"}"#
+                var body: JSONObject = [
+                    "access_token": .string(access), "token_type": "Bearer", "expires_in": .int(state.accessLifetime),
+                    "scope": "drive.file",
+                ]
                 if state.rotates {
                     let number = Int(token.dropFirst(3)) ?? 0
                     // Using token n ends n-1; n stays valid until n+1 is used.
                     state.valid.remove("rt-\(number - 1)")
                     let next = "rt-\(number + 1)"
                     state.valid.insert(next)
-                    body =
-                        #"{"access_token":"\#(access)","token_type":"Bearer","expires_in":\#(state.accessLifetime),"refresh_token":"\#(next)","scope":"drive.file"}"#
+                    body.set("refresh_token", .string(next))
                 }
-                return .json(body)
+                return .json(JSONValue.object(body).serialized())
             case "authorization_code":
                 state.codes.append((form["code"] ?? "", form["code_verifier"]))
                 state.issued += 1

@@ -34,7 +34,8 @@ import Testing
         try await vault.put(contentsOf: [
             VaultEntry(
                 name: "drive", secret: SecretBytes(utf8: "rt-0"), provider: .google, kind: .refreshToken,
-                labels: TokenSourceEntries.labels(client: client, scope: "drive.file", issuedAt: issuedAt ?? clock.now)),
+                labels: TokenSourceEntries.labels(
+                    client: client, scope: "drive.file", issuedAt: issuedAt ?? clock.now)),
             VaultEntry(
                 name: TokenSourceEntries.clientSecret("drive"), secret: SecretBytes(utf8: "client-secret-1"),
                 provider: .google, kind: .other),

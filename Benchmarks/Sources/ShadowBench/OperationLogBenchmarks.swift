@@ -181,7 +181,10 @@ enum OperationLogBenchmarks {
                 name: "oplog inclusion proof at \(size) entries: make / check", unit: "ms",
                 ours: Harness.median(inclusionMake), raw: Harness.median(inclusionCheck), peer: nil, peerName: nil,
                 note:
-                    "medians over 201 random entries; ours = make (reads O(log² n) nodes from SQLite), raw column = check"
+                    """
+                    medians over 201 random entries; ours = make (reads O(log² n) nodes from SQLite), raw column = \
+                    check
+                    """
             ),
             BenchRow(
                 name: "oplog consistency proof at \(size) entries: make / check", unit: "ms",

@@ -6,8 +6,8 @@ guard arguments.count >= 3 else {
     FileHandle.standardError.write(
         Data(
             """
-            usage: ShadowBench <shadow-keys binary> <results.json> [jwt jwks crypto apple vault state db oplog sessions \
-            serve cli net]\n
+            usage: ShadowBench <shadow-keys binary> <results.json> [jwt jwks crypto apple vault state db oplog \
+            sessions serve cli net]\n
             """
             .utf8))
     exit(64)

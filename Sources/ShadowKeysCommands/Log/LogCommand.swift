@@ -17,9 +17,10 @@ struct LogCommand: AsyncParsableCommand {
             The log lives in a file (--log PATH, the default, under $XDG_DATA_HOME/shadow-keys/), in a SQLite \
             database (--log sqlite:PATH, which may be the state store's), or, with shadow-keys-server, in \
             PostgreSQL (--log postgres://…); $SHADOW_KEYS_OPERATION_LOG sets the default. The key options (as \
-            for `vault`) open it. Entity IDs and error messages are sealed; every batch gets a checkpoint (C2SP tlog-checkpoint, signed with the log's Ed25519 key) over an RFC 9162 \
-            Merkle tree of the entries. Exit codes: 0; 30 wrong key; 31 log tampered with; 35 not an operation \
-            log; 36 rolled back (the witness saw a later log, vault or state store); 64 usage; 65 bad entry; \
+            for `vault`) open it. Entity IDs and error messages are sealed; every batch gets a checkpoint \
+            (C2SP tlog-checkpoint, signed with the log's Ed25519 key) over an RFC 9162 Merkle tree of the \
+            entries. Exit codes: 0; 30 wrong key; 31 log tampered with; 35 not an operation log; 36 rolled \
+            back (the witness saw a later log, vault or state store); 64 usage; 65 bad entry; \
             66 no log. See Docs/operation-log.md.
             """,
         subcommands: [
