@@ -191,6 +191,14 @@ import Testing
             ["record-refresh", "--result", "invalid_grant", "--at", "1700000100", "--json"] + user())
         #expect((try rejected.json()["applied"] as? [[String: Any]])?.first?["new"] as? String == "revoked")
         #expect(try state(["show", "--json"] + user()).json()["cause"] as? String == "refresh-invalid-grant")
+        // Event times keep their milliseconds wherever they are printed.
+        let exact = try state(["record-refresh", "--result", "ok", "--at", "1700000200.042"] + user())
+        #expect(exact.stdout.contains("(refresh-ok at 2023-11-14T22:16:40.042Z)"), "\(exact.stdout)")
+        let exactJSON = try state(["record-refresh", "--result", "ok", "--at", "1700000201.5", "--json"] + user())
+        let applied = try #require((try exactJSON.json()["applied"] as? [[String: Any]])?.first)
+        #expect(applied["event_time"] as? String == "2023-11-14T22:16:41.500Z")
+        #expect(try state(["show", "--json"] + user()).json()["since"] as? String == "2023-11-14T22:16:41.500Z")
+        #expect(try state(["history"] + user()).stdout.contains("2023-11-14T22:16:40.042Z  revoked -> authorized"))
 
         let moved = try state([
             "record-migration", "--client-id", Self.client, "--from", "001.old.1", "--to", "002.new.1", "--at",

@@ -39,7 +39,7 @@ extension StateCommand {
                 for entry in entries {
                     Console.out(
                         """
-                        \(Timestamp.rfc3339(millisecondsToDate(entry.eventTimeMilliseconds)))  \(entry.old) -> \
+                        \(Timestamp.rfc3339Exact(millisecondsToDate(entry.eventTimeMilliseconds)))  \(entry.old) -> \
                         \(entry.new)  \(entry.cause.rawValue)  \(entry.eventID.terminalSafe)
                         """
                     )

@@ -84,7 +84,7 @@ func printChanges(_ changes: [CredentialChange], json: Bool) {
                     .object([
                         "client_id": .string(change.event.clientID), "sub": .string(change.event.subject),
                         "kind": .string(change.event.kind.rawValue),
-                        "event_time": .string(Timestamp.rfc3339(change.event.time)),
+                        "event_time": .string(Timestamp.rfc3339Exact(change.event.time)),
                         "event_id": .string(change.event.id),
                         "linked_sub": change.event.linkedSubject.map(JSONValue.string) ?? .null,
                         "old": .string(change.old.state.description),
@@ -96,7 +96,7 @@ func printChanges(_ changes: [CredentialChange], json: Bool) {
         return
     }
     for change in changes {
-        let what = "\(change.event.kind.rawValue) at \(Timestamp.rfc3339(change.event.time))"
+        let what = "\(change.event.kind.rawValue) at \(Timestamp.rfc3339Exact(change.event.time))"
         if change.changed {
             Console.out("\(change.event.subject.terminalSafe): \(change.old.state) -> \(change.new.state) (\(what))")
         } else {
