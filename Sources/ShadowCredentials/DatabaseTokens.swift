@@ -18,13 +18,7 @@ extension StateEngine {
     package func tokens(clientID: String, subject: String, kind: ServerToken.Kind?) async throws -> [ServerToken] {
         let id = keys.rowID(clientID: clientID, subject: subject)
         let rows = try await database.read { try await $0.tokens(rowID: id, kind: kind?.rawValue) }
-        return try rows.map { row in
-            let token = try openToken(row)
-            guard token.clientID == clientID, token.subject == subject else {
-                throw CredentialError(.corruptedState, "a token row holds another user's token")
-            }
-            return token
-        }
+        return try rows.map(openToken)
     }
 
     package func deleteToken(clientID: String, subject: String, kind: ServerToken.Kind) async throws -> Bool {
@@ -42,9 +36,14 @@ extension StateEngine {
         return try rows.map(openToken)
     }
 
+    /// A token row's body opened and checked against its clear columns (Docs/credential-state.md,
+    /// "Rows"): every path that reads tokens refuses the same rows.
     func openToken(_ row: StoredTokenRow) throws -> ServerToken {
         let token = try SealedRows.decodeToken(
             try SealedRows.openToken(row.body, rowID: row.rowID, kind: row.kind, keys: keys))
+        guard keys.rowID(clientID: token.clientID, subject: token.subject) == row.rowID else {
+            throw CredentialError(.corruptedState, "a token row holds another user's token")
+        }
         guard token.kind.rawValue == row.kind, token.expiresAtMilliseconds == row.expiresAtMilliseconds else {
             throw CredentialError(.corruptedState, "a token row's clear columns disagree with its sealed token")
         }

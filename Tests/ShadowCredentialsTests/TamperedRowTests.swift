@@ -81,6 +81,47 @@ import Testing
         }
     }
 
+    /// Token rows edited in their clear columns or moved between users are refused by every read
+    /// of tokens, the expired-token sweep included (which must not hand out another user's token
+    /// or one whose expiry was moved into the past).
+    @Test(arguments: databases)
+    func editedTokenRowsAreRefusedByEveryRead(kind: StoreKind) async throws {
+        let edits = [
+            "UPDATE shadow_tokens SET expires_at_ms = 1000 WHERE kind = 'access'",
+            """
+            UPDATE shadow_tokens SET body = (SELECT body FROM shadow_tokens WHERE kind = 'access') \
+            WHERE kind = 'refresh'
+            """,
+            "UPDATE shadow_tokens SET row_id = (SELECT subject FROM shadow_audit WHERE seq = 2) WHERE kind = 'access'",
+        ]
+        for edit in edits {
+            let fixture = try await written(kind)
+            let now = Date(timeIntervalSince1970: 1_800_000_000)
+            let store = try #require(try await fixture.open() as? any DatabaseCredentialStore)
+            try await closing({ await store.close() }) {
+                try await store.put(
+                    try ServerToken(
+                        clientID: Table.client, subject: "a", kind: .access, value: SecretBytes(utf8: "access-a"),
+                        expiresAt: now + 3600, storedAt: now))
+                try await store.put(
+                    try ServerToken(
+                        clientID: Table.client, subject: "a", kind: .refresh, value: SecretBytes(utf8: "refresh-a"),
+                        expiresAt: now + 3600, storedAt: now))
+            }
+            try await sql(fixture, edit)
+            let reopened = try #require(try await fixture.open() as? any DatabaseCredentialStore)
+            await closing({ await reopened.close() }) {
+                let owner = edit.contains("row_id =") ? "b" : "a"
+                await #expect(throws: CredentialError(.corruptedState, ""), "\(edit)") {
+                    _ = try await reopened.tokens(clientID: Table.client, subject: owner)
+                }
+                await #expect(throws: CredentialError(.corruptedState, ""), "\(edit)") {
+                    _ = try await reopened.expiredTokens(at: now + 7200, limit: 10)
+                }
+            }
+        }
+    }
+
     /// A write refuses a log whose end was removed, edited or extended, and appends nothing.
     @Test(arguments: databases)
     func aWriteRefusesABrokenTail(kind: StoreKind) async throws {
