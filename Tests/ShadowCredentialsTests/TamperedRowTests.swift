@@ -99,14 +99,13 @@ import Testing
             let now = Date(timeIntervalSince1970: 1_800_000_000)
             let store = try #require(try await fixture.open() as? any DatabaseCredentialStore)
             try await closing({ await store.close() }) {
-                try await store.put(
-                    try ServerToken(
-                        clientID: Table.client, subject: "a", kind: .access, value: SecretBytes(utf8: "access-a"),
-                        expiresAt: now + 3600, storedAt: now))
-                try await store.put(
-                    try ServerToken(
-                        clientID: Table.client, subject: "a", kind: .refresh, value: SecretBytes(utf8: "refresh-a"),
-                        expiresAt: now + 3600, storedAt: now))
+                for tokenKind in [ServerToken.Kind.access, .refresh] {
+                    let value = SecretBytes(utf8: "\(tokenKind.rawValue)-a")
+                    try await store.put(
+                        try ServerToken(
+                            clientID: Table.client, subject: "a", kind: tokenKind, value: value,
+                            expiresAt: now + 3600, storedAt: now))
+                }
             }
             try await sql(fixture, edit)
             let reopened = try #require(try await fixture.open() as? any DatabaseCredentialStore)
