@@ -165,6 +165,21 @@ public actor OperationLog {
     /// node against the tree rebuilt from the leaves, every stored checkpoint's signature and
     /// root, and that the latest checkpoint covers every entry.
     /// - Throws: ``LogErrorCode/tampered`` naming the first thing that does not hold.
+    /// Compares the nodes a stretch of entries closed, level by level, with the stored ones.
+    private static func checkStoredNodes(
+        _ closed: [Int: [(UInt64, TreeHash)]], in storage: any LogStorage
+    ) async throws {
+        for (level, nodes) in closed {
+            let range = nodes.first!.0..<(nodes.last!.0 + 1)
+            let stored = try await storage.nodes(level: level, in: range)
+            for (index, hash) in nodes {
+                guard let found = stored[index], found.constantTimeEquals(hash) else {
+                    throw LogError(.tampered, "the stored tree node at level \(level), index \(index) is wrong")
+                }
+            }
+        }
+    }
+
     public func verify() async throws -> LogVerification {
         let checkpoints = try await storage.checkpoints()
         var pending = checkpoints[...]
@@ -178,8 +193,13 @@ public actor OperationLog {
         var pruned: UInt64 = 0
         let chunk = 8192
         let storage = self.storage
-        // Reading the next chunk overlaps checking this one.
+        // Reading the next chunk and comparing the last chunk's stored nodes overlap hashing this one.
         var next: Task<[LogRecord], any Error>? = Task { try await storage.records(from: 0, count: chunk) }
+        var nodeCheck: Task<Void, any Error>?
+        defer {
+            next?.cancel()
+            nodeCheck?.cancel()
+        }
         while let fetching = next {
             let records = try await fetching.value
             let following = frontier.size + UInt64(records.count)
@@ -213,16 +233,11 @@ public actor OperationLog {
                     pending = pending.dropFirst()
                 }
             }
-            for (level, nodes) in closed {
-                let range = nodes.first!.0..<(nodes.last!.0 + 1)
-                let stored = try await storage.nodes(level: level, in: range)
-                for (index, hash) in nodes {
-                    guard let found = stored[index], found.constantTimeEquals(hash) else {
-                        throw LogError(.tampered, "the stored tree node at level \(level), index \(index) is wrong")
-                    }
-                }
-            }
+            try await nodeCheck?.value
+            let computed = closed
+            nodeCheck = Task { try await Self.checkStoredNodes(computed, in: storage) }
         }
+        try await nodeCheck?.value
         if let next = pending.first {
             throw LogError(
                 .tampered,

@@ -22,9 +22,14 @@ public final class SQLiteLogStorage: LogStorage {
     private let signer: NoteSigner
     private let verifier: NoteVerifier
     private let reader: SQLiteConnection
+    /// Tree nodes are read on a connection of their own, so `verify` compares the stored nodes
+    /// of one stretch while the next stretch's entries are read (a node never changes once
+    /// written, so the two need no common snapshot).
+    private let nodeReader: SQLiteConnection
     private let writer: SQLiteConnection
     private let writeLock = AsyncLock()
     private let readLock = AsyncLock()
+    private let nodeLock = AsyncLock()
     /// The checkpoint row this process last wrote or checked, and the tree's right edge under
     /// it: while the row is byte for byte the same, the next batch skips re-reading both.
     private let lastWrite = Mutex<(note: [UInt8], frontier: TreeFrontier)?>(nil)
@@ -43,15 +48,15 @@ public final class SQLiteLogStorage: LogStorage {
     ]
 
     private init(
-        path: String, origin: String, keys: LogKeys, reader: SQLiteConnection, writer: SQLiteConnection
+        path: String, origin: String, keys: LogKeys,
+        connections: (reader: SQLiteConnection, nodeReader: SQLiteConnection, writer: SQLiteConnection)
     ) throws {
         self.path = path
         self.origin = origin
         self.keys = keys
         signer = try keys.signer(origin: origin)
         verifier = signer.verifier
-        self.reader = reader
-        self.writer = writer
+        (reader, nodeReader, writer) = connections
     }
 
     /// Opens the log in the database at `path` (which may be the state store's), creating the
@@ -71,14 +76,14 @@ public final class SQLiteLogStorage: LogStorage {
         } catch let error as CredentialError {
             throw LogError(error.code == .noStore ? .notFound : .io, error.reason)
         }
-        let reader = try await connect(path: path, lockTimeout: seconds)
-        let writer: SQLiteConnection
+        var opened: [SQLiteConnection] = []
         do {
-            writer = try await connect(path: path, lockTimeout: seconds)
+            for _ in 0..<3 { opened.append(try await connect(path: path, lockTimeout: seconds)) }
         } catch {
-            try? await reader.close()
+            for connection in opened { try? await connection.close() }
             throw error
         }
+        let (reader, nodeReader, writer) = (opened[0], opened[1], opened[2])
         do {
             for pragma in ["PRAGMA journal_mode = WAL", "PRAGMA synchronous = FULL"] {
                 _ = try await mapped(path) { try await writer.query(pragma, []) }
@@ -86,10 +91,10 @@ public final class SQLiteLogStorage: LogStorage {
             let (secret, origin) = try await setUp(
                 writer, path: path, unlock: unlock, create: create, origin: origin)
             return try SQLiteLogStorage(
-                path: path, origin: origin, keys: try LogKeys(secret: secret), reader: reader, writer: writer)
+                path: path, origin: origin, keys: try LogKeys(secret: secret),
+                connections: (reader, nodeReader, writer))
         } catch {
-            try? await reader.close()
-            try? await writer.close()
+            for connection in opened { try? await connection.close() }
             throw error
         }
     }
@@ -258,7 +263,9 @@ public final class SQLiteLogStorage: LogStorage {
 
     public func nodes(level: Int, in range: Range<UInt64>) async throws -> [UInt64: TreeHash] {
         guard level >= 1, level < 56, !range.isEmpty else { return [:] }
-        return try await reading { connection in try await Self.nodes(connection, level: level, in: range) }
+        return try await nodeLock.withLock {
+            try await Self.mapped(path) { try await Self.nodes(nodeReader, level: level, in: range) }
+        }
     }
 
     static func nodes(
@@ -380,8 +387,7 @@ public final class SQLiteLogStorage: LogStorage {
     }
 
     public func close() async {
-        try? await reader.close()
-        try? await writer.close()
+        for connection in [reader, nodeReader, writer] { try? await connection.close() }
     }
 }
 
