@@ -16,6 +16,20 @@ import Synchronization
 /// The server side: `shadow-keys serve` under a load generator, and the bearer middleware's cost
 /// next to the RS256 verification it is built on.
 enum ServeBenchmarks {
+    /// Seconds for one GET of `path` through Hummingbird's in-process test client, with `token`
+    /// as the bearer; an answer other than 200 fails the benchmark.
+    static func timedGet(
+        _ client: some TestClientProtocol, _ path: String, bearer token: String
+    ) async throws
+        -> Double
+    {
+        let began = DispatchTime.now().uptimeNanoseconds
+        let response = try await client.executeRequest(
+            uri: path, method: .get, headers: [.authorization: "Bearer " + token], body: nil)
+        guard response.status == .ok else { throw BenchError("\(path) answered \(response.status.code)") }
+        return Double(DispatchTime.now().uptimeNanoseconds - began) / 1e9
+    }
+
     static let client = "com.example.app"
 
     static func run(binary: String, workDirectory: String) async throws -> [BenchRow] {
@@ -245,11 +259,7 @@ enum ServeBenchmarks {
         // middleware without sockets, so the difference is the middleware's own work.
         let inProcess = try await Application(router: router).test(.router) { client in
             func timed(_ path: String) async throws -> Double {
-                let began = DispatchTime.now().uptimeNanoseconds
-                let response = try await client.executeRequest(
-                    uri: path, method: .get, headers: [.authorization: "Bearer " + token], body: nil)
-                guard response.status == .ok else { throw BenchError("\(path) answered \(response.status.code)") }
-                return Double(DispatchTime.now().uptimeNanoseconds - began) / 1e9
+                try await ServeBenchmarks.timedGet(client, path, bearer: token)
             }
             return try await pairedRounds(
                 perRound: 200, plain: { try await timed("/plain") }, guarded: { try await timed("/api/me") },

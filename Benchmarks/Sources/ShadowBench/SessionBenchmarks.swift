@@ -144,11 +144,7 @@ enum SessionBenchmarks {
             .get("me") { _, context in context.session?.userID.uuidString ?? "" }
         let paired = try await Application(router: router).test(.router) { client in
             func timed(_ path: String) async throws -> Double {
-                let began = DispatchTime.now().uptimeNanoseconds
-                let response = try await client.executeRequest(
-                    uri: path, method: .get, headers: [.authorization: "Bearer " + token], body: nil)
-                guard response.status == .ok else { throw BenchError("\(path) answered \(response.status.code)") }
-                return Double(DispatchTime.now().uptimeNanoseconds - began) / 1e9
+                try await ServeBenchmarks.timedGet(client, path, bearer: token)
             }
             for _ in 0..<500 { _ = try await timed("/api/me") }
             return try await ServeBenchmarks.pairedRounds(
