@@ -34,6 +34,16 @@ public struct TransportRequest: Sendable {
     }
 }
 
+extension TransportRequest: CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
+    /// The method, the URL and the sizes: never a header value or the body, which carry bearer
+    /// tokens, client secrets and refresh tokens.
+    public var description: String {
+        "\(method.rawValue) \(url) (\(headerFields.count) header fields, \(body?.count ?? 0)-byte body)"
+    }
+    public var debugDescription: String { description }
+    public var customMirror: Mirror { Mirror(self, children: ["description": description]) }
+}
+
 /// An HTTP response as a transport returns it: swift-http-types' status and header fields, and
 /// the whole body.
 public struct TransportResponse: Sendable {

@@ -53,6 +53,18 @@ import Testing
         #expect(HTTPCaching.freshnessLifetime(try headers(pairs), now: now) == expected, "\(pairs)")
     }
 
+    /// A request prints without its header values or body, which carry credentials.
+    @Test func aRequestPrintsNoCredential() {
+        let request = TransportRequest(
+            method: .post, url: "https://example.com/token", headerFields: [.authorization: "Bearer sekret-token"],
+            body: Array("refresh_token=sekret-refresh".utf8))
+        var dumped = ""
+        dump(request, to: &dumped)
+        for text in ["\(request)", String(reflecting: request), dumped] {
+            #expect(!text.contains("sekret") && text.contains("POST https://example.com/token"), "\(text)")
+        }
+    }
+
     /// A transport refuses a status code outside 100...599 instead of passing it on.
     @Test(arguments: [0, 99, 600, 999, -1, Int.max])
     func statusOutsideTheRangeIsRefused(code: Int) {
