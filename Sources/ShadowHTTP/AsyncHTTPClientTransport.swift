@@ -139,8 +139,9 @@ public final class AsyncHTTPClientTransport: HTTPTransport {
                 work.cancel()
             }
         } catch {
-            let timedOut = expired.load(ordering: .acquiring)
-            throw Self.transportError(error, url: request.url, timeout: timedOut ? request.timeout.inSeconds : nil)
+            throw Self.transportError(
+                error, url: request.url, timeout: request.timeout.inSeconds,
+                expired: expired.load(ordering: .acquiring))
         }
     }
 
@@ -169,7 +170,8 @@ public final class AsyncHTTPClientTransport: HTTPTransport {
             var pool = HTTPClient.Configuration.ConnectionPool(idleTimeout: .seconds(30))
             pool.retryConnectionEstablishment = false
             let configuration = HTTPClient.Configuration(
-                tlsConfiguration: tls, redirectConfiguration: .disallow, timeout: .init(connect: .seconds(30)),
+                tlsConfiguration: tls, redirectConfiguration: .disallow,
+                timeout: .init(connect: .seconds(Self.connectTimeoutSeconds)),
                 connectionPool: pool, proxy: proxy.map(Self.proxy), ignoreUncleanSSLShutdown: false,
                 decompression: .disabled)
             let client = HTTPClient(
@@ -186,6 +188,9 @@ public final class AsyncHTTPClientTransport: HTTPTransport {
         }
         return .server(host: server.host, port: server.port, authorization: authorization)
     }
+
+    /// How long an owned client waits for a connection, whatever the request's deadline.
+    private static let connectTimeoutSeconds: Int64 = 30
 
     /// One exchange: the head within the deadline, then the body up to `limit` bytes.
     private static func exchange(
@@ -210,21 +215,25 @@ public final class AsyncHTTPClientTransport: HTTPTransport {
         return try TransportResponse(code: Int(response.status.code), fields: response.headers, body: body)
     }
 
-    /// Maps whatever the exchange threw to an ``HTTPTransportError``.
-    private static func transportError(_ error: any Error, url: String, timeout: Double?) -> HTTPTransportError {
-        let late = HTTPTransportError(.timeout, "no complete response from \(url) within \(timeout ?? 0) s")
+    /// Maps whatever the exchange threw to an ``HTTPTransportError``. `expired` is whether the
+    /// deadline timer fired: it tells a cancellation by the deadline from one by the caller. The
+    /// client's own deadline errors are the deadline's whichever of the two fired first.
+    private static func transportError(
+        _ error: any Error, url: String, timeout: Double, expired: Bool
+    ) -> HTTPTransportError {
+        let late = HTTPTransportError(.timeout, "no complete response from \(url) within \(timeout) s")
+        let cancelled = HTTPTransportError(.other, "the request to \(url) was cancelled")
         if let error = error as? HTTPTransportError { return error }
-        if error is CancellationError {
-            return timeout != nil ? late : HTTPTransportError(.other, "the request to \(url) was cancelled")
-        }
+        if error is CancellationError { return expired ? late : cancelled }
         if let error = error as? HTTPClientError {
             switch error {
-            case .deadlineExceeded, .connectTimeout, .readTimeout, .writeTimeout:
-                return timeout != nil ? late : HTTPTransportError(.timeout, "no complete response from \(url) in time")
-            case .cancelled:
-                return timeout != nil ? late : HTTPTransportError(.other, "the request to \(url) was cancelled")
-            default:
-                break
+            case .deadlineExceeded, .readTimeout, .writeTimeout: return late
+            case .connectTimeout:
+                let connect = Self.connectTimeoutSeconds
+                return expired || timeout <= Double(connect)
+                    ? late : HTTPTransportError(.timeout, "no connection to \(url) within \(connect) s")
+            case .cancelled: return expired ? late : cancelled
+            default: break
             }
         }
         // A connection or TLS failure keeps its own reason even when the deadline passed meanwhile.

@@ -29,7 +29,9 @@ import Testing
         configuration.baseURL = fake.baseURL
         configuration.allowLoopbackHTTP = true
         configuration.backoff = .milliseconds(10)
-        configuration.timeout = .seconds(2)
+        // Generous: on a loaded machine a slow answer must not become a timeout, whose retry
+        // would miss a reply injected for one request. The timeout test sets its own.
+        configuration.timeout = .seconds(30)
         var keysConfiguration = JWKSProvider.Configuration(url: fake.baseURL + "/auth/keys")
         keysConfiguration.allowLoopbackHTTP = true
         let transport = DefaultHTTPTransport(allowLoopbackHTTP: true)
