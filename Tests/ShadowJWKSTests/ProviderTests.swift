@@ -174,13 +174,14 @@ import Testing
     func failedRefreshServesStaleThenFailsClosed(fault: String) async throws {
         let body = try jwks([signerA])
         let server = try LoopbackHTTPServer { _ in .json(body, headers: [("Cache-Control", "max-age=60")]) }
-        let provider = try provider(server) { $0.timeout = .milliseconds(500) }
+        // Short enough for "hang" to time out, long enough for the first fetch on a loaded machine.
+        let provider = try provider(server) { if fault == "hang" { $0.timeout = .seconds(3) } }
         _ = try await verifier.verify(try token(signerA), keys: provider)
         server.setHandler { _ in
             switch fault {
             case "500": return .json(#"{"error":"boom"}"#, status: 500)
             case "429": return .json("{}", status: 429, headers: [("Retry-After", "120")])
-            case "hang": return .hang(seconds: 5)
+            case "hang": return .hang(seconds: 30)
             case "reset": return .reset
             case "close": return .close
             case "oversize": return .json(String(repeating: " ", count: 300 * 1024) + body)
