@@ -256,32 +256,30 @@ import Testing
         killer.start()
         let starting = tokens
         let refreshOn: @Sendable (String, Int) -> (status: Int, token: String?) = { self.refresh($0, port: $1) }
-        try await onOwnThread {
-            DispatchQueue.concurrentPerform(iterations: starting.count) { device in
-                var token = starting[device]
-                var spent: [String] = []
-                var failures: [Int] = []
-                let deadline = Date().addingTimeInterval(3)
-                var turn = device
-                while Date() < deadline {
-                    turn += 1
-                    var answer = refreshOn(token, ports[turn % 2])
-                    if answer.status == 0 {
-                        // The instance died, maybe after it rotated: the same token again, on the other,
-                        // within the grace interval, gets the successor.
-                        answer = refreshOn(token, ports[0])
-                    }
-                    guard answer.status == 200, let next = answer.token else {
-                        failures.append(answer.status)
-                        break
-                    }
-                    if next != token { spent.append(token) }
-                    token = next
+        DispatchQueue.concurrentPerform(iterations: starting.count) { device in
+            var token = starting[device]
+            var spent: [String] = []
+            var failures: [Int] = []
+            let deadline = Date().addingTimeInterval(3)
+            var turn = device
+            while Date() < deadline {
+                turn += 1
+                var answer = refreshOn(token, ports[turn % 2])
+                if answer.status == 0 {
+                    // The instance died, maybe after it rotated: the same token again, on the other,
+                    // within the grace interval, gets the successor.
+                    answer = refreshOn(token, ports[0])
                 }
-                results.withLock { $0[device] = (token, spent, failures) }
+                guard answer.status == 200, let next = answer.token else {
+                    failures.append(answer.status)
+                    break
+                }
+                if next != token { spent.append(token) }
+                token = next
             }
+            results.withLock { $0[device] = (token, spent, failures) }
         }
-        _ = try? await onOwnThread { try second.wait(timeout: 10) }
+        _ = try? second.wait(timeout: 10)
         // Past the grace interval, nothing spent may refresh, and every last token must.
         try await Task.sleep(for: .seconds(11))
         for (device, result) in results.withLock({ $0 }).sorted(by: { $0.key < $1.key }) {

@@ -71,7 +71,7 @@ import Testing
                 CLIRunner.executable.path, ["vault", "token", "drive", "--allow-http-loopback"] + vaultOptions,
                 stdin: nil)
         }
-        let results = try await onOwnThread { try children.map { try $0.wait(timeout: 60) } }
+        let results = try children.map { try $0.wait(timeout: 60) }
         for result in results { #expect(result.status == 0, "\(result.stderr)") }
         #expect(Set(results.map(\.stdout)) == ["at-1\n"])
         #expect(fake.withState { $0.refreshes } == 1)
@@ -114,7 +114,7 @@ import Testing
                 ["vault", "token", "drive", "--allow-http-loopback", "--skew", "7200"] + vaultOptions, stdin: nil)
             try await Task.sleep(for: .milliseconds(Int.random(in: 0...120, using: &generator)))
             child.kill()
-            _ = try await onOwnThread { try child.wait(timeout: 30) }
+            _ = try child.wait(timeout: 30)
             let stored = try storedRefreshToken()
             #expect(fake.accepts(stored), "round \(round): the vault holds \(stored), which the provider refuses")
         }

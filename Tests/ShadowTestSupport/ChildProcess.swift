@@ -215,12 +215,3 @@ public enum CleanSpawn {
         return posix_spawn(&pid, path, &actions, &attributes, argv, envp)
     }
 }
-
-/// Runs blocking work (waiting for processes, socket I/O, `concurrentPerform`) on a thread of its
-/// own, so that a test holds no thread of Swift's cooperative pool while it waits: on a 2-core
-/// machine that pool has two threads, and every other async test shares them.
-public func onOwnThread<R: Sendable>(_ work: @escaping @Sendable () throws -> R) async throws -> R {
-    try await withCheckedThrowingContinuation { continuation in
-        Thread { continuation.resume(with: Result { try work() }) }.start()
-    }
-}
