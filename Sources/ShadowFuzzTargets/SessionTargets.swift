@@ -14,20 +14,18 @@ enum SessionTargets {
         precondition(token.encoded(keys: keys) == text, "a refresh token changed in a round trip")
     }
 
-    /// The first byte picks the reader: 0 a token endpoint's answer (a 200 body, then the same
-    /// body as a 400's error), 1 a `Retry-After` value, 2 what a user pastes after signing in.
+    /// The first byte picks the reader: even, a token endpoint's answer (a 200 body, then the
+    /// same body as a 400's error); odd, what a user pastes after signing in. (`Retry-After` is
+    /// read by HTTPCaching, fuzzed in `http-caching`.)
     static let oauth: FuzzTargets.Harness = { data in
         let input = Input(data)
-        switch input.mode % 3 {
+        switch input.mode % 2 {
         case 0:
             if let response = try? OAuthTokenEndpoint.parse(TransportResponse(status: .ok, body: input.rest)) {
                 precondition(response.expiresIn >= 1 && response.expiresIn <= 366 * 86_400)
             }
             let error = OAuthTokenEndpoint.rejection(TransportResponse(status: .badRequest, body: input.rest))
             precondition(!error.reason.unicodeScalars.contains { $0.value < 0x20 }, "a control character in a reason")
-        case 1:
-            let text = String(decoding: input.rest, as: UTF8.self)
-            if let seconds = OAuthTokenEndpoint.retryAfterSeconds(text) { precondition((0...86_400).contains(seconds)) }
         default:
             _ = try? PKCE().code(fromPasted: String(decoding: input.rest, as: UTF8.self))
         }

@@ -208,10 +208,10 @@ public struct OAuthTokenEndpoint: Sendable {
                     throw Self.rejection(response)
                 }
                 failure = TokenError(.providerUnavailable, "the token endpoint answered HTTP \(response.status.code)")
-                let asked = response.headerFields.first(.retryAfter).flatMap(Self.retryAfterSeconds).map(
-                    Duration.seconds)
-                if let asked, asked > policy.maxRetryAfter { throw failure }
-                wait = max(Self.jitter(backoff), asked ?? .zero)
+                // RFC 9110 §10.2.3: delay-seconds or an HTTP-date, read as the key-set fetch reads it.
+                let asked = HTTPCaching.retryAfter(response.headerFields, now: Date())
+                if let asked, asked > policy.maxRetryAfter.inSeconds { throw failure }
+                wait = max(Self.jitter(backoff), .seconds(asked ?? 0))
             } catch let error as HTTPTransportError {
                 if error.kind == .forbiddenURL { throw TokenError(.notConfigured, error.message) }
                 failure = TokenError(.providerUnavailable, "the token endpoint: \(error.message)")
@@ -228,16 +228,6 @@ public struct OAuthTokenEndpoint: Sendable {
     static func jitter(_ backoff: Duration) -> Duration {
         let milliseconds = max(1, Int(backoff.inSeconds * 1000))
         return .milliseconds(Int.random(in: 0...milliseconds))
-    }
-
-    /// `Retry-After` as delay-seconds (RFC 9110, section 10.2.3): 0 to 86,400; an HTTP-date is
-    /// read as no hint.
-    package static func retryAfterSeconds(_ value: String) -> Int? {
-        let trimmed = value.drop { $0 == " " || $0 == "\t" }.reversed().drop { $0 == " " || $0 == "\t" }.reversed()
-        guard !trimmed.isEmpty, trimmed.count <= 6, trimmed.allSatisfy({ $0.isASCII && $0.isNumber }),
-            let seconds = Int(String(trimmed)), seconds <= 86_400
-        else { return nil }
-        return seconds
     }
 
     package static func rejection(_ response: TransportResponse) -> TokenError {

@@ -112,9 +112,17 @@ import Testing
         #expect(text(try await vault.entry(named: "drive").secret) == "rt-1")
         // A Retry-After longer than the policy allows ends the retries at once.
         fake.withState { $0.failures = [(429, "3600")] }
-        let before = fake.server.requestCount
+        var before = fake.server.requestCount
         await #expect(throws: TokenError(.providerUnavailable, "")) { try await source.token() }
         #expect(fake.server.requestCount == before + 1)
+        // So does one as an HTTP-date an hour ahead, and delay-seconds too large to count.
+        let hourAhead = try #require(Timestamp(Date().addingTimeInterval(3600)))
+        for asked in [HTTPCaching.formatHTTPDate(hourAhead), "99999999999"] {
+            fake.withState { $0.failures = [(503, asked)] }
+            before = fake.server.requestCount
+            await #expect(throws: TokenError(.providerUnavailable, "")) { try await source.token() }
+            #expect(fake.server.requestCount == before + 1, "Retry-After: \(asked)")
+        }
     }
 
     @Test func clientAuthenticationMethods() async throws {
