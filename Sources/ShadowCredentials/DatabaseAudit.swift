@@ -34,10 +34,6 @@ extension StateEngine {
         return (entry, previous, line)
     }
 
-    /// How many lines past the checkpoint a write lets accumulate before it moves the checkpoint
-    /// up: each write checks at most this many lines plus the last batch, whatever the log's length.
-    static var checkpointWindow: Int { 1024 }
-
     /// Before a write extends the chain: every line after the authenticated checkpoint is there,
     /// in order, opens with its columns bound, and chains from the checkpoint's value to the
     /// head's, and no line lies past the head. A write never appends to a log whose recent part

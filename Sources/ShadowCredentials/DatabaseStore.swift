@@ -173,8 +173,8 @@ public final class StateEngine: Sendable {
                 for chunk in lines.chunked(200) { try await transaction.appendAudit(Array(chunk)) }
                 try await transaction.setMeta(MetaName.auditHead, keys.encodeHead(count: count, chain: chain))
                 // The lines up to the head this write checked are known good: the checkpoint moves
-                // there once the unchecked span would pass the window.
-                if count - checkpoint.count > Self.checkpointWindow {
+                // there, so the next write checks this write's lines and no more (a cost per batch).
+                if verified.count > checkpoint.count {
                     try await transaction.setMeta(
                         MetaName.auditCheckpoint, keys.encodeCheckpoint(count: verified.count, chain: verified.chain))
                 }

@@ -164,21 +164,35 @@ import Testing
         }
     }
 
-    /// The checkpoint moves up as the log grows, so a write checks a bounded span: after more
-    /// than the window's lines, an edit before the checkpoint is left to verifyAudit.
-    @Test func theCheckpointBoundsWhatAWriteChecks() async throws {
-        let fixture = try StoreFixture(.sqlite)
-        let store = try await fixture.open()
-        let window = 1024
-        try await closing({ await close(store) }) {
-            _ = try await store.apply((0...window).map { Table.event(.signIn, at: Table.t, subject: "w\($0)") })
-            _ = try await store.apply([Table.event(.signIn, at: Table.t, subject: "one-more")])
-        }
-        try await sql(
-            fixture, "UPDATE shadow_audit SET line = (SELECT line FROM shadow_audit WHERE seq = 2) WHERE seq = 3")
-        try await withStore(fixture) { store in
-            _ = try await store.apply([Table.event(.signIn, at: Table.t, subject: "after")])
-            await #expect(throws: CredentialError(.auditTampered, "")) { _ = try await store.verifyAudit() }
+    /// Each write moves the checkpoint to the head it checked, so the next write checks exactly
+    /// the lines of the write before it (a cost per batch, whatever the log's length): an edit
+    /// there is refused; an edit further back is left to verifyAudit.
+    @Test(arguments: databases)
+    func aWriteChecksTheLinesOfTheWriteBeforeIt(kind: StoreKind) async throws {
+        for (edited, refused) in [(5, true), (2, false)] {
+            let fixture = try StoreFixture(kind)
+            let store = try await fixture.open()
+            try await closing({ await close(store) }) {
+                _ = try await store.apply((1...3).map { Table.event(.signIn, at: Table.t, subject: "w\($0)") })
+                _ = try await store.apply((4...6).map { Table.event(.signIn, at: Table.t, subject: "w\($0)") })
+            }
+            try await sql(
+                fixture,
+                "UPDATE shadow_audit SET line = (SELECT line FROM shadow_audit WHERE seq = 1) WHERE seq = \(edited)")
+            try await withStore(fixture) { store in
+                let next = [Table.event(.signIn, at: Table.t, subject: "after")]
+                if refused {
+                    await #expect(throws: CredentialError(.auditTampered, ""), "line \(edited)") {
+                        _ = try await store.apply(next)
+                    }
+                    #expect(try await store.status(clientID: Table.client, subject: "after").state == .notFound)
+                } else {
+                    _ = try await store.apply(next)
+                }
+                await #expect(throws: CredentialError(.auditTampered, ""), "line \(edited)") {
+                    _ = try await store.verifyAudit()
+                }
+            }
         }
     }
 }
