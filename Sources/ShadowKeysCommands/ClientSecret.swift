@@ -40,20 +40,25 @@ struct ClientSecretCommand: AsyncParsableCommand, QuietCommand {
     func validate() throws {
         let issued = try parseNow(now).now.timeIntervalSince1970
         guard now != nil else { return }
-        let real = Date().timeIntervalSince1970
-        if issued > real + Self.futureSkew {
+        try Self.check(issued: issued, ttl: credentials.ttl, clock: Date().timeIntervalSince1970)
+    }
+
+    /// Refuses a `--now` that makes a secret Apple refuses outright, judged by this machine's
+    /// `clock`: `iat` more than ``futureSkew`` ahead of it, or `exp` more than six months after it.
+    static func check(issued: Double, ttl: Int, clock: Double) throws {
+        if issued > clock + futureSkew {
             throw ValidationError(
                 """
-                --now: iat would be \(Int(issued - real)) s after this machine's clock; Apple refuses a secret issued \
+                --now: iat would be \(Int(issued - clock)) s after this machine's clock; Apple refuses a secret issued \
                 in the future
                 """
             )
         }
-        let expires = issued + Double(credentials.ttl)
-        if expires > real + ClientSecretBuilder.maximumLifetime {
+        let expires = issued + Double(ttl)
+        if expires > clock + ClientSecretBuilder.maximumLifetime {
             throw ValidationError(
                 """
-                --now with --ttl \(credentials.ttl): exp would be \(Int(expires - real)) s after this machine's clock, \
+                --now with --ttl \(ttl): exp would be \(Int(expires - clock)) s after this machine's clock, \
                 beyond Apple's six months (\(Int(ClientSecretBuilder.maximumLifetime)) s)
                 """)
         }

@@ -9,7 +9,7 @@ import SQLiteNIO
 import Testing
 
 /// What the database stores add: sealed rows, an audit chain in the database, server tokens.
-@Suite(.serialized) struct DatabaseStoreTests {
+@Suite(.serialized, .ownThreads) struct DatabaseStoreTests {
     typealias Table = StateMachineTests
     static let subject = "001234.8a2b3c4d5e6f70819a2b3c4d5e6f7081.1234"
     static let databases: [StoreKind] = [.sqlite, .postgres].filter(StoreKind.wanted.contains)

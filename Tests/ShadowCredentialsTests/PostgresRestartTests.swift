@@ -8,7 +8,7 @@ import Testing
 
 /// PostgreSQL restarted (`pg_ctl restart -m immediate`, as after a crash) under load from four
 /// writers: they reconnect, no acknowledged transition is lost, and the chain verifies.
-@Suite(.serialized, .tags(.postgres, .stress), .enabled(if: postgresWanted)) struct PostgresRestartTests {
+@Suite(.serialized, .tags(.postgres, .stress), .alone, .enabled(if: postgresWanted)) struct PostgresRestartTests {
     @Test func writersSurviveAnImmediateRestart() async throws {
         let cluster = try PostgresCluster.start()
         defer { cluster.stop() }

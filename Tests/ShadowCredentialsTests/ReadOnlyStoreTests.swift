@@ -10,7 +10,7 @@ import Testing
 
 /// Readers never write (Docs/credential-state.md, "Readers"): a SQLite store opened for reading is
 /// opened read-only, and nothing it finds is created, migrated or repaired.
-@Suite struct ReadOnlyStoreTests {
+@Suite(.ownThreads) struct ReadOnlyStoreTests {
     typealias Table = StateMachineTests
 
     /// The result of a query, outside the store.

@@ -15,7 +15,7 @@ import SQLiteNIO
 import Testing
 
 /// The revocation queue of the database stores, and the worker that empties it.
-@Suite(.serialized) struct RevocationQueueTests {
+@Suite(.serialized, .ownThreads) struct RevocationQueueTests {
     static let client = "com.example.app"
     static let databases: [StoreKind] = [.sqlite, .postgres].filter(StoreKind.wanted.contains)
 

@@ -59,7 +59,7 @@ func close(_ store: any AuditedCredentialStore) async {
 }
 
 /// The transition table, the ordering rule and the audit chain, through every store.
-@Suite(.serialized) struct StoreConformanceTests {
+@Suite(.serialized, .ownThreads) struct StoreConformanceTests {
     typealias Table = StateMachineTests
 
     /// Every cell of the table of Docs/credential-state.md, each in its own subject, through the store.

@@ -8,7 +8,7 @@ import Testing
 
 /// An attacker who can edit a store's rows but holds no key (a DBA, a leaked backup, an SQL
 /// injection elsewhere): every edit fails closed (Docs/credential-state.md, "Threat model").
-@Suite(.serialized) struct TamperedRowTests {
+@Suite(.serialized, .ownThreads) struct TamperedRowTests {
     typealias Table = StateMachineTests
     static let databases = DatabaseStoreTests.databases
 

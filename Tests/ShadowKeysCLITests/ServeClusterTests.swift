@@ -16,8 +16,7 @@ import Testing
 /// Two `serve` processes over one PostgreSQL database, under a load generator posting Apple-shaped
 /// notifications (a fifth of them repeated) to both, with a loopback fake of Apple's revoke
 /// endpoint that counts calls.
-@Suite(.tags(.multiProcess, .postgres), .ownThreads, .serialized, .enabled(if: postgresWanted)) struct ServeClusterTests
-{
+@Suite(.tags(.multiProcess, .postgres), .alone, .serialized, .enabled(if: postgresWanted)) struct ServeClusterTests {
     static let client = "com.example.app"
     static let types = ["consent-revoked", "account-delete", "email-disabled", "email-enabled", "account-deleted"]
 

@@ -214,7 +214,7 @@ import Testing
     /// Two `serve` instances on one PostgreSQL: sign-ins on one, a refresh storm across both, one
     /// instance killed with SIGKILL in the middle. Afterwards every client's last token refreshes,
     /// no spent token does, and no session was revoked as a false reuse.
-    @Test(.tags(.postgres, .stress), .enabled(if: postgresWanted)) func aRefreshStormSurvivesAKilledInstance()
+    @Test(.tags(.postgres, .stress), .alone, .enabled(if: postgresWanted)) func aRefreshStormSurvivesAKilledInstance()
         async throws
     {
         let url = try PostgresCluster.shared.get().freshDatabase()

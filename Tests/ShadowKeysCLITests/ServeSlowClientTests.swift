@@ -86,7 +86,8 @@ import Testing
         let result = try server.wait(timeout: 30)
         let took = Date().timeIntervalSince(started)
         #expect(result.status == 0, "\(result.stderr.suffix(1000))")
-        #expect(took < 10, "serve took \(took) s to stop with a stalled upload open")
+        // Without the grace, the stalled body would hold it for the body timeout (600 s).
+        #expect(took < 120, "serve took \(took) s to stop with a stalled upload open")
     }
 
     @Test func idleAndHalfSentRequestsAreClosedAndASlowBodyGets408() throws {
@@ -143,7 +144,7 @@ import Testing
     /// not keep a valid notification from being applied. The clients live in a child process
     /// (python3), so this process's own sockets keep their descriptor numbers for the tests
     /// running beside it.
-    @Test func aValidNotificationGetsThroughAThousandSlowClients() throws {
+    @Test(.alone) func aValidNotificationGetsThroughAThousandSlowClients() throws {
         let python = "/usr/bin/python3"
         guard FileManager.default.isExecutableFile(atPath: python) else {
             Issue.record("\(python) is needed to hold a thousand connections outside this process")

@@ -8,7 +8,7 @@ import ShadowVault
 import Testing
 
 /// Processes killed mid-write, and several processes writing one PostgreSQL database at once.
-@Suite(.tags(.multiProcess), .ownThreads, .serialized) struct StoreReliabilityTests {
+@Suite(.tags(.multiProcess), .alone, .serialized) struct StoreReliabilityTests {
     static let client = StoreCLITests.client
     let directory: TemporaryDirectory
     let keyFile: String

@@ -8,7 +8,7 @@ import Testing
 
 /// The operation log in PostgreSQL, shared by several writers: one order, no gap, no duplicate;
 /// and edits to its rows caught as in SQLite.
-@Suite(.tags(.postgres), .enabled(if: postgresWanted)) struct PostgresLogTests {
+@Suite(.tags(.postgres), .ownThreads, .enabled(if: postgresWanted)) struct PostgresLogTests {
     let url: String
     let cluster: PostgresCluster
 

@@ -9,7 +9,7 @@ import Testing
 
 /// Two instances on one PostgreSQL: the refresh race across them, rate limits that hold across
 /// them, and a key rotated on one that the other verifies.
-@Suite(.tags(.postgres), .enabled(if: postgresWanted)) struct PostgresSessionTests {
+@Suite(.tags(.postgres), .ownThreads, .enabled(if: postgresWanted)) struct PostgresSessionTests {
     let url: String
     let configuration = SessionConfiguration(
         issuer: "https://api.example.com", audience: "https://api.example.com/v1", clientID: "com.example.app")

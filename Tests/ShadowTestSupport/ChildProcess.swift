@@ -68,28 +68,34 @@ public final class ChildProcess: @unchecked Sendable {
         }
         self.pid = pid
 
-        // Peak memory is sampled from /proc (VmHWM) while the child runs: wait4's ru_maxrss would
-        // report this process's size, which posix_spawn's shared-memory start passes on to the child.
+        // Peak memory is sampled from /proc (VmHWM, a high-water mark) while the child runs:
+        // wait4's ru_maxrss would report this process's size, which posix_spawn's shared-memory
+        // start passes on to the child. Every 10 ms for the first two seconds, then every 50 ms.
         let sampled = peakMemory, child = pid
         Thread.detachNewThread {
+            var samples = 0
             while let peak = Self.highWaterMark(child) {
                 sampled.value.withLock { $0 = max($0, peak) }
-                usleep(10_000)
+                samples += 1
+                usleep(samples < 200 ? 10_000 : 50_000)
             }
         }
 
+        // The pipes are drained and fed on threads of their own: a blocking read on Dispatch's
+        // global queue holds one of its few threads for as long as the child runs (a server for
+        // minutes), and the reads of every other child then wait for a thread.
         let stdinFD = input[1], stdoutFD = output[0], stderrFD = errors[0]
         group.enter()
-        DispatchQueue.global().async {
+        Thread.detachNewThread {
             self.out = Self.drain(stdoutFD)
             self.group.leave()
         }
         group.enter()
-        DispatchQueue.global().async {
+        Thread.detachNewThread {
             self.err = Self.drain(stderrFD)
             self.group.leave()
         }
-        DispatchQueue.global().async {
+        Thread.detachNewThread {
             if let stdin {
                 stdin.withUnsafeBytes { buffer in
                     var offset = 0

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -170,10 +171,21 @@ public final class PostgresCluster: @unchecked Sendable {
             """)
     }
 
-    /// A loopback port free at the time of asking.
+    /// A loopback port free at the time of asking, and never handed out before in this process:
+    /// two tests asking at once never get the same one for their servers.
     public static func freePortForTests() throws -> Int { try freePort() }
 
+    private static let handedOut = Mutex(Set<Int>())
+
     static func freePort() throws -> Int {
+        for _ in 0..<100 {
+            let port = try ephemeralPort()
+            if handedOut.withLock({ $0.insert(port).inserted }) { return port }
+        }
+        throw CLIRunnerError("cannot find a loopback port not handed out before")
+    }
+
+    private static func ephemeralPort() throws -> Int {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw CLIRunnerError("socket failed") }
         defer { close(fd) }
