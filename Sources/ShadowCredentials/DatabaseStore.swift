@@ -63,9 +63,11 @@ public final class StateEngine: Sendable {
         let id = keys.rowID(clientID: clientID, subject: subject)
         let rows = try await database.read { try await $0.rows([id]) }
         guard let row = rows.first else {
-            // Every transition writes the user's row and its audit line together: a user the log
-            // knows must have a row. A deleted row must never turn a refusal into a pass.
-            let lines = try await database.read { try await $0.audit(about: id) }
+            // Every transition writes its subject's row and its audit line together: a user the
+            // log holds a transition of must have a row. A deleted row must never turn a refusal
+            // into a pass. A line that names the user only as a transfer's new subject is the old
+            // subject's transition: the new subject has no row until an event is about them.
+            let lines = try await database.read { try await $0.audit(about: id) }.filter { $0.subject == id }
             guard lines.isEmpty else {
                 throw CredentialError(
                     .corruptedState,

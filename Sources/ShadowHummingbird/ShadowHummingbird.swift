@@ -93,12 +93,12 @@ public struct AppleIdentityMiddleware<Context: AppleIdentityRequestContext>: Rou
 
 extension RouterMethods {
     /// `POST path`: Apple's server-to-server notifications, through `receiver` (the body is read
-    /// up to 64 KiB; a larger one is 413). `applied` runs after each notification is received and
-    /// before the answer is sent (sessions revoke a user's families there).
+    /// up to 64 KiB; a larger one is 413). What a notification ends besides its state (a user's
+    /// sessions) is the receiver's `afterApplying`.
     @discardableResult
     public func addAppleNotifications(
         _ path: RouterPath = "/apple/notifications", receiver: AppleNotificationReceiver,
-        bodyTimeout: Duration = .seconds(10), applied: (@Sendable (NotificationResponse) async -> Void)? = nil
+        bodyTimeout: Duration = .seconds(10)
     ) -> Self {
         post(path) { request, _ -> Response in
             let limit = AppleNotificationVerifier.maxBodyBytes
@@ -112,7 +112,6 @@ extension RouterMethods {
                 let stream = request.body
                 let body = try await withDeadline(bodyTimeout) { try await stream.collect(upTo: limit) }
                 response = await receiver.receive(body.readableBytesView)
-                await applied?(response)
             } catch is NIOTooManyBytesError {
                 return Self.notificationResponse(receiver.refuseOversized(), close: true)
             } catch is DeadlineExceeded {

@@ -181,8 +181,24 @@ struct Serve: AsyncParsableCommand, QuietCommand {
             logger.logLevel = .info
             let keys = try keySource.appleKeys()
             let states = try await store.open(create: true)
+            var sessionService: SessionService?
+            var sessionEndpoints: SessionEndpoints?
+            if sessions.enabled {
+                let started = try await sessions.start(
+                    store: store, states: states, clientIDs: clientIDs, keys: keys,
+                    appleClients: try appleClients(keys: keys), logger: logger)
+                sessionEndpoints = started.endpoints
+                sessionService = started.service
+            }
+            // A notification that leaves the user revoked or transferred ends their sessions
+            // before Apple gets its answer (SessionStateRules).
+            var afterApplying: (@Sendable (CredentialChange) async throws -> Void)?
+            if let rules = sessionEndpoints?.rules {
+                afterApplying = { change in _ = try await rules.endSessions(after: change) }
+            }
             let receiver = AppleNotificationReceiver(
-                clientIDs: clientIDs, keys: keys, store: states, maxAge: maxAge, logger: logger)
+                clientIDs: clientIDs, keys: keys, store: states, maxAge: maxAge, logger: logger,
+                afterApplying: afterApplying)
             var worker: RevocationWorker?
             if let queue = states as? any RevocationQueue {
                 worker = try revocationWorker(queue: queue, keys: keys, logger: logger)
@@ -195,26 +211,10 @@ struct Serve: AsyncParsableCommand, QuietCommand {
                     "a vault store keeps no revocation queue: --p8 is not used; use a SQLite or PostgreSQL store")
             }
             let router = Router(context: ShadowRequestContext.self)
-            var sessionService: SessionService?
-            if sessions.enabled {
-                let started = try await sessions.start(
-                    store: store, clientIDs: clientIDs, keys: keys,
-                    appleClients: try appleClients(keys: keys), logger: logger)
-                router.addSessionRoutes(started.endpoints, bodyTimeout: .nanoseconds(Int64(bodyTimeout * 1e9)))
-                sessionService = started.service
+            if let sessionEndpoints {
+                router.addSessionRoutes(sessionEndpoints, bodyTimeout: .nanoseconds(Int64(bodyTimeout * 1e9)))
             }
-            let sessionAuthority = sessionService?.authority
-            router.addAppleNotifications(
-                receiver: receiver, bodyTimeout: .nanoseconds(Int64(bodyTimeout * 1e9)),
-                applied: { response in
-                    // A user no longer authorized (consent revoked, account deleted) loses every session.
-                    guard let authority = sessionAuthority, let change = response.change, change.isTransition,
-                        change.new.state != .authorized,
-                        let user = try? await authority.user(
-                            appleSubject: change.event.subject, appleClientID: change.event.clientID)
-                    else { return }
-                    _ = try? await authority.revokeAll(user: user)
-                })
+            router.addAppleNotifications(receiver: receiver, bodyTimeout: .nanoseconds(Int64(bodyTimeout * 1e9)))
             router.get("metrics") { _, _ -> Response in
                 var text: [UInt8] = []
                 registry.emit(into: &text)

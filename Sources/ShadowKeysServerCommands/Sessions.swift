@@ -8,6 +8,7 @@ import Logging
 import ServiceLifecycle
 import ShadowApple
 import ShadowCore
+import ShadowCredentials
 import ShadowJOSE
 import ShadowKeysCommands
 import ShadowServer
@@ -116,7 +117,7 @@ struct SessionOptions: ParsableArguments {
     }
 
     func start(
-        store storeOptions: StoreOptions, clientIDs: [String], keys: any JWKSource,
+        store storeOptions: StoreOptions, states: any CredentialStateStore, clientIDs: [String], keys: any JWKSource,
         appleClients: [String: AppleAuthClient], logger: Logger
     ) async throws -> (endpoints: SessionEndpoints, service: SessionService) {
         let (store, close) = try await Self.openStore(storeOptions)
@@ -137,7 +138,7 @@ struct SessionOptions: ParsableArguments {
         let endpoints = SessionEndpoints(
             authority: authority, validator: AppleIdentityTokenValidator(clientIDs: clientIDs), appleKeys: keys,
             appleClients: appleClients, limits: limits, introspectionClients: try introspectionClients(),
-            logger: logger)
+            states: states, logger: logger)
         return (
             endpoints,
             SessionService(

@@ -82,19 +82,26 @@ public final class AppleNotificationReceiver: Sendable {
     public let store: any CredentialStateStore
     /// Notifications issued longer ago than this are refused (401): a replay of an old body.
     public let maxAge: TimeInterval
+    /// Runs after each applied notification, before the answer (sessions end there: see
+    /// ``SessionStateRules``); when it throws, the answer is 503, so Apple delivers it again.
+    let afterApplying: (@Sendable (CredentialChange) async throws -> Void)?
     let logger: Logger
     let received = Counter(label: "shadow_keys_notifications_received_total")
     let outcomes: [NotificationResponse.Outcome: Counter]
 
+    /// - Parameter afterApplying: runs after each notification is applied (a duplicate too),
+    ///   before the answer; when it throws, the answer is 503 `unavailable` and Apple retries.
     public init(
         clientIDs: [String], keys: any JWKSource, store: any CredentialStateStore, maxAge: TimeInterval = 86_400,
         leeway: TimeInterval = 60,
-        clock: WallClock = .system, logger: Logger = Logger(label: "shadow-keys.notifications")
+        clock: WallClock = .system, logger: Logger = Logger(label: "shadow-keys.notifications"),
+        afterApplying: (@Sendable (CredentialChange) async throws -> Void)? = nil
     ) {
         verifier = AppleNotificationVerifier(clientIDs: clientIDs, leeway: leeway, clock: clock)
         self.keys = keys
         self.store = store
         self.maxAge = maxAge
+        self.afterApplying = afterApplying
         self.logger = logger
         let all: [NotificationResponse.Outcome] = [
             .applied, .duplicate, .ignored, .badRequest, .unauthorized, .tooLarge, .unavailable, .incomplete,
@@ -183,6 +190,15 @@ public final class AppleNotificationReceiver: Sendable {
                 return NotificationResponse(.unavailable, code: "store", message: "nothing applied")
             }
             let outcome: NotificationResponse.Outcome = change.changed ? .applied : .duplicate
+            if let afterApplying {
+                do { try await afterApplying(change) } catch {
+                    logger.error(
+                        "notification applied, its consequences not", metadata: ["error": "\(String(describing: error))"])
+                    return NotificationResponse(
+                        .unavailable, notification: notification, change: change, code: "sessions_unavailable",
+                        message: "the state was recorded but the user's sessions could not be ended; deliver it again")
+                }
+            }
             logger.info(
                 "notification \(outcome.rawValue)",
                 metadata: [

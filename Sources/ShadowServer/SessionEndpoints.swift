@@ -6,6 +6,7 @@ import Foundation
 public import Logging
 public import ShadowApple
 public import ShadowCore
+public import ShadowCredentials
 public import HTTPTypes
 public import ShadowJOSE
 public import ShadowSessions
@@ -50,6 +51,9 @@ public final class SessionEndpoints: Sendable {
     }
 
     public let authority: SessionAuthority
+    /// With a credential-state store, sign-ins are recorded in it and superseded identity tokens
+    /// refused (``SessionStateRules``).
+    public let rules: SessionStateRules?
     let validator: AppleIdentityTokenValidator
     let appleKeys: any JWKSource
     let appleClients: [String: AppleAuthClient]
@@ -65,12 +69,15 @@ public final class SessionEndpoints: Sendable {
     ///     Apple's refresh token for the re-check).
     ///   - introspectionClients: confidential clients (ID and secret) allowed RFC 7009 revocation
     ///     and RFC 7662 introspection with HTTP Basic.
+    ///   - states: the credential-state store a sign-in is recorded in (see ``SessionStateRules``).
     public init(
         authority: SessionAuthority, validator: AppleIdentityTokenValidator, appleKeys: any JWKSource,
         appleClients: [String: AppleAuthClient], limits: Limits = Limits(),
-        introspectionClients: [String: SecretBytes] = [:], logger: Logger = Logger(label: "shadow-keys.sessions")
+        introspectionClients: [String: SecretBytes] = [:], states: (any CredentialStateStore)? = nil,
+        logger: Logger = Logger(label: "shadow-keys.sessions")
     ) {
         self.authority = authority
+        self.rules = states.map { SessionStateRules(authority: authority, states: $0) }
         self.validator = validator
         self.appleKeys = appleKeys
         self.appleClients = appleClients
@@ -162,6 +169,7 @@ public final class SessionEndpoints: Sendable {
         guard let client = appleClients[identity.audience] else {
             return .error(401, "claims_rejected", "the identity token is for a client this server does not sign in")
         }
+        if let rules, let refused = await stateRefusal({ try await rules.admit(identity) }) { return refused }
         let exchanged: AppleTokenResponse
         do {
             exchanged = try await client.exchange(code: SecretBytes(utf8: code), nonce: nonce)
@@ -178,6 +186,11 @@ public final class SessionEndpoints: Sendable {
         guard exchanged.identity?.subject == nil || exchanged.identity?.subject == identity.subject else {
             return .error(401, "claims_rejected", "the authorization code belongs to another user")
         }
+        if let rules,
+            let refused = await stateRefusal({ try await rules.recordSignIn(identity, rawToken: identityToken) })
+        {
+            return refused
+        }
         do {
             let issued = try await authority.signIn(
                 appleSubject: identity.subject, appleClientID: identity.audience,
@@ -185,6 +198,20 @@ public final class SessionEndpoints: Sendable {
             return Self.tokens(issued, withUser: true)
         } catch {
             return failure(error)
+        }
+    }
+
+    /// The answer to give when the credential-state step fails: 401 `superseded` for an identity
+    /// token a revocation or transfer made stale, 503 when the store cannot be read or written.
+    func stateRefusal(_ step: () async throws -> Void) async -> SessionHTTPResponse? {
+        do {
+            try await step()
+            return nil
+        } catch let error as CredentialError where error.code == .superseded {
+            return .error(401, error.codeName, error.reason)
+        } catch {
+            logger.error("credential state failed", metadata: ["error": "\(String(describing: error))"])
+            return .error(503, "store_unavailable", "the credential-state store is unavailable")
         }
     }
 

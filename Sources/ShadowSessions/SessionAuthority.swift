@@ -262,12 +262,12 @@ public final class SessionAuthority: Sendable {
         return revoked
     }
 
-    /// Revokes every session of `user` (Apple's consent-revoked and account-delete, a revoked
-    /// credential state, a failed re-check).
+    /// Revokes every live session of `user` (Apple's consent-revoked and account-delete, a revoked
+    /// credential state, a failed re-check); returns how many. Revoking none logs nothing.
     @discardableResult
     public func revokeAll(user: UUID) async throws -> Int {
         let count = try await store.revokeAll(user: user, now: now)
-        await events?(SessionEvent(kind: .revokeAll, user: user, session: nil, time: now))
+        if count > 0 { await events?(SessionEvent(kind: .revokeAll, user: user, session: nil, time: now)) }
         return count
     }
 

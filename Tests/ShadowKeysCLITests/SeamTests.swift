@@ -1,0 +1,128 @@
+import Foundation
+import ShadowCore
+import ShadowJOSE
+import ShadowPostgres
+import ShadowTestSupport
+import Testing
+
+/// Features tried together, as an app's backend and its operators use them: a sign-in and Apple's
+/// notifications, a transfer and the deleted-row check, the state commands and serve on one store.
+/// Each test runs two features in one (Docs/sessions.md, "Credential state").
+@Suite(.tags(.multiProcess), .ownThreads) struct SeamTests {
+    static let client = SessionServer.client
+
+    /// A sign-in records the user's authorization; Apple's email notifications (sent routinely)
+    /// end no session; consent-revoked ends them all, and an identity token issued before it
+    /// opens none.
+    @Test func emailNotificationsEndNoSessionAndARevocationEndsThemAll() throws {
+        let server = try SessionServer()
+        let subject = "001234.mail.0042"
+        let signedIn = try server.signIn(subject: subject)
+        #expect(signedIn.status == 200, "\(signedIn.body)")
+        var refreshToken = try #require(signedIn.json["refreshToken"]?.stringValue)
+
+        let shown = try CLIRunner.runServer(
+            ["state", "show", "--client-id", Self.client, "--sub", subject, "--json"] + server.storeOptions)
+        #expect(shown.status == 0, "\(shown.stderr)")
+        #expect(try shown.json()["state"] as? String == "authorized", "\(shown.stdout)")
+
+        for (type, ago) in [("email-disabled", Int64(3)), ("email-enabled", 2)] {
+            let notified = try server.notify(type, subject: subject, ago: ago)
+            #expect(notified.status == 200 && notified.body.contains("applied"), "\(type): \(notified.body)")
+            let refreshed = try server.refresh(refreshToken)
+            #expect(refreshed.status == 200, "after \(type): \(refreshed.body)")
+            refreshToken = try #require(refreshed.json["refreshToken"]?.stringValue)
+        }
+
+        let stale = try server.identityToken(subject: subject, issuedAt: Int64(Date().timeIntervalSince1970) - 30)
+        let revoked = try server.notify("consent-revoked", subject: subject)
+        #expect(revoked.status == 200 && revoked.body.contains("applied"), "\(revoked.body)")
+        let afterRevocation = try server.refresh(refreshToken)
+        #expect(afterRevocation.status == 401 && afterRevocation.body.contains("revoked"), "\(afterRevocation.body)")
+        // An identity token from before the revocation opens no session; a newer one does.
+        let superseded = try server.signIn(subject: subject, identityToken: stale)
+        #expect(superseded.status == 401, "\(superseded.body)")
+        #expect(superseded.body.contains("credential_revoked"), "\(superseded.body)")
+        let fresh = try server.identityToken(subject: subject, issuedAt: Int64(Date().timeIntervalSince1970) + 2)
+        let again = try server.signIn(subject: subject, identityToken: fresh)
+        #expect(again.status == 200, "\(again.body)")
+        // A repeat of the old revocation (Apple retrying) is a duplicate and ends nothing new.
+        let newToken = try #require(again.json["refreshToken"]?.stringValue)
+        #expect(try server.refresh(newToken).status == 200)
+    }
+
+    /// A notification for a user who never signed in through serve: recorded, no session to end.
+    @Test func aNotificationForAnUnknownUserIsRecordedAndEndsNothing() throws {
+        let server = try SessionServer()
+        let other = try server.signIn(subject: "001234.other.0042")
+        let token = try #require(other.json["refreshToken"]?.stringValue)
+        for type in ["email-disabled", "account-delete"] {
+            #expect(try server.notify(type, subject: "001234.stranger.0042").status == 200, "\(type)")
+        }
+        #expect(try server.refresh(token).status == 200)
+    }
+
+    /// An app transfer: the old subject is transferred, the new one has no row until an event
+    /// names it as `sub`. Reading the new subject is not tampering, in `state show` and in
+    /// `verify-token --apple --state`; a deleted row is still caught.
+    @Test(arguments: ["sqlite", "postgres"])
+    func aTransferredUsersNewSubjectIsNotTampering(kind: String) throws {
+        let directory = try TemporaryDirectory()
+        let keyFile = try directory.write(
+            "state.key", "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f\n", mode: 0o600)
+        let store =
+            kind == "sqlite"
+            ? "sqlite:\(directory.path)/state.sqlite" : try PostgresCluster.shared.get().freshDatabase()
+        let options = ["--store", store, "--key-file", keyFile]
+        let lines =
+            [
+                StoreCLITests.line("sign-in", "old.user", 1_700_000_000_000, "s1"),
+                StoreCLITests.line("transferred", "old.user", 1_700_000_100_000, "t1", linked: "new.user"),
+            ].joined(separator: "\n") + "\n"
+        let applied = try CLIRunner.runServer(["state", "apply-events", "-"] + options, stdin: lines)
+        #expect(applied.status == 0, "\(applied.stderr)")
+
+        let newUser = try CLIRunner.runServer(
+            ["state", "show", "--client-id", Self.client, "--sub", "new.user", "--json"] + options)
+        #expect(newUser.status == 0, "\(newUser.stderr)")
+        #expect(try newUser.json()["state"] as? String == "notFound", "\(newUser.stdout)")
+        let history = try CLIRunner.runServer(
+            ["state", "history", "--client-id", Self.client, "--sub", "new.user"] + options)
+        #expect(history.status == 0 && history.stdout.contains("transferred"), "\(history.stderr)")
+
+        let signer = try JWSSigner.rs256(TestKeys.rsa, keyID: "apple-1")
+        let jwks = try directory.write("apple-keys.json", TestKeys.jwksJSON([try signer.publicJWK()]))
+        let token = try signer.sign(claims: [
+            "iss": "https://appleid.apple.com", "aud": .string(Self.client), "sub": "new.user",
+            "iat": .int(1_700_000_200), "exp": .int(1_700_086_400),
+        ])
+        let verified = try CLIRunner.runServer(
+            [
+                "verify-token", "--apple", "--state", "--aud", Self.client, "--jwks", jwks, "--token-env", "T",
+                "--now", "1700000300", "--json",
+            ] + options, environment: ["T": token])
+        #expect(verified.status == 0, "\(verified.stderr)")
+
+        // The old subject's row deleted: still corruption, never notFound.
+        let table = "shadow_credentials"
+        let deleteOld = "DELETE FROM \(table) WHERE row_id = (SELECT subject FROM shadow_audit WHERE seq = 2)"
+        if kind == "sqlite" {
+            let sqlite = try CLIRunner.run(
+                executable: URL(fileURLWithPath: "/usr/bin/env"),
+                [
+                    "python3", "-c",
+                    "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.execute(sys.argv[2]); c.commit()",
+                    "\(directory.path)/state.sqlite", deleteOld,
+                ], stdin: nil)
+            #expect(sqlite.status == 0, "\(sqlite.stderr)")
+        } else {
+            try PostgresCluster.shared.get().psql(try PostgresLocation(url: store).database, deleteOld)
+        }
+        let oldUser = try CLIRunner.runServer(
+            ["state", "show", "--client-id", Self.client, "--sub", "old.user"] + options)
+        #expect(oldUser.status == 31, "\(oldUser.stdout) \(oldUser.stderr)")
+        #expect(
+            try CLIRunner.runServer(["state", "show", "--client-id", Self.client, "--sub", "new.user"] + options)
+                .status == 0)
+    }
+}
