@@ -79,6 +79,7 @@ let package = Package(
         .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.0"),
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.0"),
         .package(url: "https://github.com/apple/swift-http-types.git", from: "1.4.0"),
+        .package(url: "https://github.com/apple/swift-nio-extras.git", from: "1.24.0"),
         // `swift package generate-documentation` (a command plugin; nothing of it is linked).
         .package(url: "https://github.com/swiftlang/swift-docc-plugin.git", from: "1.4.0"),
     ],
@@ -136,6 +137,8 @@ let package = Package(
             dependencies: [
                 "ShadowCore", "ShadowJOSE", "ShadowApple", "ShadowCredentials", "ShadowServer", "ShadowSessions",
                 .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdCore", package: "hummingbird"),
+                .product(name: "NIOHTTPTypes", package: "swift-nio-extras"), logging,
                 httpTypes, nioCore,
             ],
             swiftSettings: strictSettings),

@@ -120,20 +120,32 @@ enum SessionRouteSupport {
         default: return "unknown"
         }
     }
-    /// The body, or the refusal to answer instead (413 over the cap, 408 too slow).
+    /// The body, or the refusal to answer instead (413 over the cap, 408 too slow). A refusal is
+    /// `no-store`, as every session answer, and closes the connection: the body left unread must
+    /// not be read as the next request.
     static func body(_ request: Request, bodyTimeout: Duration) async -> (bytes: [UInt8]?, refusal: Response?) {
         let limit = SessionEndpoints.maxBodyBytes
+        let closing: HTTPFields = [.cacheControl: "no-store", .connection: "close"]
         if let declared = request.headers[.contentLength], let length = Int(declared), length > limit {
-            return (nil, jsonError(.contentTooLarge, "body_too_large", "the body is over \(limit) bytes"))
+            return (
+                nil,
+                jsonError(.contentTooLarge, "body_too_large", "the body is over \(limit) bytes", headers: closing)
+            )
         }
         let stream = request.body
         do {
             let buffer = try await withDeadline(bodyTimeout) { try await stream.collect(upTo: limit) }
             return (Array(buffer.readableBytesView), nil)
         } catch is NIOTooManyBytesError {
-            return (nil, jsonError(.contentTooLarge, "body_too_large", "the body is over \(limit) bytes"))
+            return (
+                nil,
+                jsonError(.contentTooLarge, "body_too_large", "the body is over \(limit) bytes", headers: closing)
+            )
         } catch {
-            return (nil, jsonError(.requestTimeout, "request_timeout", "the body did not arrive in time"))
+            return (
+                nil,
+                jsonError(.requestTimeout, "request_timeout", "the body did not arrive in time", headers: closing)
+            )
         }
     }
     static func respond(_ answer: SessionHTTPResponse) -> Response {

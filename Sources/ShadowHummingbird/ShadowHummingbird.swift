@@ -137,8 +137,11 @@ extension RouterMethods {
 
 /// A JSON error response: `{"error":{"code":…,"message":…}}`, with a `WWW-Authenticate`
 /// challenge when one is given.
-func jsonError(_ status: HTTPResponse.Status, _ code: String, _ message: String, challenge: String? = nil) -> Response {
-    var headers: HTTPFields = [.contentType: "application/json"]
+func jsonError(
+    _ status: HTTPResponse.Status, _ code: String, _ message: String, challenge: String? = nil,
+    headers extra: HTTPFields = [:]
+) -> Response {
+    var headers: HTTPFields = [.contentType: "application/json"] + extra
     if let challenge { headers[.wwwAuthenticate] = challenge }
     let body = JSONValue.object(["error": .error(code: code, message: message)]).serialized()
     return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(string: body)))

@@ -231,13 +231,17 @@ struct Serve: AsyncParsableCommand, QuietCommand {
                             string: healthy ? #"{"status":"ok"}"# : #"{"status":"store_unavailable"}"#)))
             }
             let (host, port) = try address()
-            let connections = maxConnections ?? ServeLimits.defaultMaxConnections()
+            // At the limit, idle connections make room for new ones (ConnectionLimit).
+            let limit = ConnectionLimit(maximum: maxConnections ?? ServeLimits.defaultMaxConnections(), logger: logger)
             let app = Application(
                 router: router,
-                server: .http1(configuration: .init(idleTimeout: .nanoseconds(Int64(idleTimeout * 1e9)))),
+                server: .http1(
+                    configuration: .init(
+                        additionalChannelHandlers: limit.channelHandlers(),
+                        idleTimeout: .nanoseconds(Int64(idleTimeout * 1e9)))),
                 configuration: .init(
                     address: .hostname(host, port: port), serverName: "shadow-keys",
-                    availableConnectionsDelegate: MaximumAvailableConnections(connections, logger: logger)),
+                    availableConnectionsDelegate: limit.delegate),
                 logger: logger)
             var services: [any Service] = [app]
             if let worker { services.append(RevocationService(worker: worker)) }
