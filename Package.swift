@@ -272,6 +272,13 @@ let package = Package(
                 httpTypes, nioCore,
             ],
             swiftSettings: strictSettings),
+        .testTarget(
+            name: "ShadowServerTests",
+            dependencies: [
+                "ShadowServer", "ShadowSessions", "ShadowSQLite", "ShadowCredentials", "ShadowApple", "ShadowJOSE",
+                "ShadowJWKS", "ShadowHTTP", "ShadowCore", "ShadowVault", "ShadowTestSupport", crypto, httpTypes,
+            ],
+            swiftSettings: strictSettings),
         // The DocC articles' examples, through `import ShadowKeys` alone, as a user writes them.
         .testTarget(
             name: "ShadowKeysTests", dependencies: ["ShadowKeys", crypto, cryptoExtras], swiftSettings: strictSettings),

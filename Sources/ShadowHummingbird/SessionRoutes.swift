@@ -70,17 +70,22 @@ public struct SessionMiddleware<Context: SessionRequestContext>: RouterMiddlewar
 extension RouterMethods where Context: RemoteAddressRequestContext {
     /// The session routes (Docs/sessions.md, "Routes"): `POST /auth/apple`, `/auth/refresh`,
     /// `/auth/logout`, `/auth/revoke`, `/auth/introspect`, `GET /auth/sessions`,
-    /// `DELETE /auth/sessions/{id}` and `GET /.well-known/jwks.json`.
+    /// `DELETE /auth/sessions/{id}` and `GET /.well-known/jwks.json`. The client address the
+    /// per-IP limit counts is the peer's, or, for a peer among `trustedProxies`, the one its
+    /// `Forwarded` or `X-Forwarded-For` header names (``ClientAddress``).
     @discardableResult
-    public func addSessionRoutes(_ endpoints: SessionEndpoints, bodyTimeout: Duration = .seconds(10)) -> Self {
+    public func addSessionRoutes(
+        _ endpoints: SessionEndpoints, bodyTimeout: Duration = .seconds(10), trustedProxies: TrustedProxies = .none
+    ) -> Self {
         typealias Handler = @Sendable ([UInt8], String?, String, String?) async -> SessionHTTPResponse
         func post(_ path: RouterPath, _ handler: @escaping Handler) {
             self.post(path) { request, context -> Response in
                 let read = await SessionRouteSupport.body(request, bodyTimeout: bodyTimeout)
-                guard let bytes = read.bytes else { return read.refusal! }
+                guard let bytes = read.bytes else { return read.refusal ?? SessionRouteSupport.unreadable }
                 return SessionRouteSupport.respond(
                     await handler(
-                        bytes, request.headers[.contentType], SessionRouteSupport.ip(context),
+                        bytes, request.headers[.contentType],
+                        SessionRouteSupport.ip(request, context, trusted: trustedProxies),
                         request.headers[.authorization]))
             }
         }
@@ -99,13 +104,14 @@ extension RouterMethods where Context: RemoteAddressRequestContext {
         get("/auth/sessions") { request, context -> Response in
             SessionRouteSupport.respond(
                 await endpoints.sessions(
-                    authorization: request.headers[.authorization], clientIP: SessionRouteSupport.ip(context)))
+                    authorization: request.headers[.authorization],
+                    clientIP: SessionRouteSupport.ip(request, context, trusted: trustedProxies)))
         }
         delete("/auth/sessions/:id") { request, context -> Response in
             SessionRouteSupport.respond(
                 await endpoints.deleteSession(
                     context.parameters.get("id") ?? "", authorization: request.headers[.authorization],
-                    clientIP: SessionRouteSupport.ip(context)))
+                    clientIP: SessionRouteSupport.ip(request, context, trusted: trustedProxies)))
         }
         get("/.well-known/jwks.json") { _, _ -> Response in SessionRouteSupport.respond(await endpoints.jwks()) }
         return self
@@ -113,13 +119,21 @@ extension RouterMethods where Context: RemoteAddressRequestContext {
 }
 
 enum SessionRouteSupport {
-    static func ip(_ context: some RemoteAddressRequestContext) -> String {
+    /// The client's address: the peer's, or the one a trusted proxy forwarded.
+    static func ip(_ request: Request, _ context: some RemoteAddressRequestContext, trusted: TrustedProxies) -> String {
+        let peer: String
         switch context.remoteAddress {
-        case .v4(let address)?: return address.host
-        case .v6(let address)?: return address.host
-        default: return "unknown"
+        case .v4(let address)?: peer = address.host
+        case .v6(let address)?: peer = address.host
+        default: peer = "unknown"
         }
+        guard !trusted.isEmpty else { return peer }
+        return ClientAddress.resolve(
+            peer: peer, forwarded: request.headers[values: .forwarded],
+            xForwardedFor: request.headers[values: .xForwardedFor], trusted: trusted)
     }
+
+    static let unreadable = jsonError(.badRequest, "invalid_request", "the body could not be read")
     /// The body, or the refusal to answer instead (413 over the cap, 408 too slow). A refusal is
     /// `no-store`, as every session answer, and closes the connection: the body left unread must
     /// not be read as the next request.
@@ -152,4 +166,11 @@ enum SessionRouteSupport {
         Response(
             status: answer.status, headers: answer.headers, body: .init(byteBuffer: ByteBuffer(bytes: answer.body)))
     }
+}
+
+extension HTTPField.Name {
+    /// RFC 7239.
+    static let forwarded = HTTPField.Name("Forwarded")!
+    /// The de-facto `X-Forwarded-For`.
+    static let xForwardedFor = HTTPField.Name("X-Forwarded-For")!
 }

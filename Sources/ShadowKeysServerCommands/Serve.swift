@@ -85,6 +85,14 @@ struct Serve: AsyncParsableCommand, QuietCommand {
         help: "Most connections at once; more wait to be accepted (default: the descriptor limit less 64).")
     var maxConnections: Int?
     @OptionGroup var sessions: SessionOptions
+    @Option(
+        name: .customLong("trusted-proxy"),
+        help: ArgumentHelp(
+            """
+            A proxy whose Forwarded or X-Forwarded-For header names the client, for the per-IP limits: an address \
+            or a CIDR range; repeatable. Without it, those headers are ignored.
+            """, valueName: "address|cidr"))
+    var trustedProxies: [String] = []
 
     /// The listen address, checked.
     func address() throws -> (host: String, port: Int) {
@@ -132,6 +140,12 @@ struct Serve: AsyncParsableCommand, QuietCommand {
         guard (1...3600).contains(idleTimeout) else { throw ValidationError("--idle-timeout: 1 to 3600 seconds") }
         guard (1...600).contains(bodyTimeout) else { throw ValidationError("--body-timeout: 1 to 600 seconds") }
         try sessions.validate(clientIDs: clientIDs, revokes: revokes == 3)
+        do { _ = try TrustedProxies(trustedProxies) } catch let error as TrustedProxies.InvalidProxy {
+            throw ValidationError("--trusted-proxy: \(error)")
+        }
+        if !trustedProxies.isEmpty, !sessions.enabled {
+            throw ValidationError("--trusted-proxy is for the session routes' limits: give --sessions-issuer")
+        }
         if sessions.enabled {
             guard try store.sqlitePath() != nil || store.postgresURL() != nil else {
                 throw ValidationError("--sessions-issuer: sessions live in a sqlite: or postgres:// store, not a vault")
@@ -212,7 +226,9 @@ struct Serve: AsyncParsableCommand, QuietCommand {
             }
             let router = Router(context: ShadowRequestContext.self)
             if let sessionEndpoints {
-                router.addSessionRoutes(sessionEndpoints, bodyTimeout: .nanoseconds(Int64(bodyTimeout * 1e9)))
+                router.addSessionRoutes(
+                    sessionEndpoints, bodyTimeout: .nanoseconds(Int64(bodyTimeout * 1e9)),
+                    trustedProxies: try TrustedProxies(trustedProxies))
             }
             router.addAppleNotifications(receiver: receiver, bodyTimeout: .nanoseconds(Int64(bodyTimeout * 1e9)))
             router.get("metrics") { _, _ -> Response in

@@ -193,7 +193,8 @@ public final class AppleNotificationReceiver: Sendable {
             if let afterApplying {
                 do { try await afterApplying(change) } catch {
                     logger.error(
-                        "notification applied, its consequences not", metadata: ["error": "\(String(describing: error))"])
+                        "notification applied, its consequences not",
+                        metadata: ["error": "\(String(describing: error))"])
                     return NotificationResponse(
                         .unavailable, notification: notification, change: change, code: "sessions_unavailable",
                         message: "the state was recorded but the user's sessions could not be ended; deliver it again")

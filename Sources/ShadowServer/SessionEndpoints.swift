@@ -215,52 +215,60 @@ public final class SessionEndpoints: Sendable {
         }
     }
 
-    /// The IP's rate limit, the JSON body, and its `refreshToken`: the token, or the answer to give instead.
+    /// The JSON body's `refreshToken`, authenticated (its MAC, before any store read), then the
+    /// IP's rate limit: the token and its session, or the answer to give instead. A token that is
+    /// malformed or not ours is `invalid` and never reaches the store.
     func refreshTokenRequest(
         _ body: [UInt8], contentType: String?, clientIP: String
     ) async
-        -> Result<String, SessionHTTPResponse>
+        -> Result<(text: String, token: RefreshToken?), SessionHTTPResponse>
     {
-        if let refused = await limited("ip:" + clientIP, limits.perIP) { return .failure(refused) }
+        let text: String
         switch Self.jsonBody(body, contentType: contentType) {
         case .failure(let response): return .failure(response)
         case .success(let object):
-            guard let token = object["refreshToken"]?.stringValue else {
+            guard let value = object["refreshToken"]?.stringValue else {
                 return .failure(.error(400, "invalid_request", "refreshToken is a required string"))
             }
-            return .success(token)
+            text = value
         }
+        let token = try? authority.authenticate(refreshToken: text)
+        if token != nil, let refused = await limited("ip:" + clientIP, limits.perIP) { return .failure(refused) }
+        return .success((text, token))
     }
 
     /// `POST /auth/refresh`: `{"refreshToken"}`.
     public func refresh(body: [UInt8], contentType: String?, clientIP: String) async -> SessionHTTPResponse {
-        let token: String
+        let text: String
+        let token: RefreshToken
         switch await refreshTokenRequest(body, contentType: contentType, clientIP: clientIP) {
         case .failure(let response): return response
-        case .success(let value): token = value
+        case .success(let value):
+            guard let checked = value.token else {
+                return .error(401, "invalid_grant", "the refresh token is malformed or not ours")
+            }
+            (text, token) = (value.text, checked)
         }
-        if let session = token.split(separator: ".").last.map(String.init),
-            let refused = await limited("session:" + String(session.prefix(22)), limits.perUser)
-        {
-            return refused
-        }
+        if let refused = await limited("session:" + token.family.description, limits.perUser) { return refused }
         do {
-            return Self.tokens(try await authority.refresh(token), withUser: false)
+            return Self.tokens(try await authority.refresh(text), withUser: false)
         } catch {
             return failure(error)
         }
     }
 
     /// `POST /auth/logout`: `{"refreshToken"}`; revokes its session. Always 200 for a well-formed
-    /// request (RFC 7009, 2.2: an unknown token is no error).
+    /// request (RFC 7009, 2.2: an unknown token is no error; one that is not ours reads no store).
     public func logout(body: [UInt8], contentType: String?, clientIP: String) async -> SessionHTTPResponse {
-        let token: String
+        let text: String
         switch await refreshTokenRequest(body, contentType: contentType, clientIP: clientIP) {
         case .failure(let response): return response
-        case .success(let value): token = value
+        case .success(let value):
+            guard value.token != nil else { return .json(200, ["revoked": false]) }
+            text = value.text
         }
         do {
-            return .json(200, ["revoked": .bool(try await authority.revoke(refreshToken: token))])
+            return .json(200, ["revoked": .bool(try await authority.revoke(refreshToken: text))])
         } catch {
             return failure(error)
         }
@@ -380,7 +388,9 @@ public final class SessionEndpoints: Sendable {
         case .failure(let response): return response
         case .success(let value): claims = value
         }
-        if let refused = await limited("user:" + claims.userID.uuidString, limits.perUser) { return refused }
+        if let refused = await limited("user:" + claims.userID.uuidString.lowercased(), limits.perUser) {
+            return refused
+        }
         do {
             let rows = try await authority.sessions(user: claims.userID).filter { $0.revokedAt == nil }
             return .json(

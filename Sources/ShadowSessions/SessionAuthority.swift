@@ -211,6 +211,12 @@ public final class SessionAuthority: Sendable {
         throw SessionError(.invalidGrant, "the session kept changing; try again")
     }
 
+    /// Reads and authenticates a refresh token (its MAC, in constant time), with no store read.
+    /// - Throws: ``SessionErrorCode/invalidGrant`` for a token that is malformed or not ours.
+    public func authenticate(refreshToken text: String) throws -> RefreshToken {
+        try RefreshToken(parsing: text, keys: keys)
+    }
+
     private func check(_ row: SessionRow, now: Int64) throws {
         guard row.revokedAt == nil else { throw SessionError(.invalidGrant, "the session was revoked") }
         guard now < row.expiresAt else { throw SessionError(.invalidGrant, "the session reached its 30-day end") }

@@ -62,6 +62,23 @@ import Testing
         #expect(try server.refresh(token).status == 200)
     }
 
+    /// The per-IP limit behind a proxy: with `--trusted-proxy`, clients the proxy forwards are
+    /// counted apart; without it, the same headers are ignored and every request is the proxy's.
+    @Test func thePerIPLimitCountsForwardedClientsOnlyBehindATrustedProxy() throws {
+        for trusted in [true, false] {
+            let server = try SessionServer(
+                extra: ["--rate-limit-ip", "1"] + (trusted ? ["--trusted-proxy", "127.0.0.0/8"] : []))
+            func post(_ client: String) throws -> Int {
+                try server.request(
+                    "POST", "/auth/apple", json: [:], headers: ["X-Forwarded-For": client].map { "\($0): \($1)" }
+                ).status
+            }
+            #expect(try post("198.51.100.1") == 400)
+            #expect(try post("198.51.100.2") == (trusted ? 400 : 429), "trusted \(trusted)")
+            #expect(try post("198.51.100.1") == 429, "trusted \(trusted)")
+        }
+    }
+
     /// An app transfer: the old subject is transferred, the new one has no row until an event
     /// names it as `sub`. Reading the new subject is not tampering, in `state show` and in
     /// `verify-token --apple --state`; a deleted row is still caught.

@@ -1,0 +1,145 @@
+import Crypto
+import Foundation
+import HTTPTypes
+import ShadowApple
+import ShadowCore
+import ShadowCredentials
+import ShadowHTTP
+import ShadowJOSE
+import ShadowJWKS
+import ShadowSQLite
+import ShadowServer
+import ShadowSessions
+import ShadowTestSupport
+import ShadowVault
+import Testing
+
+/// `SessionEndpoints` with no HTTP framework, over a real SQLite store and a loopback fake of
+/// Apple: the routes' logic and the credential-state rules they share with serve.
+@Suite(.serialized) struct SessionEndpointsTests {
+    static let client = "com.example.app"
+    let directory: TemporaryDirectory
+    let apple: FakeAppleServer
+    let key = SecretBytes((0..<32).map { UInt8($0) })
+
+    init() throws {
+        directory = try TemporaryDirectory()
+        apple = try FakeAppleServer(clientKey: TestKeys.p256.publicKey)
+    }
+
+    struct Fixture {
+        let endpoints: SessionEndpoints
+        let sessions: SQLiteSessionStore
+        let states: SQLiteCredentialStore
+        func close() async {
+            await sessions.close()
+            await states.close()
+        }
+    }
+
+    func fixture() async throws -> Fixture {
+        let path = directory.path + "/state.sqlite"
+        let states = try await SQLiteCredentialStore.open(path: path, unlock: .key(key))
+        let sessions = try await SQLiteSessionStore.open(path: path, unlock: .key(key))
+        let authority = try await SessionAuthority(
+            store: sessions,
+            configuration: SessionConfiguration(
+                issuer: "https://api.example.com", audience: "https://api.example.com", clientID: Self.client))
+        var configuration = AppleAuthClient.Configuration()
+        configuration.baseURL = apple.baseURL
+        configuration.allowLoopbackHTTP = true
+        configuration.timeout = .seconds(30)
+        let builder = try ClientSecretBuilder(
+            key: AppleSigningKey(TestKeys.p256), teamID: apple.teamID, keyID: apple.keyID, clientID: Self.client)
+        let keys = try JWKSet(keys: [try apple.identitySigner.publicJWK()])
+        let client = try AppleAuthClient(
+            configuration: configuration, secrets: ClientSecretProvider(builder: builder),
+            transport: DefaultHTTPTransport(allowLoopbackHTTP: true), identityTokenKeys: keys)
+        let endpoints = SessionEndpoints(
+            authority: authority, validator: AppleIdentityTokenValidator(clientIDs: [Self.client]), appleKeys: keys,
+            appleClients: [Self.client: client], states: states)
+        return Fixture(endpoints: endpoints, sessions: sessions, states: states)
+    }
+
+    func identityToken(_ subject: String, issuedAt: Int64 = Int64(Date().timeIntervalSince1970) - 1) throws -> String {
+        try apple.identitySigner.sign(claims: [
+            "iss": "https://appleid.apple.com", "aud": .string(Self.client), "sub": .string(subject),
+            "iat": .int(issuedAt), "exp": .int(issuedAt + 600),
+        ])
+    }
+
+    func signIn(_ endpoints: SessionEndpoints, _ subject: String, token: String? = nil) async throws -> JSONObject {
+        let body = JSONValue.object([
+            "identityToken": .string(try token ?? identityToken(subject)),
+            "authorizationCode": .string(apple.issueCode(for: subject)),
+        ])
+        let answer = await endpoints.signIn(
+            body: Array(body.serialized().utf8), contentType: "application/json", clientIP: "192.0.2.1")
+        guard answer.status == .ok, case .object(let object) = try StrictJSON.parse(answer.body) else {
+            throw CLIRunnerError("sign-in answered \(answer.status): \(String(decoding: answer.body, as: UTF8.self))")
+        }
+        return object
+    }
+
+    static func json(_ object: JSONObject) -> [UInt8] { Array(JSONValue.object(object).serialized().utf8) }
+
+    @Test func aSignInRecordsTheUsersAuthorization() async throws {
+        let fixture = try await fixture()
+        try await closing({ await fixture.close() }) {
+            _ = try await signIn(fixture.endpoints, "001234.a.0042")
+            let status = try await fixture.states.status(clientID: Self.client, subject: "001234.a.0042")
+            #expect(status.state == .authorized && status.cause == .signIn)
+        }
+    }
+
+    /// A refresh token is authenticated before any store read: with the store closed, a forged
+    /// token is still 401 (not 503), and logout of one is 200 `revoked: false`.
+    @Test func aForgedRefreshTokenIsRefusedWithoutTheStore() async throws {
+        let fixture = try await fixture()
+        let issued = try await signIn(fixture.endpoints, "001234.b.0042")
+        let genuine = try #require(issued["refreshToken"]?.stringValue)
+        await fixture.close()
+        let forged = "skr1." + String(repeating: "A", count: 54)
+        for token in [forged, "not-a-token", String(genuine.dropLast()) + (genuine.hasSuffix("A") ? "B" : "A")] {
+            let refreshed = await fixture.endpoints.refresh(
+                body: Self.json(["refreshToken": .string(token)]), contentType: "application/json", clientIP: "x")
+            #expect(refreshed.status == .unauthorized, "\(token)")
+            #expect(String(decoding: refreshed.body, as: UTF8.self).contains("invalid_grant"))
+            let loggedOut = await fixture.endpoints.logout(
+                body: Self.json(["refreshToken": .string(token)]), contentType: "application/json", clientIP: "x")
+            #expect(loggedOut.status == .ok && String(decoding: loggedOut.body, as: UTF8.self) == #"{"revoked":false}"#)
+        }
+        // The genuine one needs the store: unavailable, not refused.
+        let genuineAnswer = await fixture.endpoints.refresh(
+            body: Self.json(["refreshToken": .string(genuine)]), contentType: "application/json", clientIP: "x")
+        #expect(genuineAnswer.status == .serviceUnavailable)
+    }
+
+    /// Email events end no session; a revocation ends every one; a repeat of it ends what a
+    /// later failure left (SessionStateRules).
+    @Test func onlyARevocationOrTransferEndsSessions() async throws {
+        let fixture = try await fixture()
+        try await closing({ await fixture.close() }) {
+            let rules = try #require(fixture.endpoints.rules)
+            let issued = try await signIn(fixture.endpoints, "001234.c.0042")
+            let user = try #require(UUID(uuidString: issued["userId"]?.stringValue ?? ""))
+            let now = Int64(Date().timeIntervalSince1970) * 1000
+            func event(_ kind: CredentialEvent.Kind, _ offset: Int64, linked: String? = nil) throws -> CredentialEvent {
+                try CredentialEvent(
+                    kind: kind, clientID: Self.client, subject: "001234.c.0042", timeMilliseconds: now + offset,
+                    id: "\(kind.rawValue)-\(offset)", linkedSubject: linked)
+            }
+            for kind in [CredentialEvent.Kind.emailDisabled, .emailEnabled, .refreshSucceeded] {
+                let change = try #require(try await fixture.states.apply([try event(kind, 10)]).first)
+                #expect(try await rules.endSessions(after: change) == 0, "\(kind)")
+            }
+            #expect(try await fixture.endpoints.authority.sessions(user: user).allSatisfy { $0.revokedAt == nil })
+            let revoked = try #require(try await fixture.states.apply([try event(.consentRevoked, 20)]).first)
+            #expect(try await rules.endSessions(after: revoked) == 1)
+            // An email event for a revoked user ends nothing more; the revocation again ends none left.
+            let email = try #require(try await fixture.states.apply([try event(.emailDisabled, 30)]).first)
+            #expect(!SessionStateRules.endsSessions(email))
+            #expect(try await rules.endSessions(after: revoked) == 0)
+        }
+    }
+}
