@@ -170,6 +170,9 @@ public struct OAuthTokenEndpoint: Sendable {
         return response
     }
 
+    /// The largest token-endpoint answer read (256 KiB); a larger one is `invalid_response`.
+    public static let maxResponseBytes = 256 * 1024
+
     private func post(_ fields: [(String, String)], clientSecret: SecretBytes?) async throws -> TokenResponse {
         var fields = fields
         var request = TransportRequest(
@@ -177,7 +180,7 @@ public struct OAuthTokenEndpoint: Sendable {
             headerFields: [
                 .contentType: "application/x-www-form-urlencoded", .accept: "application/json",
                 .userAgent: "shadow-keys/0.1 (token source)",
-            ], timeout: policy.timeout, maxResponseBytes: 256 * 1024, requiresTLS13: client.preset == .apple)
+            ], timeout: policy.timeout, maxResponseBytes: Self.maxResponseBytes, requiresTLS13: client.preset == .apple)
         switch client.authentication {
         case .clientSecretBasic:
             guard let clientSecret else {
@@ -214,6 +217,12 @@ public struct OAuthTokenEndpoint: Sendable {
                 wait = max(Self.jitter(backoff), .seconds(asked ?? 0))
             } catch let error as HTTPTransportError {
                 if error.kind == .forbiddenURL { throw TokenError(.notConfigured, error.message) }
+                // An answer over the cap is a wrong answer, not an outage: never retried.
+                if error.kind == .bodyTooLarge {
+                    throw TokenError(
+                        .invalidResponse,
+                        "the token endpoint's answer is over \(Self.maxResponseBytes / 1024) KiB: \(error.message)")
+                }
                 failure = TokenError(.providerUnavailable, "the token endpoint: \(error.message)")
                 wait = Self.jitter(backoff)
             }

@@ -220,4 +220,18 @@ import Testing
         }
         #expect(text(try await vault.entry(named: "drive").secret) == "rt-0")
     }
+
+    /// An answer over the 256 KiB cap is a wrong answer, asked once: never retried as an outage.
+    @Test func anAnswerOverTheCapIsInvalidAndNotRetried() async throws {
+        try await login()
+        let huge = #"{"access_token":""# + String(repeating: "a", count: OAuthTokenEndpoint.maxResponseBytes) + #""}"#
+        fake.server.setHandler { _ in .json(huge) }
+        let before = fake.server.requestCount
+        let error = await #expect(throws: TokenError.self) { try await source().token() }
+        #expect(
+            error?.code == .invalidResponse && error?.reason.contains("256 KiB") == true, "\(String(describing: error))"
+        )
+        #expect(fake.server.requestCount == before + 1)
+        #expect(text(try await vault.entry(named: "drive").secret) == "rt-0")
+    }
 }
