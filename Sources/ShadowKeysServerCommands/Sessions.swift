@@ -106,13 +106,15 @@ struct SessionOptions: ParsableArguments {
     /// The session tables of the state store: its SQLite file, or its PostgreSQL database.
     static func openStore(_ store: StoreOptions) async throws -> (any SessionStore, close: @Sendable () async -> Void) {
         if let path = try store.sqlitePath() {
-            let opened = try await SQLiteSessionStore.open(path: path, unlock: try store.unlock())
+            let opened = try await SQLiteSessionStore.open(
+                path: path, unlock: try store.unlock(), lockTimeout: store.lockTimeout)
             return (opened, { await opened.close() })
         }
         guard let url = try store.postgresURL() else {
             throw ValidationError("sessions live in a sqlite: or postgres:// store, not a vault")
         }
-        let opened = try await PostgresSessionStore.connect(try PostgresLocation(url: url), unlock: try store.unlock())
+        let opened = try await PostgresSessionStore.connect(
+            try PostgresLocation(url: url), unlock: try store.unlock(), retryFor: store.lockTimeout)
         return (opened, { await opened.close() })
     }
 
@@ -167,13 +169,15 @@ extension SessionOptions {
         func open(create: Bool) async throws -> any LogStorage {
             if let path = try store.sqlitePath() {
                 return try await SQLiteLogStorage.open(
-                    path: path, unlock: try store.unlock(), create: create, origin: create ? name : nil)
+                    path: path, unlock: try store.unlock(), create: create, origin: create ? name : nil,
+                    lockTimeout: store.lockTimeout)
             }
             guard let url = try store.postgresURL() else {
                 throw ValidationError("sessions live in a sqlite: or postgres:// store, not a vault")
             }
             return try await PostgresLogStorage.connect(
-                try PostgresLocation(url: url), unlock: try store.unlock(), create: create, origin: create ? name : nil)
+                try PostgresLocation(url: url), unlock: try store.unlock(), create: create, origin: create ? name : nil,
+                retryFor: store.lockTimeout)
         }
         let storage: any LogStorage
         do {

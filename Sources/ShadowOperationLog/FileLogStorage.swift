@@ -72,13 +72,20 @@ public final class FileLogStorage: LogStorage {
         }
     }
 
+    /// The log's lock file, taken; nil at the timeout. A missing folder is ``LogErrorCode/notFound``.
+    static func lock(_ path: String, timeout: Double) throws -> FileLock? {
+        do { return try FileLock.acquire(path + ".lock", timeout: timeout) } catch let error as FileError {
+            throw LogError(error.isNotFound ? .notFound : .io, error.description)
+        }
+    }
+
     /// ``open(path:unlock:create:origin:lockTimeout:)`` on the calling thread.
     package static func openSync(
         path: String, unlock: VaultUnlock, create: Bool = false, origin: String? = nil, lockTimeout seconds: Double = 10
     ) throws -> FileLogStorage {
         if create, !Self.exists(path) {
-            guard let lock = try FileLock.acquire(path + ".lock", timeout: seconds) else {
-                throw LogError(.io, "another process held the log's lock for \(seconds) s")
+            guard let lock = try Self.lock(path, timeout: seconds) else {
+                throw LogError(.lockTimeout, "another process held the log's lock for \(seconds) s")
             }
             defer { lock.release() }
             if !Self.exists(path) { try Self.create(path: path, unlock: unlock, origin: origin) }
@@ -242,8 +249,8 @@ public final class FileLogStorage: LogStorage {
     }
 
     private func withLocked<R>(_ body: (inout State) throws -> R) throws -> R {
-        guard let lock = try FileLock.acquire(path + ".lock", timeout: lockTimeout) else {
-            throw LogError(.io, "another process held the log's lock for \(lockTimeout) s")
+        guard let lock = try Self.lock(path, timeout: lockTimeout) else {
+            throw LogError(.lockTimeout, "another process held the log's lock for \(lockTimeout) s")
         }
         defer { lock.release() }
         return try state.withLock { state in

@@ -30,4 +30,30 @@ public struct LogErrorCode: ShadowKeysErrorCode {
     public static let pruned = LogErrorCode("entry_pruned")
     /// Reading or writing failed.
     public static let io = LogErrorCode("io")
+    /// The log's database cannot be reached or opened now: try again later. Never `log_tampered`.
+    public static let unavailable = LogErrorCode("store_unavailable")
+    /// Another process held the log's write lock for longer than the lock timeout.
+    public static let lockTimeout = LogErrorCode("lock_timeout")
+}
+
+extension ModuleError where Code == LogErrorCode {
+    /// A log storage's report of its database's failure, by the failure's stable code name: a
+    /// wrong key, a lock timeout or an unreachable database stay what they are; a file that is no
+    /// database at all is ``LogErrorCode/notALog`` when `opening`, else damage
+    /// (``LogErrorCode/tampered``).
+    package init(
+        storeFailure error: any ShadowKeysError, opening: Bool = false, file: String = #fileID, line: Int = #line
+    ) {
+        let code: LogErrorCode =
+            switch error.codeName {
+            case "wrong_key", "wrong_passphrase_or_key": .wrongKey
+            case "lock_timeout": .lockTimeout
+            case "store_unavailable", "io": .unavailable
+            case "no_store": .notFound
+            case "not_a_state_store": .notALog
+            case "invalid_parameter": .invalidParameter
+            default: opening ? .notALog : .tampered
+            }
+        self.init(code, error.reason, file: file, line: line)
+    }
 }

@@ -322,14 +322,19 @@ final class PostgresStateDatabase: StateDatabase {
         }
     }
 
+    /// When the current ``retrying(_:)`` gives up: a connection is waited for no longer than that.
+    @TaskLocal static var retryDeadline: ContinuousClock.Instant?
+
     /// Runs `work`, retrying what a restarted or briefly unreachable server causes (and the
-    /// serialisation failures PostgreSQL asks clients to retry) until `retryFor` has passed.
+    /// serialisation failures PostgreSQL asks clients to retry) until `retryFor` has passed. The
+    /// whole call, a connection's wait included, ends within `retryFor` (at least 0.1 s) of its
+    /// start when the server cannot be reached.
     func retrying<R>(_ work: () async throws -> R) async throws -> R {
-        let deadline = ContinuousClock.now + retryFor
+        let deadline = ContinuousClock.now + max(retryFor, .milliseconds(100))
         var pause = Duration.milliseconds(20)
         while true {
             do {
-                return try await work()
+                return try await Self.$retryDeadline.withValue(deadline) { try await work() }
             } catch {
                 let mapped = map(error)
                 guard mapped.retry, ContinuousClock.now + pause < deadline, !Task.isCancelled else {
@@ -341,6 +346,13 @@ final class PostgresStateDatabase: StateDatabase {
         }
     }
 
+    /// How long an attempt waits for a connection: the connect timeout, or what is left of the
+    /// retry budget when that is less.
+    var leaseTimeout: Duration {
+        guard let deadline = Self.retryDeadline else { return connectTimeout }
+        return max(.milliseconds(50), min(connectTimeout, deadline - ContinuousClock.now))
+    }
+
     /// Runs `body` on a pooled connection. The attempt is abandoned (and retried by the caller)
     /// when no connection can be had within the connect timeout, or when `body` has not finished
     /// within `deadline`: a connection whose server vanished mid-statement is not always reported
@@ -350,7 +362,7 @@ final class PostgresStateDatabase: StateDatabase {
         deadline: Duration = .seconds(15), _ body: @escaping @Sendable (PostgresConnection) async throws -> R
     ) async throws -> R {
         let attempt = Attempt<R>()
-        let client = self.client, connectTimeout = self.connectTimeout
+        let client = self.client, connectTimeout = self.leaseTimeout
         return try await withCheckedThrowingContinuation { continuation in
             attempt.start(continuation)
             let work = Task {
@@ -384,6 +396,7 @@ final class PostgresStateDatabase: StateDatabase {
 
     func map(_ error: any Error) -> (error: CredentialError, retry: Bool) {
         let location = self.location.description
+        let budget = "\(max(retryFor, .milliseconds(100)).inSeconds) s"
         if let error = error as? CredentialError { return (error, false) }
         if let error = error as? PostgresTransactionError {
             // The first of the errors the transaction met.
@@ -392,7 +405,9 @@ final class PostgresStateDatabase: StateDatabase {
             }
         }
         if error is LeaseTimeout {
-            return (CredentialError(.storeUnavailable, "cannot reach \(location) within \(connectTimeout)"), true)
+            return (
+                CredentialError(.storeUnavailable, "cannot reach \(location) (gave up after \(budget))"), true
+            )
         }
         if error is StatementTimeout {
             return (CredentialError(.storeUnavailable, "\(location) did not answer a transaction in time"), true)

@@ -82,7 +82,7 @@ public final class PostgresLogStorage: LogStorage {
             do {
                 secret = try SealedStoreSecret.open(sealed, unlock: unlock, purpose: .operationLog)
             } catch let error as CredentialError {
-                throw LogError(error.code == .wrongKey ? .wrongKey : .tampered, error.reason)
+                throw LogError(storeFailure: error)
             }
             return try PostgresLogStorage(origin: name, keys: try LogKeys(secret: secret), database: database)
         } catch {
@@ -121,7 +121,7 @@ public final class PostgresLogStorage: LogStorage {
             do {
                 sealed = try SealedStoreSecret.create(unlock: unlock, purpose: .operationLog).stored
             } catch let error as CredentialError {
-                throw LogError(.invalidParameter, error.reason)
+                throw LogError(storeFailure: error)
             }
             for (name, value) in [("version", Array("1".utf8)), ("origin", Array(origin.utf8)), ("secret", sealed)] {
                 let bytes = ByteBuffer(bytes: value)
@@ -151,8 +151,7 @@ public final class PostgresLogStorage: LogStorage {
         } catch let error as LogError {
             throw error
         } catch {
-            let mapped = database.map(error).error
-            throw LogError(.io, mapped.reason)
+            throw LogError(storeFailure: database.map(error).error)
         }
     }
 

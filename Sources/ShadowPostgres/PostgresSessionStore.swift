@@ -90,7 +90,7 @@ public final class PostgresSessionStore: SessionStore {
         } catch let error as SessionError {
             throw error
         } catch {
-            throw SessionError(.corrupted, database.map(error).error.reason)
+            throw SessionError(storeFailure: database.map(error).error)
         }
     }
 
@@ -115,7 +115,7 @@ public final class PostgresSessionStore: SessionStore {
         do {
             return try SealedStoreSecret.open(stored, unlock: unlock, purpose: .sessions)
         } catch let error as CredentialError {
-            throw SessionError(error.code == .wrongKey ? .wrongKey : .corrupted, error.reason)
+            throw SessionError(storeFailure: error)
         }
     }
 

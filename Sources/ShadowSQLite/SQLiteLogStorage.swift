@@ -74,7 +74,7 @@ public final class SQLiteLogStorage: LogStorage {
         do {
             try SQLiteCredentialStore.prepareFile(path, create: create)
         } catch let error as CredentialError {
-            throw LogError(error.code == .noStore ? .notFound : .io, error.reason)
+            throw LogError(storeFailure: error, opening: true)
         }
         var opened: [SQLiteConnection] = []
         do {
@@ -86,7 +86,7 @@ public final class SQLiteLogStorage: LogStorage {
         let (reader, nodeReader, writer) = (opened[0], opened[1], opened[2])
         do {
             for pragma in ["PRAGMA journal_mode = WAL", "PRAGMA synchronous = FULL"] {
-                _ = try await mapped(path) { try await writer.query(pragma, []) }
+                _ = try await mapped(path, opening: true) { try await writer.query(pragma, []) }
             }
             let (secret, origin) = try await setUp(
                 writer, path: path, unlock: unlock, create: create, origin: origin)
@@ -103,7 +103,7 @@ public final class SQLiteLogStorage: LogStorage {
         do {
             return try await SQLiteStateDatabase.connect(path: path, lockTimeout: lockTimeout)
         } catch let error as CredentialError {
-            throw LogError(.io, error.reason)
+            throw LogError(storeFailure: error, opening: true)
         }
     }
 
@@ -111,7 +111,7 @@ public final class SQLiteLogStorage: LogStorage {
     private static func setUp(
         _ connection: SQLiteConnection, path: String, unlock: VaultUnlock, create: Bool, origin given: String?
     ) async throws -> (secret: [UInt8], origin: String) {
-        try await mapped(path) {
+        try await mapped(path, opening: true) {
             _ = try await connection.query("BEGIN IMMEDIATE", [])
             do {
                 let hasTables = try await !connection.query(
@@ -155,7 +155,7 @@ public final class SQLiteLogStorage: LogStorage {
                 do {
                     return (try SealedStoreSecret.open(sealed, unlock: unlock, purpose: .operationLog), origin)
                 } catch let error as CredentialError {
-                    throw LogError(error.code == .wrongKey ? .wrongKey : .tampered, error.reason)
+                    throw LogError(storeFailure: error)
                 }
             } catch {
                 _ = try? await connection.query("ROLLBACK", [])
@@ -174,11 +174,11 @@ public final class SQLiteLogStorage: LogStorage {
         return meta
     }
 
-    static func mapped<R>(_ path: String, _ body: () async throws -> R) async throws -> R {
+    static func mapped<R>(_ path: String, opening: Bool = false, _ body: () async throws -> R) async throws -> R {
         do {
             return try await SQLiteStateDatabase.mapped(path, body)
         } catch let error as CredentialError {
-            throw LogError(error.code == .lockTimeout ? .io : .io, error.reason)
+            throw LogError(storeFailure: error, opening: opening)
         }
     }
 

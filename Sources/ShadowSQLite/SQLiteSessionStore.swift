@@ -64,7 +64,7 @@ public final class SQLiteSessionStore: SessionStore {
         do {
             try SQLiteCredentialStore.prepareFile(path, create: true)
         } catch let error as CredentialError {
-            throw SessionError(.invalidParameter, error.reason)
+            throw SessionError(storeFailure: error)
         }
         let reader = try await connect(path, seconds)
         let writer: SQLiteConnection
@@ -87,12 +87,12 @@ public final class SQLiteSessionStore: SessionStore {
     static func connect(_ path: String, _ seconds: Double) async throws -> SQLiteConnection {
         do { return try await SQLiteStateDatabase.connect(path: path, lockTimeout: seconds) } catch let error
             as CredentialError
-        { throw SessionError(.corrupted, error.reason) }
+        { throw SessionError(storeFailure: error) }
     }
 
     static func mapped<R>(_ path: String, _ body: () async throws -> R) async throws -> R {
         do { return try await SQLiteStateDatabase.mapped(path, body) } catch let error as CredentialError {
-            throw SessionError(.corrupted, error.reason)
+            throw SessionError(storeFailure: error)
         }
     }
 
@@ -143,8 +143,9 @@ public final class SQLiteSessionStore: SessionStore {
                     switch result {
                     case .success(let rows): write.done.resume(returning: rows)
                     case .failure(let error):
-                        write.done.resume(
-                            throwing: SessionError(.corrupted, "the session store refused a write: \(error)"))
+                        let mapped: any Error
+                        do { mapped = try await Self.mapped(path) { throw error } } catch { mapped = error }
+                        write.done.resume(throwing: mapped)
                     }
                 }
             } catch {
@@ -185,7 +186,7 @@ public final class SQLiteSessionStore: SessionStore {
         do {
             return try SealedStoreSecret.open(stored, unlock: unlock, purpose: .sessions)
         } catch let error as CredentialError {
-            throw SessionError(error.code == .wrongKey ? .wrongKey : .corrupted, error.reason)
+            throw SessionError(storeFailure: error)
         }
     }
 

@@ -29,6 +29,28 @@ public struct SessionErrorCode: ShadowKeysErrorCode {
     public static let corrupted = SessionErrorCode("sessions_corrupted")
     /// The key does not open the store's session secret.
     public static let wrongKey = SessionErrorCode("wrong_passphrase_or_key")
+    /// The store cannot be reached or opened now (a server down, a file that cannot be opened):
+    /// try again later. Never reported as ``corrupted``.
+    public static let unavailable = SessionErrorCode("store_unavailable")
+    /// Another process held the store's write lock for longer than the lock timeout.
+    public static let lockTimeout = SessionErrorCode("lock_timeout")
+}
+
+extension ModuleError where Code == SessionErrorCode {
+    /// A session store's report of its database's failure, by the failure's stable code name: a
+    /// wrong key, a lock timeout or an unreachable store stay what they are; anything else the
+    /// database refused is ``SessionErrorCode/corrupted``.
+    package init(storeFailure error: any ShadowKeysError, file: String = #fileID, line: Int = #line) {
+        let code: SessionErrorCode =
+            switch error.codeName {
+            case "wrong_key", "wrong_passphrase_or_key": .wrongKey
+            case "lock_timeout": .lockTimeout
+            case "store_unavailable", "io", "no_store": .unavailable
+            case "invalid_parameter": .invalidParameter
+            default: .corrupted
+            }
+        self.init(code, error.reason, file: file, line: line)
+    }
 }
 
 /// The keys of the session tables, derived from their 32-byte secret with HKDF-SHA-256 (no

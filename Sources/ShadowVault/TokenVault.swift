@@ -440,6 +440,11 @@ public final class TokenVault: Sendable {
         let lock: FileLock?
         do { lock = try FileLock.acquire(path + ".lock", timeout: lockTimeout.inSeconds) } catch let error as FileError
         {
+            // The vault's folder does not exist: there is no vault, as a read would say.
+            if error.isNotFound {
+                throw VaultError(
+                    .notFound, "no folder for a vault at \(path): \(Files.parentDirectory(path)) does not exist")
+            }
             throw VaultError(.io, error.description)
         }
         guard let lock else {

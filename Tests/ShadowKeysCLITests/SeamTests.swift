@@ -62,6 +62,46 @@ import Testing
         #expect(try server.refresh(token).status == 200)
     }
 
+    /// A PostgreSQL store that goes away is unavailable, never corrupted, and everything answers
+    /// within `--lock-timeout`: serve's refresh and `/healthz` (503), the `sessions` commands (34).
+    /// A wrong key is 30. Without the bound, a refresh took 30 s and /healthz 10 s.
+    @Test(.tags(.postgres), .enabled(if: postgresWanted)) func aStoreGoingDownIsUnavailableWithinTheLockTimeout()
+        throws
+    {
+        let cluster = try PostgresCluster.start()
+        defer { cluster.stop() }
+        let url = try cluster.createDatabase("down")
+        let server = try SessionServer(store: url, extra: ["--lock-timeout", "1"])
+        let signedIn = try server.signIn(subject: "001234.down.0042")
+        let refreshToken = try #require(signedIn.json["refreshToken"]?.stringValue)
+        let user = try #require(signedIn.json["userId"]?.stringValue)
+        let wrongKey = try server.directory.write("wrong.key", String(repeating: "ab", count: 32) + "\n", mode: 0o600)
+        for action in [["keys", "list"], ["list", user], ["revoke", user]] {
+            let refused = try CLIRunner.runServer(["sessions"] + action + ["--store", url, "--key-file", wrongKey])
+            #expect(refused.status == 30, "\(action): \(refused.status) \(refused.stderr)")
+        }
+
+        try cluster.stopServer()
+        for (path, body) in [
+            ("/auth/refresh", JSONValue.object(["refreshToken": .string(refreshToken)])), ("/healthz", nil),
+        ] {
+            let started = Date()
+            let answer = try server.request(path == "/healthz" ? "GET" : "POST", path, json: body)
+            let took = Date().timeIntervalSince(started)
+            #expect(answer.status == 503 && answer.body.contains("unavailable"), "\(path): \(answer.body)")
+            #expect(took < 9, "\(path) answered after \(took) s with --lock-timeout 1")
+        }
+        for action in [["keys", "list"], ["list", user], ["revoke", user]] {
+            let started = Date()
+            let failed = try CLIRunner.runServer(
+                ["sessions"] + action + ["--store", url, "--key-file", server.keyFile, "--lock-timeout", "1"])
+            #expect(failed.status == 34, "\(action): \(failed.status) \(failed.stderr)")
+            #expect(Date().timeIntervalSince(started) < 9, "\(action)")
+        }
+        let log = try server.stop()
+        #expect(!log.stderr.contains("corrupted"), "an outage was logged as corruption: \(log.stderr.suffix(2000))")
+    }
+
     /// The per-IP limit behind a proxy: with `--trusted-proxy`, clients the proxy forwards are
     /// counted apart; without it, the same headers are ignored and every request is the proxy's.
     @Test func thePerIPLimitCountsForwardedClientsOnlyBehindATrustedProxy() throws {

@@ -71,7 +71,7 @@ public final class PostgresCluster: @unchecked Sendable {
             + (durable ? "" : " -c fsync=off -c full_page_writes=off")
     }
 
-    func startServer() throws {
+    public func startServer() throws {
         let options = serverOptions
         try run(
             "pg_ctl", ["-D", "\(root)/data", "-l", "\(root)/log", "-w", "-t", "60", "-o", options, "start"], timeout: 90
@@ -108,6 +108,12 @@ public final class PostgresCluster: @unchecked Sendable {
                 "-h", root, "-p", String(port), "-U", user, "-d", database, "-X", "-A", "-t", "-v", "ON_ERROR_STOP=1",
                 "-c", sql,
             ], timeout: 60)
+    }
+
+    /// Stops the server at once (`pg_ctl stop -m immediate`), keeping its data: the database is
+    /// then unreachable, as after a crash, until ``startServer()``.
+    public func stopServer() throws {
+        try run("pg_ctl", ["-D", "\(root)/data", "-m", "immediate", "-w", "-t", "30", "stop"], timeout: 60)
     }
 
     public func stop() {

@@ -193,6 +193,10 @@ package func close(_ store: any AuditedCredentialStore) async {
 }
 
 extension StoreOptions {
+    /// `--lock-timeout`: how long a write waits for another writer, and how long a PostgreSQL
+    /// store keeps retrying an unreachable server.
+    package var lockTimeout: Duration { .seconds(vault.lockTimeout) }
+
     /// The SQLite file the store is (named or the default), or nil for another kind of store.
     package func sqlitePath() throws -> String? {
         if case .sqlite(let path) = try location() { return path }

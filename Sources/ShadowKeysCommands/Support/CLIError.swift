@@ -93,6 +93,8 @@ package enum ExitStatus: Int32 {
             case .notALog: self = .notAStore
             case .rolledBack: self = .rolledBack
             case .notFound: self = .noInput
+            case .unavailable: self = .storeUnavailable
+            case .lockTimeout: self = .vaultLockTimeout
             case .invalidParameter: self = .usage
             default: self = .failure
             }
@@ -110,7 +112,20 @@ package enum ExitStatus: Int32 {
             default: self = .failure
             }
         default:
-            self = .failure
+            self = ExitStatus(codeName: error.codeName)
+        }
+    }
+
+    /// The status of an error from a module the CLI does not list (the session store's, say), by
+    /// the stable code names every module shares.
+    init(codeName: String) {
+        switch codeName {
+        case "wrong_passphrase_or_key", "wrong_key": self = .vaultWrongKey
+        case "lock_timeout": self = .vaultLockTimeout
+        case "store_unavailable": self = .storeUnavailable
+        case "invalid_parameter": self = .usage
+        case _ where codeName.hasSuffix("_corrupted") || codeName.hasSuffix("_tampered"): self = .vaultCorrupted
+        default: self = .failure
         }
     }
 }
