@@ -149,3 +149,51 @@ import Testing
         #expect(bytes.range(of: Data("Secret Plans".utf8)) == nil)
     }
 }
+
+/// Exit codes a script branches on where a log meets the file system: no log, a file that is no
+/// log, a lock another process holds, each with its own code and nothing written.
+@Suite(.tags(.multiProcess), .ownThreads) struct LogExitCodeTests {
+    let base: LogCLITests
+
+    init() throws { base = try LogCLITests() }
+
+    @Test func aMissingLogRandomBytesAndAHeldLockHaveTheirCodes() throws {
+        let missing = try base.log(["show"], location: base.directory.path + "/no/such/folder/ops.log")
+        #expect(missing.status == 66, "\(missing.status) \(missing.stderr)")
+        let random = try base.directory.write("random.db", String(repeating: "\u{7}garbage", count: 600))
+        for location in ["sqlite:" + random, random] {
+            let verified = try base.log(["verify"], location: location)
+            #expect(verified.status == 35, "\(location): \(verified.status) \(verified.stderr)")
+        }
+        #expect(try base.append("first").status == 0)
+        // Another process holds the log file's lock past --lock-timeout: 33, nothing appended.
+        let holder = try ChildProcess(
+            "/usr/bin/env", ["python3", "-c", Self.holdLock, base.path + ".lock"], environment: [:])
+        defer { holder.kill() }
+        var held = false
+        for _ in 0..<300 where !held {
+            held = FileManager.default.fileExists(atPath: base.directory.path + "/held")
+            if !held { usleep(20_000) }
+        }
+        try #require(held, "the lock holder never started")
+        let blocked = try CLIRunner.run(
+            [
+                "log", "append", "--operation", "upload", "--provider", "icloud", "--entity-type", "file",
+                "--entity-id", "y", "--log", base.path, "--key-file", base.keyFile, "--lock-timeout", "0.2",
+            ])
+        #expect(blocked.status == 33 && blocked.stderr.contains("lock"), "\(blocked.status) \(blocked.stderr)")
+        holder.kill()
+        _ = try? holder.wait(timeout: 10)
+        let shown = try base.log(["show"])
+        #expect(shown.stdout.split(separator: "\n").count == 1, "\(shown.stdout)")
+    }
+
+    /// Takes an exclusive flock on argv[1], marks the folder, and holds it.
+    static let holdLock = """
+        import fcntl, os, sys, time
+        fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o600)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        open(os.path.join(os.path.dirname(sys.argv[1]), "held"), "w").close()
+        time.sleep(120)
+        """
+}

@@ -100,6 +100,27 @@ import Testing
         #expect((json["error"] as? [String: Any])?["code"] as? String == "no_such_entry")
     }
 
+    /// A vault path in a folder that does not exist: no vault (66), for writers as for readers,
+    /// and no folder or file made.
+    @Test func aVaultInAMissingFolderIsNoInputForEveryCommand() throws {
+        let nowhere = directory.path + "/no/such/folder/vault.skv"
+        let options = ["--vault", nowhere, "--key-file", keyFile]
+        for (arguments, stdin) in [
+            (["put", "a"], "secret\n"), (["get", "a"], nil), (["token", "a"], nil),
+            (
+                [
+                    "login", "a", "--client-id", "c", "--token-endpoint", "https://example.com/t",
+                    "--refresh-token-stdin",
+                    "--auth", "none",
+                ], "rt\n"
+            ),
+        ] as [([String], String?)] {
+            let result = try run(arguments + options, stdin: stdin)
+            #expect(result.status == 66, "\(arguments[0]): \(result.status) \(result.stderr)")
+        }
+        #expect(!FileManager.default.fileExists(atPath: directory.path + "/no"))
+    }
+
     @Test func keysAndPassphrasesComeFromFilesOrTheEnvironment() throws {
         #expect(
             try run(
