@@ -332,6 +332,31 @@ public final class PostgresSessionStore: SessionStore {
         }
     }
 
+    public func insertFirstSigningKey(_ key: StoredSigningKey) async throws -> Bool {
+        let sealed = ByteBuffer(bytes: key.sealedPrivateKey), kid = key.keyID, alg = key.algorithm
+        return try await run { connection, logger in
+            // The ring's table locked against every other writer of it (and every other instance
+            // making its first key) for this transaction: the check and the insert are one step.
+            try await connection.run("BEGIN", logger: logger)
+            do {
+                try await connection.run(
+                    "LOCK TABLE shadow_session_keys IN SHARE ROW EXCLUSIVE MODE", logger: logger)
+                let inserted = try await connection.query(
+                    """
+                    INSERT INTO shadow_session_keys (kid, alg, sealed, created_ms, activates_ms, retired_ms) SELECT \
+                    \(kid), \(alg), \(sealed), \(key.createdAt), \(key.activatesAt), \(key.retiredAt) WHERE NOT EXISTS \
+                    (SELECT 1 FROM shadow_session_keys) RETURNING kid
+                    """, logger: logger
+                ).collect()
+                try await connection.run("COMMIT", logger: logger)
+                return !inserted.isEmpty
+            } catch {
+                try? await connection.run("ROLLBACK", logger: logger)
+                throw error
+            }
+        }
+    }
+
     public func retireSigningKey(_ keyID: String, at: Int64) async throws {
         try await run { connection, logger in
             try await connection.run(

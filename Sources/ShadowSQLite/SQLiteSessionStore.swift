@@ -363,6 +363,20 @@ public final class SQLiteSessionStore: SessionStore {
             ])
     }
 
+    public func insertFirstSigningKey(_ key: StoredSigningKey) async throws -> Bool {
+        // One statement in the writer's transaction: SQLite's one writer is the lock.
+        try await !write(
+            """
+            INSERT INTO shadow_session_keys (kid, alg, sealed, created_ms, activates_ms, retired_ms)
+            SELECT ?, ?, ?, ?, ?, ? WHERE NOT EXISTS (SELECT 1 FROM shadow_session_keys) RETURNING kid
+            """,
+            [
+                .text(key.keyID), .text(key.algorithm), blob(key.sealedPrivateKey), .integer(Int(key.createdAt)),
+                .integer(Int(key.activatesAt)), key.retiredAt.map { .integer(Int($0)) } ?? .null,
+            ]
+        ).isEmpty
+    }
+
     public func retireSigningKey(_ keyID: String, at: Int64) async throws {
         _ = try await write(
             "UPDATE shadow_session_keys SET retired_ms = ? WHERE kid = ? AND retired_ms IS NULL",

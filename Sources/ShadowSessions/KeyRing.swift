@@ -54,7 +54,9 @@ extension SessionAuthority {
         if !force, let ring = ring.withLock({ $0 }), now - ring.loadedAt < Self.ringRefresh { return ring }
         var stored = try await store.signingKeys()
         if stored.isEmpty {
-            try await store.insertSigningKey(try makeKey(now: now, activatesAt: now))
+            // The first key signs at once, so only one may be made: the store decides which,
+            // under a lock on the ring, and every instance then reads that one.
+            _ = try await store.insertFirstSigningKey(try makeKey(now: now, activatesAt: now))
             stored = try await store.signingKeys()
         }
         let loaded = try KeyRing(

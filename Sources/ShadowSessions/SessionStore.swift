@@ -110,6 +110,10 @@ public protocol SessionStore: Sendable {
 
     func signingKeys() async throws -> [StoredSigningKey]
     func insertSigningKey(_ key: StoredSigningKey) async throws
+    /// Inserts `key` only when the ring holds no key at all, decided under a lock on the ring, so
+    /// instances that find an empty ring at once make exactly one first key; true when this call
+    /// inserted it.
+    func insertFirstSigningKey(_ key: StoredSigningKey) async throws -> Bool
     func retireSigningKey(_ keyID: String, at: Int64) async throws
     func deleteSigningKey(_ keyID: String) async throws
 

@@ -102,6 +102,45 @@ import Testing
         #expect(!log.stderr.contains("corrupted"), "an outage was logged as corruption: \(log.stderr.suffix(2000))")
     }
 
+    /// Three instances start together on an empty ring (here: after its keys were deleted, with
+    /// the key table locked while they start, which lines them all up): exactly one first key
+    /// signs, and every instance's JWK Set holds the key every other one signs with.
+    @Test(.tags(.postgres), .alone, .enabled(if: postgresWanted)) func instancesStartingTogetherMakeOneFirstKey()
+        throws
+    {
+        let cluster = try PostgresCluster.shared.get()
+        let url = try cluster.freshDatabase()
+        let database = try PostgresLocation(url: url).database
+        let first = try SessionServer(store: url)
+        #expect(try first.stop().status == 0)
+        try cluster.psql(database, "DELETE FROM shadow_session_keys")
+        let locker = try ChildProcess(
+            "/usr/bin/env",
+            [
+                "psql", "-h", cluster.root, "-p", String(cluster.port), "-U", cluster.user, "-d", database, "-X", "-c",
+                "BEGIN; LOCK TABLE shadow_session_keys IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep(4); COMMIT;",
+            ], environment: ["PATH": cluster.binaries + ":" + (ProcessInfo.processInfo.environment["PATH"] ?? "")])
+        defer { locker.kill() }
+        usleep(500_000)
+        let servers = try (0..<3).map { _ in
+            try SessionServer(store: url, apple: first.apple, directory: first.directory, waitForHealth: false)
+        }
+        for server in servers { try server.waitHealthy() }
+        #expect(try locker.wait(timeout: 60).status == 0)
+
+        let keys = try cluster.psql(database, "SELECT kid FROM shadow_session_keys WHERE activates_ms <= created_ms")
+        #expect(keys.split(separator: "\n").count == 1, "first keys: \(keys)")
+        let signers = try servers.map { server -> String in
+            let signedIn = try server.signIn(subject: "001234.race.0042")
+            let token = try #require(signedIn.json["accessToken"]?.stringValue, "\(signedIn.body)")
+            return try #require(try CompactJWS(token).header.keyID)
+        }
+        for server in servers {
+            let published = try server.request("GET", "/.well-known/jwks.json").body
+            for kid in signers { #expect(published.contains(kid), "\(kid) is missing from a JWK Set") }
+        }
+    }
+
     /// The per-IP limit behind a proxy: with `--trusted-proxy`, clients the proxy forwards are
     /// counted apart; without it, the same headers are ignored and every request is the proxy's.
     @Test func thePerIPLimitCountsForwardedClientsOnlyBehindATrustedProxy() throws {

@@ -18,7 +18,7 @@ public final class PostgresCluster: @unchecked Sendable {
     public let user = "shadow"
     /// fsync on (for benchmarks), or off (for tests, whose data is thrown away).
     let durable: Bool
-    let binaries: String
+    public let binaries: String
     let runAs: String?
     private var stopped = false
     private let lock = NSLock()

@@ -23,7 +23,8 @@ final class SessionServer: @unchecked Sendable {
     /// Starts serve on `store` (default: a SQLite file in its folder) with `extra` options, and
     /// waits for `/healthz`. Several servers may share one `apple` and `store`.
     init(
-        store: String? = nil, extra: [String] = [], apple: FakeAppleServer? = nil, directory: TemporaryDirectory? = nil
+        store: String? = nil, extra: [String] = [], apple: FakeAppleServer? = nil, directory: TemporaryDirectory? = nil,
+        waitForHealth: Bool = true
     ) throws {
         let directory = try directory ?? TemporaryDirectory()
         self.directory = directory
@@ -35,7 +36,7 @@ final class SessionServer: @unchecked Sendable {
         port = try PostgresCluster.freePortForTests()
         process = try Self.start(
             port: port, store: self.store, keyFile: keyFile, p8: p8, apple: self.apple, extra: extra)
-        try waitHealthy()
+        if waitForHealth { try waitHealthy() }
     }
 
     deinit { process.kill() }
