@@ -42,6 +42,7 @@ let package = Package(
         .library(name: "ShadowApple", targets: ["ShadowApple"]),
         .library(name: "ShadowCrypto", targets: ["ShadowCrypto"]),
         .library(name: "ShadowVault", targets: ["ShadowVault"]),
+        .library(name: "ShadowStorage", targets: ["ShadowStorage"]),
         .library(name: "ShadowCredentials", targets: ["ShadowCredentials"]),
         // The tamper-evident operation log for sync tools (RFC 9162 tree, C2SP checkpoints).
         .library(name: "ShadowOperationLog", targets: ["ShadowOperationLog"]),
@@ -93,14 +94,20 @@ let package = Package(
             name: "ShadowCrypto", dependencies: ["ShadowCore", crypto, cryptoExtras], swiftSettings: strictSettings),
         .target(
             name: "ShadowVault", dependencies: ["ShadowCore", "ShadowCrypto", crypto], swiftSettings: strictSettings),
+        // The storage kernel under every database store: the row seam (SQLDatabase), the one
+        // migrator, the sealed store secret, and StorageError.
+        .target(
+            name: "ShadowStorage", dependencies: ["ShadowCore", "ShadowCrypto", "ShadowVault", crypto],
+            swiftSettings: strictSettings),
         .target(
             name: "ShadowCredentials",
             dependencies: [
-                "ShadowCore", "ShadowJOSE", "ShadowApple", "ShadowCrypto", "ShadowVault", crypto, logging, metrics,
+                "ShadowCore", "ShadowJOSE", "ShadowApple", "ShadowCrypto", "ShadowVault", "ShadowStorage", crypto, logging,
+                metrics,
             ], swiftSettings: strictSettings),
         .target(
             name: "ShadowOperationLog",
-            dependencies: ["ShadowCore", "ShadowCrypto", "ShadowVault", "ShadowCredentials", crypto],
+            dependencies: ["ShadowCore", "ShadowCrypto", "ShadowVault", "ShadowStorage", "ShadowCredentials", crypto],
             swiftSettings: strictSettings),
         .target(
             name: "ShadowTokenSource",
@@ -108,7 +115,7 @@ let package = Package(
             swiftSettings: strictSettings),
         .target(
             name: "ShadowSessions",
-            dependencies: ["ShadowCore", "ShadowJOSE", "ShadowCrypto", crypto, cryptoExtras],
+            dependencies: ["ShadowCore", "ShadowJOSE", "ShadowCrypto", "ShadowVault", "ShadowStorage", crypto, cryptoExtras],
             swiftSettings: strictSettings),
         .target(
             name: "ShadowServer",
@@ -121,15 +128,15 @@ let package = Package(
         .target(
             name: "ShadowSQLite",
             dependencies: [
-                "ShadowCore", "ShadowVault", "ShadowCredentials", "ShadowOperationLog", "ShadowSessions", sqliteNIO,
-                logging, nioCore, nioPosix,
+                "ShadowCore", "ShadowVault", "ShadowStorage", "ShadowCredentials", "ShadowOperationLog", "ShadowSessions",
+                sqliteNIO, logging, nioCore, nioPosix,
             ],
             swiftSettings: strictSettings),
         .target(
             name: "ShadowPostgres",
             dependencies: [
-                "ShadowCore", "ShadowVault", "ShadowCredentials", "ShadowOperationLog", "ShadowSessions", postgresNIO,
-                logging, nioCore, nioSSL,
+                "ShadowCore", "ShadowVault", "ShadowStorage", "ShadowCredentials", "ShadowOperationLog", "ShadowSessions",
+                postgresNIO, logging, nioCore, nioSSL,
             ],
             swiftSettings: strictSettings),
         .target(
@@ -154,15 +161,15 @@ let package = Package(
         .target(
             name: "ShadowSelfTest",
             dependencies: [
-                "ShadowCore", "ShadowJOSE", "ShadowCrypto", "ShadowApple", "ShadowVault", "ShadowCredentials", crypto,
-                cryptoExtras,
+                "ShadowCore", "ShadowJOSE", "ShadowCrypto", "ShadowApple", "ShadowVault", "ShadowStorage",
+                "ShadowCredentials", crypto, cryptoExtras,
             ], swiftSettings: strictSettings),
         .target(
             name: "ShadowFuzzTargets",
             dependencies: [
                 "ShadowCore", "ShadowJOSE", "ShadowJWKS", "ShadowApple", "ShadowCrypto", "ShadowVault",
                 "ShadowCredentials", "ShadowPostgres", "ShadowHTTP", "ShadowOperationLog", "ShadowSessions",
-                "ShadowTokenSource", crypto, httpTypes,
+                "ShadowTokenSource", "ShadowStorage", crypto, httpTypes,
             ],
             swiftSettings: strictSettings),
         .target(
@@ -229,7 +236,7 @@ let package = Package(
             name: "ShadowSessionsTests",
             dependencies: [
                 "ShadowSessions", "ShadowSQLite", "ShadowPostgres", "ShadowCore", "ShadowJOSE", "ShadowVault",
-                "ShadowTestSupport",
+                "ShadowStorage", "ShadowTestSupport",
             ],
             swiftSettings: strictSettings),
         .testTarget(

@@ -1,4 +1,5 @@
 public import ShadowCore
+package import ShadowStorage
 
 /// The error ShadowCredentials throws. Equal by code.
 public typealias CredentialError = ModuleError<CredentialErrorCode>
@@ -30,4 +31,25 @@ public struct CredentialErrorCode: ShadowKeysErrorCode {
     public static let lockTimeout = CredentialErrorCode("lock_timeout")
     /// A parameter is out of range (a token kind, an iteration count, a store URL).
     public static let invalidParameter = CredentialErrorCode("invalid_parameter")
+}
+
+extension ModuleError where Code == CredentialErrorCode {
+    /// A database failure (ShadowStorage) as the credential store reports it: an outage stays
+    /// `store_unavailable`, a lock `lock_timeout`; a damaged database is `state_corrupted`.
+    package init(storage error: StorageError) {
+        let code: CredentialErrorCode =
+            switch error.code {
+            case .lockTimeout: .lockTimeout
+            case .notADatabase, .corrupted: .corruptedState
+            case .wrongKey: .wrongKey
+            case .invalidParameter: .invalidParameter
+            default: .storeUnavailable
+            }
+        self.init(code, error.reason)
+    }
+}
+
+/// `body`, with a storage failure reported as a ``CredentialError``.
+package func credentialStoring<R>(_ body: () throws -> R) throws -> R {
+    do { return try body() } catch let error as StorageError { throw CredentialError(storage: error) }
 }

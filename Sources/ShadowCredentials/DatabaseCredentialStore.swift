@@ -5,6 +5,7 @@ public import Foundation
 #endif
 import ShadowCore
 package import ShadowVault
+import ShadowStorage
 
 /// A store over a database (``SQLiteCredentialStore``, ``PostgresCredentialStore``): credential
 /// state with its audit chain, and server tokens, all through one ``StateEngine``.
@@ -71,7 +72,9 @@ extension StateEngine {
         _ export: VaultStateExport, into database: any StateDatabase, unlock: VaultUnlock
     ) async throws -> MigrationReport {
         let keys = StoreKeys(secret: export.secret)
-        let sealedSecret = try SealedStoreSecret.create(unlock: unlock, secret: export.secret).stored
+        let sealedSecret = try credentialStoring {
+            try SealedStoreSecret.create(unlock: unlock, secret: export.secret).stored
+        }
         var rows: [StoredRow] = []
         for (clientID, subject, record) in export.records {
             let id = keys.rowID(clientID: clientID, subject: subject)

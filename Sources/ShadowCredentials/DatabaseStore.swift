@@ -5,6 +5,7 @@ import Foundation
 #endif
 package import ShadowCore
 package import ShadowVault
+import ShadowStorage
 
 /// The engine of a database store (``DatabaseCredentialStore``), opaque outside ShadowKeys: the
 /// store's keys, the sealed rows, the ordering rule applied per user inside one transaction, the
@@ -31,21 +32,23 @@ public final class StateEngine: Sendable {
         }
         let secret: [UInt8]
         if let existing {
-            secret = try SealedStoreSecret.open(existing, unlock: unlock)
+            secret = try credentialStoring { try SealedStoreSecret.open(existing, unlock: unlock) }
         } else {
             if holdsState {
                 throw CredentialError(
                     .corruptedState, "the store holds state but its secret row is missing: it was deleted")
             }
             guard create else { throw CredentialError(.noStore, "the store was never written: it holds no state yet") }
-            let fresh = try SealedStoreSecret.create(unlock: unlock)
+            let fresh = try credentialStoring { try SealedStoreSecret.create(unlock: unlock) }
             // Two processes may create the store at once: the first commit wins, the other opens it.
             let stored = try await database.transaction(writing: true) { transaction in
                 if let winner = try await transaction.meta(MetaName.secret) { return winner }
                 try await transaction.setMeta(MetaName.secret, fresh.stored)
                 return fresh.stored
             }
-            secret = stored == fresh.stored ? fresh.secret : try SealedStoreSecret.open(stored, unlock: unlock)
+            secret =
+                stored == fresh.stored
+                ? fresh.secret : try credentialStoring { try SealedStoreSecret.open(stored, unlock: unlock) }
         }
         return StateEngine(database: database, keys: StoreKeys(secret: secret), clock: clock)
     }
@@ -241,9 +244,3 @@ actor WriteQueue {
     }
 }
 
-extension Array {
-    /// The array in consecutive pieces of at most `size` elements.
-    package func chunked(_ size: Int) -> [ArraySlice<Element>] {
-        stride(from: 0, to: count, by: size).map { self[$0..<Swift.min($0 + size, count)] }
-    }
-}

@@ -1,5 +1,6 @@
 import ShadowCore
 import ShadowCrypto
+import ShadowStorage
 
 /// The plaintext of a credential row and of a token row, and their sealing
 /// (Docs/credential-state.md, "Rows"). Strings are a length byte (or four, for a token) and UTF-8;

@@ -5,6 +5,7 @@ import ShadowCrypto
 import ShadowVault
 import ShadowPostgres
 import ShadowHTTP
+import ShadowStorage
 
 enum VaultTargets {
     /// The vectors' key (TestVectors/shadow/vault).

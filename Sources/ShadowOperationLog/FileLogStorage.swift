@@ -4,9 +4,9 @@ import Darwin
 import Glibc
 #endif
 import ShadowCore
-import ShadowCredentials
 public import ShadowVault
 import Synchronization
+import ShadowStorage
 
 /// An operation log in one append-only file (Docs/operation-log.md, "The log file").
 ///
@@ -123,8 +123,8 @@ public final class FileLogStorage: LogStorage {
         let sealed: [UInt8]
         do {
             sealed = try SealedStoreSecret.create(unlock: unlock, purpose: .operationLog).stored
-        } catch let error as CredentialError {
-            throw LogError(.invalidParameter, error.reason)
+        } catch let error as StorageError {
+            throw LogError(storeFailure: error)
         }
         var header = magic + [version, UInt8(origin.utf8.count)] + Array(origin.utf8)
         header += [UInt8(sealed.count >> 8), UInt8(sealed.count & 0xFF)] + sealed
@@ -164,8 +164,8 @@ public final class FileLogStorage: LogStorage {
         do {
             secret = try SealedStoreSecret.open(
                 Array(body[(6 + originLength + 2)...]), unlock: unlock, purpose: .operationLog)
-        } catch let error as CredentialError {
-            throw LogError(error.code == .wrongKey ? .wrongKey : .tampered, error.reason)
+        } catch let error as StorageError {
+            throw LogError(storeFailure: error)
         }
         return (origin, try LogKeys(secret: secret), length)
     }

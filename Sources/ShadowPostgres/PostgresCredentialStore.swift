@@ -8,6 +8,7 @@ import NIOCore
 import NIOSSL
 import PostgresNIO
 import Synchronization
+import ShadowStorage
 public import ShadowCore
 public import ShadowCredentials
 public import ShadowVault
@@ -716,5 +717,122 @@ extension PostgresConnection {
     /// statement on the connection is never answered.)
     func run(_ query: PostgresQuery, logger: Logger) async throws {
         _ = try await self.query(query, logger: logger).collect()
+    }
+}
+
+// MARK: The row seam
+
+extension PostgresStateDatabase: SQLDatabase {
+    var dialect: SQLDialect { .postgres }
+    var locationDescription: String { location.description }
+
+    func read(_ sql: String, _ values: [SQLValue]) async throws -> [SQLRow] { try await statement(sql, values) }
+
+    func write(_ sql: String, _ values: [SQLValue]) async throws -> [SQLRow] { try await statement(sql, values) }
+
+    /// One statement on a pooled connection, retried while the server is out of reach. Callers
+    /// keep every statement safe to repeat, or read back what a lost answer did.
+    func statement(_ sql: String, _ values: [SQLValue]) async throws -> [SQLRow] {
+        let query = Self.query(sql, values)
+        return try await storing {
+            try await retrying {
+                try await withConnection { connection in
+                    try await Self.rows(try await connection.query(query, logger: self.logger))
+                }
+            }
+        }
+    }
+
+    func transaction<R: Sendable>(
+        _ body: @escaping @Sendable (any SQLTransaction) async throws -> R
+    ) async throws -> R {
+        try await storing {
+            try await retrying {
+                try await withConnection { connection in
+                    try await self.inTransaction(connection) {
+                        try await body(PostgresSQLTransaction(connection: connection, logger: self.logger))
+                    }
+                }
+            }
+        }
+    }
+
+    /// The database's failures as ``StorageError``s (an outage is `store_unavailable`, never corruption).
+    func storing<R>(_ body: () async throws -> R) async throws -> R {
+        do {
+            return try await body()
+        } catch let error as StorageError {
+            throw error
+        } catch {
+            let mapped = map(error).error
+            let code: StorageErrorCode =
+                switch mapped.code {
+                case .corruptedState, .auditTampered, .notAStore: .corrupted
+                case .wrongKey: .wrongKey
+                case .lockTimeout: .lockTimeout
+                case .invalidParameter: .invalidParameter
+                default: .unavailable
+                }
+            throw StorageError(code, mapped.reason)
+        }
+    }
+
+    /// `sql` with its `?` placeholders numbered (`$1`, `$2`, …) and `values` bound.
+    static func query(_ sql: String, _ values: [SQLValue]) -> PostgresQuery {
+        var text = ""
+        var number = 0
+        for character in sql {
+            if character == "?" {
+                number += 1
+                text += "$\(number)"
+            } else {
+                text.append(character)
+            }
+        }
+        var bindings = PostgresBindings(capacity: values.count)
+        for value in values {
+            switch value {
+            case .integer(let number): bindings.append(number)
+            case .blob(let bytes): bindings.append(ByteBuffer(bytes: bytes))
+            case .text(let string): bindings.append(string)
+            case .null: bindings.appendNull()
+            }
+        }
+        return PostgresQuery(unsafeSQL: text, binds: bindings)
+    }
+
+    /// The rows, each column by its type: integers (and booleans, as 0 or 1), `bytea`, text.
+    static func rows(_ sequence: PostgresRowSequence) async throws -> [SQLRow] {
+        var rows: [SQLRow] = []
+        for try await row in sequence {
+            var names: [String] = []
+            var values: [SQLValue] = []
+            for cell in row {
+                names.append(cell.columnName)
+                guard cell.bytes != nil else {
+                    values.append(.null)
+                    continue
+                }
+                switch cell.dataType {
+                case .int2, .int4, .int8: values.append(.integer(try cell.decode(Int64.self)))
+                case .bool: values.append(.integer(try cell.decode(Bool.self) ? 1 : 0))
+                case .bytea: values.append(.blob(Array(try cell.decode(ByteBuffer.self).readableBytesView)))
+                default: values.append(.text(try cell.decode(String.self)))
+                }
+            }
+            rows.append(SQLRow(names: names, values: values))
+        }
+        return rows
+    }
+}
+
+/// The statements of one PostgreSQL transaction.
+struct PostgresSQLTransaction: SQLTransaction {
+    let connection: PostgresConnection
+    let logger: Logger
+
+    func run(_ sql: String, _ values: [SQLValue]) async throws -> [SQLRow] {
+        try await PostgresStateDatabase.rows(
+            try await connection.query(PostgresStateDatabase.query(sql, values), logger: logger))
     }
 }

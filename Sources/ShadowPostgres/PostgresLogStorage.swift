@@ -11,6 +11,7 @@ import ShadowCredentials
 public import ShadowOperationLog
 public import ShadowVault
 import Synchronization
+import ShadowStorage
 
 /// An operation log in PostgreSQL, for several writers on several hosts (Docs/operation-log.md,
 /// "SQLite and PostgreSQL"): the same tables as in SQLite. Every batch locks the `writer` meta row
@@ -81,7 +82,7 @@ public final class PostgresLogStorage: LogStorage {
             let secret: [UInt8]
             do {
                 secret = try SealedStoreSecret.open(sealed, unlock: unlock, purpose: .operationLog)
-            } catch let error as CredentialError {
+            } catch let error as StorageError {
                 throw LogError(storeFailure: error)
             }
             return try PostgresLogStorage(origin: name, keys: try LogKeys(secret: secret), database: database)
@@ -120,7 +121,7 @@ public final class PostgresLogStorage: LogStorage {
             let sealed: [UInt8]
             do {
                 sealed = try SealedStoreSecret.create(unlock: unlock, purpose: .operationLog).stored
-            } catch let error as CredentialError {
+            } catch let error as StorageError {
                 throw LogError(storeFailure: error)
             }
             for (name, value) in [("version", Array("1".utf8)), ("origin", Array(origin.utf8)), ("secret", sealed)] {

@@ -14,6 +14,7 @@ import NIOPosix
 public import ShadowCore
 public import ShadowCredentials
 public import ShadowVault
+import ShadowStorage
 import SQLiteNIO
 import Synchronization
 
@@ -138,91 +139,53 @@ public final class SQLiteCredentialStore: DatabaseCredentialStore {
     /// Creates the file with mode 0600 (and its folder with 0700) before SQLite opens it, so the
     /// database and its -wal and -shm files (which SQLite gives the database's mode) are private.
     static func prepareFile(_ path: String, create: Bool) throws {
-        guard !path.isEmpty else { throw CredentialError(.invalidParameter, "the state database path is empty") }
         var status = stat()
-        if lstat(path, &status) == 0 {
-            guard status.st_mode & S_IFMT == S_IFREG else {
-                throw CredentialError(.storeUnavailable, "\(path) is not a regular file")
-            }
-            return
+        if !path.isEmpty, lstat(path, &status) != 0, !create {
+            throw CredentialError(.noStore, "no state database at \(path)")
         }
-        guard create else { throw CredentialError(.noStore, "no state database at \(path)") }
-        let folder = Files.parentDirectory(path)
-        if !Files.isDirectory(folder) {
-            do { try Files.makeDirectory(folder) } catch {
-                throw CredentialError(.storeUnavailable, "creating \(folder): \(error)")
-            }
+        do { try SQLiteDatabase.prepareFile(path, create: create) } catch let error as StorageError {
+            throw CredentialError(storage: error)
         }
-        let fd = systemOpen(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
-        guard fd >= 0 || errno == EEXIST else {
-            throw CredentialError(.storeUnavailable, "creating \(path): \(String(cString: strerror(errno)))")
-        }
-        if fd >= 0 { systemClose(fd) }
+    }
+
+    /// Opens credential state in a database this process already has open (the handle is shared
+    /// with sessions and the operation log, and stays open when the store closes).
+    public static func open(
+        database: SQLiteDatabase, unlock: VaultUnlock, create: Bool = true, clock: WallClock = .system
+    ) async throws -> SQLiteCredentialStore {
+        let state = SQLiteStateDatabase(database: database, owned: false)
+        if create && !database.readOnly { try await state.migrate() } else { try await state.checkReadableSchema() }
+        return SQLiteCredentialStore(
+            path: database.path,
+            engine: try await StateEngine.open(
+                state, unlock: unlock, create: create && !database.readOnly, clock: clock))
     }
 }
 
-/// Two connections: one for reads, opened with the store, and one for writes, opened on the first
-/// write (a process that only reads never opens it); each is used by one transaction at a time.
+/// The credential tables over the database's shared handle: its reader for reads, its writer
+/// for write transactions.
 final class SQLiteStateDatabase: StateDatabase {
     static var schemaVersion: Int { migrations.count }
-    let reader: SQLiteConnection
-    private let writer = Mutex<SQLiteConnection?>(nil)
-    let writeLock = AsyncLock()
-    let readLock = AsyncLock()
-    let path: String
-    let lockTimeout: Double
-    /// Opened by a reader: SQLite refuses every write, and this never opens the write connection.
-    let readOnly: Bool
+    let database: SQLiteDatabase
+    /// Whether closing the store closes the database (it opened it itself).
+    let owned: Bool
+    var path: String { database.path }
+    var readOnly: Bool { database.readOnly }
 
-    private init(path: String, reader: SQLiteConnection, lockTimeout: Double, readOnly: Bool) {
-        self.path = path
-        self.reader = reader
-        self.lockTimeout = lockTimeout
-        self.readOnly = readOnly
-    }
-
-    static func connect(path: String, lockTimeout: Double, readOnly: Bool = false) async throws -> SQLiteConnection {
-        var logger = Logger(label: "shadow-keys.sqlite")
-        logger.logLevel = .critical
-        // sqlite-nio opens with SQLITE_OPEN_URI, so a read-only open is a file: URI with mode=ro.
-        let name = readOnly ? "file:\(uriPath(path))?mode=ro" : path
-        let connection = try await mapped(path) {
-            try await SQLiteConnection.open(storage: .file(path: name), logger: logger)
-        }
-        do {
-            // Replaces the connection's default busy handler (which retries at once, forever).
-            _ = try await mapped(path) {
-                try await connection.query("PRAGMA busy_timeout = \(Int(lockTimeout * 1000))", [])
-            }
-        } catch {
-            try? await connection.close()
-            throw error
-        }
-        return connection
+    init(database: SQLiteDatabase, owned: Bool) {
+        self.database = database
+        self.owned = owned
     }
 
     static func open(path: String, lockTimeout: Double, readOnly: Bool = false) async throws -> SQLiteStateDatabase {
-        SQLiteStateDatabase(
-            path: path, reader: try await connect(path: path, lockTimeout: lockTimeout, readOnly: readOnly),
-            lockTimeout: lockTimeout, readOnly: readOnly)
-    }
-
-    /// `path` as the path of a `file:` URI (RFC 3986; SQLite's "URI Filenames"): every byte but
-    /// unreserved characters and `/` percent-encoded, so `?`, `#` and `%` in a name stay in it.
-    static func uriPath(_ path: String) -> String {
-        var encoded = ""
-        for byte in path.utf8 {
-            switch byte {
-            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
-                UInt8(ascii: "0")...UInt8(ascii: "9"),
-                UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"), UInt8(ascii: "/"):
-                encoded.unicodeScalars.append(Unicode.Scalar(byte))
-            default:
-                let digits = Array("0123456789ABCDEF".unicodeScalars)
-                encoded += "%" + String(digits[Int(byte >> 4)]) + String(digits[Int(byte & 15)])
-            }
+        do {
+            return SQLiteStateDatabase(
+                database: try await SQLiteDatabase.open(
+                    path: path, create: false, readOnly: readOnly, lockTimeout: .seconds(lockTimeout)),
+                owned: true)
+        } catch let error as StorageError {
+            throw CredentialError(storage: error)
         }
-        return encoded
     }
 
     /// A reader's one check of the schema: its version, read from `shadow_meta`. A database
@@ -258,28 +221,8 @@ final class SQLiteStateDatabase: StateDatabase {
         return number
     }
 
-    /// The write connection, opened (WAL mode, synchronous=FULL) on first use. Called under the write lock.
-    func writeConnection() async throws -> SQLiteConnection {
-        if let existing = writer.withLock({ $0 }) { return existing }
-        guard !readOnly else {
-            throw CredentialError(.invalidParameter, "the state database was opened for reading only")
-        }
-        let connection = try await Self.connect(path: path, lockTimeout: lockTimeout)
-        do {
-            let path = self.path
-            _ = try await Self.mapped(path) { try await connection.query("PRAGMA journal_mode = WAL", []) }
-            _ = try await Self.mapped(path) { try await connection.query("PRAGMA synchronous = FULL", []) }
-        } catch {
-            try? await connection.close()
-            throw error
-        }
-        writer.withLock { $0 = connection }
-        return connection
-    }
-
     func close() async {
-        if let writer = writer.withLock({ $0 }) { try? await writer.close() }
-        try? await reader.close()
+        if owned { await database.close() }
     }
 
     /// Creates the schema in an empty database or brings an older one up to date; refuses one a
@@ -347,9 +290,8 @@ final class SQLiteStateDatabase: StateDatabase {
 
     func sqlRead<R: Sendable>(_ body: @escaping @Sendable (SQLiteStateTransaction) async throws -> R) async throws -> R
     {
-        let connection = reader, path = self.path
-        return try await readLock.withLock {
-            try await Self.mapped(path) { try await body(SQLiteStateTransaction(connection: connection)) }
+        try await Self.mapped(path) {
+            try await database.withReader { try await body(SQLiteStateTransaction(connection: $0)) }
         }
     }
 
@@ -363,43 +305,31 @@ final class SQLiteStateDatabase: StateDatabase {
     func sqlTransaction<R: Sendable>(
         writing: Bool, _ body: @escaping @Sendable (SQLiteStateTransaction) async throws -> R
     ) async throws -> R {
-        let path = self.path
-        return try await (writing ? writeLock : readLock).withLock {
-            let connection = writing ? try await self.writeConnection() : self.reader
-            return try await Self.mapped(path) {
-                _ = try await connection.query(writing ? "BEGIN IMMEDIATE" : "BEGIN", [])
-                do {
-                    let result = try await body(SQLiteStateTransaction(connection: connection))
-                    _ = try await connection.query("COMMIT", [])
-                    return result
-                } catch {
-                    _ = try? await connection.query("ROLLBACK", [])
-                    throw error
-                }
+        if writing && readOnly {
+            throw CredentialError(.invalidParameter, "the state database was opened for reading only")
+        }
+        let run: @Sendable (SQLiteConnection) async throws -> R = { connection in
+            _ = try await connection.query(writing ? "BEGIN IMMEDIATE" : "BEGIN", [])
+            do {
+                let result = try await body(SQLiteStateTransaction(connection: connection))
+                _ = try await connection.query("COMMIT", [])
+                return result
+            } catch {
+                _ = try? await connection.query("ROLLBACK", [])
+                throw error
             }
+        }
+        return try await Self.mapped(path) {
+            writing ? try await database.withWriter(run) : try await database.withReader(run)
         }
     }
 
-    /// SQLite's errors as ``CredentialError``s.
+    /// SQLite's errors, and the shared handle's, as ``CredentialError``s.
     static func mapped<R>(_ path: String, _ body: () async throws -> R) async throws -> R {
         do {
-            return try await body()
-        } catch let error as SQLiteError {
-            switch error.reason {
-            case .busy, .busyTimeout, .locked, .busyInRecovery, .busyInSnapshot:
-                throw CredentialError(
-                    .lockTimeout,
-                    "another process held the state database's write lock for longer than the lock timeout")
-            case .notADatabase, .corrupt, .format, .corruptVirtualTable, .corruptSequenceSchema, .corruptIndex,
-                .ioErrorCorruptedFilesystem:
-                throw CredentialError(.corruptedState, "\(path) is damaged or is not a SQLite database")
-            case .cantOpen, .cantOpenDirectory, .cantOpenInvalidPath, .permission, .readOnly, .readonlyDirectory,
-                .readonlyCantLock, .auth:
-                throw CredentialError(
-                    .storeUnavailable, "cannot open \(path) for reading and writing: \(error.message)")
-            default:
-                throw CredentialError(.storeUnavailable, "the state database \(path): \(error.message)")
-            }
+            return try await SQLiteDatabase.mapped(path, body)
+        } catch let error as StorageError {
+            throw CredentialError(storage: error)
         }
     }
 }

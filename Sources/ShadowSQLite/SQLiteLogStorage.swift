@@ -1,3 +1,8 @@
+#if canImport(Darwin)
+import Darwin
+#else
+import Glibc
+#endif
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -10,6 +15,7 @@ public import ShadowOperationLog
 public import ShadowVault
 import SQLiteNIO
 import Synchronization
+import ShadowStorage
 
 /// An operation log in a SQLite database (Docs/operation-log.md, "SQLite and PostgreSQL"): its own
 /// tables, so it may share the state store's file. WAL mode, `synchronous=FULL`; writers in any
@@ -21,15 +27,13 @@ public final class SQLiteLogStorage: LogStorage {
     public let keys: LogKeys
     private let signer: NoteSigner
     private let verifier: NoteVerifier
-    private let reader: SQLiteConnection
-    /// Tree nodes are read on a connection of their own, so `verify` compares the stored nodes
-    /// of one stretch while the next stretch's entries are read (a node never changes once
-    /// written, so the two need no common snapshot).
-    private let nodeReader: SQLiteConnection
-    private let writer: SQLiteConnection
-    private let writeLock = AsyncLock()
-    private let readLock = AsyncLock()
-    private let nodeLock = AsyncLock()
+    /// The database's shared handle: its reader, its writer, and its second reader, on which tree
+    /// nodes are read, so `verify` compares the stored nodes of one stretch while the next
+    /// stretch's entries are read (a node never changes once written, so the two need no common
+    /// snapshot).
+    private let database: SQLiteDatabase
+    /// Whether closing the log closes the database (it opened it itself).
+    private let ownsDatabase: Bool
     /// The checkpoint row this process last wrote or checked, and the tree's right edge under
     /// it: while the row is byte for byte the same, the next batch skips re-reading both.
     private let lastWrite = Mutex<(note: [UInt8], frontier: TreeFrontier)?>(nil)
@@ -47,16 +51,14 @@ public final class SQLiteLogStorage: LogStorage {
         "CREATE TABLE IF NOT EXISTS shadow_oplog_nodes (id INTEGER PRIMARY KEY, hash BLOB NOT NULL)",
     ]
 
-    private init(
-        path: String, origin: String, keys: LogKeys,
-        connections: (reader: SQLiteConnection, nodeReader: SQLiteConnection, writer: SQLiteConnection)
-    ) throws {
-        self.path = path
+    private init(database: SQLiteDatabase, owned: Bool, origin: String, keys: LogKeys) throws {
+        self.path = database.path
         self.origin = origin
         self.keys = keys
         signer = try keys.signer(origin: origin)
         verifier = signer.verifier
-        (reader, nodeReader, writer) = connections
+        self.database = database
+        ownsDatabase = owned
     }
 
     /// Opens the log in the database at `path` (which may be the state store's), creating the
@@ -70,41 +72,40 @@ public final class SQLiteLogStorage: LogStorage {
         guard lockTimeout >= .zero, lockTimeout <= .seconds(3600) else {
             throw LogError(.invalidParameter, "the lock timeout is 0 to 3600 seconds")
         }
-        let seconds = lockTimeout.inSeconds
+        var status = stat()
+        if !create, lstat(path, &status) != 0 { throw LogError(.notFound, "no operation log at \(path)") }
+        let database: SQLiteDatabase
         do {
-            try SQLiteCredentialStore.prepareFile(path, create: create)
-        } catch let error as CredentialError {
+            database = try await SQLiteDatabase.open(path: path, create: create, lockTimeout: lockTimeout)
+        } catch let error as StorageError {
             throw LogError(storeFailure: error, opening: true)
         }
-        var opened: [SQLiteConnection] = []
         do {
-            for _ in 0..<3 { opened.append(try await connect(path: path, lockTimeout: seconds)) }
+            return try await open(database: database, owned: true, unlock: unlock, create: create, origin: origin)
         } catch {
-            for connection in opened { try? await connection.close() }
-            throw error
-        }
-        let (reader, nodeReader, writer) = (opened[0], opened[1], opened[2])
-        do {
-            for pragma in ["PRAGMA journal_mode = WAL", "PRAGMA synchronous = FULL"] {
-                _ = try await mapped(path, opening: true) { try await writer.query(pragma, []) }
-            }
-            let (secret, origin) = try await setUp(
-                writer, path: path, unlock: unlock, create: create, origin: origin)
-            return try SQLiteLogStorage(
-                path: path, origin: origin, keys: try LogKeys(secret: secret),
-                connections: (reader, nodeReader, writer))
-        } catch {
-            for connection in opened { try? await connection.close() }
+            await database.close()
             throw error
         }
     }
 
-    static func connect(path: String, lockTimeout: Double) async throws -> SQLiteConnection {
-        do {
-            return try await SQLiteStateDatabase.connect(path: path, lockTimeout: lockTimeout)
-        } catch let error as CredentialError {
-            throw LogError(storeFailure: error, opening: true)
+    /// Opens the log in a database this process already has open (shared with credential state
+    /// and sessions; it stays open when the log closes).
+    public static func open(
+        database: SQLiteDatabase, unlock: VaultUnlock, create: Bool = false, origin: String? = nil
+    ) async throws -> SQLiteLogStorage {
+        try await open(database: database, owned: false, unlock: unlock, create: create, origin: origin)
+    }
+
+    static func open(
+        database: SQLiteDatabase, owned: Bool, unlock: VaultUnlock, create: Bool, origin: String?
+    ) async throws -> SQLiteLogStorage {
+        let path = database.path
+        let (secret, origin) = try await mapped(path, opening: true) {
+            try await database.withWriter { writer in
+                try await setUp(writer, path: path, unlock: unlock, create: create, origin: origin)
+            }
         }
+        return try SQLiteLogStorage(database: database, owned: owned, origin: origin, keys: try LogKeys(secret: secret))
     }
 
     /// The log's sealed secret and origin; a new log's, made and stored, when `create` is set.
@@ -154,7 +155,7 @@ public final class SQLiteLogStorage: LogStorage {
                 }
                 do {
                     return (try SealedStoreSecret.open(sealed, unlock: unlock, purpose: .operationLog), origin)
-                } catch let error as CredentialError {
+                } catch let error as StorageError {
                     throw LogError(storeFailure: error)
                 }
             } catch {
@@ -176,7 +177,9 @@ public final class SQLiteLogStorage: LogStorage {
 
     static func mapped<R>(_ path: String, opening: Bool = false, _ body: () async throws -> R) async throws -> R {
         do {
-            return try await SQLiteStateDatabase.mapped(path, body)
+            return try await SQLiteDatabase.mapped(path, body)
+        } catch let error as StorageError {
+            throw LogError(storeFailure: error, opening: opening)
         } catch let error as CredentialError {
             throw LogError(storeFailure: error, opening: opening)
         }
@@ -201,9 +204,13 @@ public final class SQLiteLogStorage: LogStorage {
         }
     }
 
-    private func reading<R: Sendable>(_ body: @Sendable (SQLiteConnection) async throws -> R) async throws -> R {
-        try await readLock.withLock {
-            try await Self.mapped(path) {
+    private func reading<R: Sendable>(
+        _ body: @escaping @Sendable (SQLiteConnection) async throws -> R
+    ) async throws
+        -> R
+    {
+        try await Self.mapped(path) {
+            try await database.withReader { reader in
                 _ = try await reader.query("BEGIN", [])
                 do {
                     let result = try await body(reader)
@@ -217,9 +224,13 @@ public final class SQLiteLogStorage: LogStorage {
         }
     }
 
-    private func writing<R: Sendable>(_ body: @Sendable (SQLiteConnection) async throws -> R) async throws -> R {
-        try await writeLock.withLock {
-            try await Self.mapped(path) {
+    private func writing<R: Sendable>(
+        _ body: @escaping @Sendable (SQLiteConnection) async throws -> R
+    ) async throws
+        -> R
+    {
+        try await Self.mapped(path) {
+            try await database.withWriter { writer in
                 _ = try await writer.query("BEGIN IMMEDIATE", [])
                 do {
                     let result = try await body(writer)
@@ -234,7 +245,7 @@ public final class SQLiteLogStorage: LogStorage {
     }
 
     public func latest() async throws -> SignedCheckpoint? {
-        try await reading { try await checkpoint($0) }
+        try await reading { try await self.checkpoint($0) }
     }
 
     public func checkpoints() async throws -> [SignedCheckpoint] {
@@ -263,8 +274,8 @@ public final class SQLiteLogStorage: LogStorage {
 
     public func nodes(level: Int, in range: Range<UInt64>) async throws -> [UInt64: TreeHash] {
         guard level >= 1, level < 56, !range.isEmpty else { return [:] }
-        return try await nodeLock.withLock {
-            try await Self.mapped(path) { try await Self.nodes(nodeReader, level: level, in: range) }
+        return try await Self.mapped(path) {
+            try await database.withSecondReader { try await Self.nodes($0, level: level, in: range) }
         }
     }
 
@@ -304,7 +315,7 @@ public final class SQLiteLogStorage: LogStorage {
             }
             return (bytes: bytes, entity: try EntryCodec.decode(bytes).entityHash, leaf: TreeHash.leaf(bytes))
         }
-        let (first, signed, frontier) = try await writing { connection in
+        let (first, signed, frontier) = try await writing { [self] connection in
             var frontier = try await loadFrontier(connection)
             let size = frontier.size
             guard size + UInt64(entries.count) <= Self.maxSize else {
@@ -387,12 +398,6 @@ public final class SQLiteLogStorage: LogStorage {
     }
 
     public func close() async {
-        for connection in [reader, nodeReader, writer] { try? await connection.close() }
-    }
-}
-
-extension Array {
-    fileprivate func chunked(_ size: Int) -> [ArraySlice<Element>] {
-        stride(from: 0, to: count, by: size).map { self[$0..<Swift.min($0 + size, count)] }
+        if ownsDatabase { await database.close() }
     }
 }

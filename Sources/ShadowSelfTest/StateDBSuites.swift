@@ -1,6 +1,7 @@
 import ShadowCore
 import ShadowCredentials
 import ShadowVault
+import ShadowStorage
 
 /// TestVectors/shadow/state-db/vectors.json (made by an independent implementation of
 /// Docs/credential-state.md, "Database stores"): the sealed store secrets open and re-seal byte

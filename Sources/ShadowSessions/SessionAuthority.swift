@@ -187,7 +187,7 @@ public final class SessionAuthority: Sendable {
             }
             try check(row, now: now)
             if token.generation == row.generation {
-                if try await store.rotate(row.id, from: row.generation, now: now) {
+                if try await store.rotate(row, now: now) {
                     var rotated = row
                     rotated.generation += 1
                     await events?(SessionEvent(kind: .refresh, user: row.user, session: row.id, time: now))
@@ -197,7 +197,7 @@ public final class SessionAuthority: Sendable {
             }
             if token.generation + 1 == row.generation, now - row.rotatedAt <= milliseconds(configuration.grace) {
                 // Two tabs, or a retry after a lost answer: the successor already issued, again.
-                try await store.touch(row.id, now: now)
+                try await store.touch(row, now: now)
                 return try await issue(row, generation: row.generation)
             }
             guard token.generation < row.generation else {

@@ -20,6 +20,9 @@ public struct SessionRow: Sendable, Hashable {
     public var revokedAt: Int64?
     /// The device's name, as the app gave it (at most 64 bytes).
     public let device: String
+    /// The row's MAC as stored (Docs/sessions.md, "Tables"): a change compares it, so a row
+    /// changed since it was read is not overwritten. Empty for a row not yet stored.
+    package var mac: [UInt8] = []
 
     public init(
         id: SessionID, user: UUID, generation: UInt64, rotatedAt: Int64, createdAt: Int64, lastUsedAt: Int64,
@@ -94,11 +97,12 @@ public protocol SessionStore: Sendable {
 
     func insertSession(_ row: SessionRow) async throws
     func session(_ id: SessionID) async throws -> SessionRow?
-    /// The compare-and-set of a rotation: generation `from` becomes `from + 1` (issued at `now`)
-    /// only if the row is still at `from` and not revoked. True when this call won.
-    func rotate(_ id: SessionID, from generation: UInt64, now: Int64) async throws -> Bool
-    /// Marks a session used (the grace path hands out the current successor without rotating).
-    func touch(_ id: SessionID, now: Int64) async throws
+    /// The compare-and-set of a rotation: `row` (as read) moves to the next generation, issued
+    /// and used at `now`, only if it is still as read and not revoked. True when this call won.
+    func rotate(_ row: SessionRow, now: Int64) async throws -> Bool
+    /// Marks a session (as read) used (the grace path hands out the current successor without
+    /// rotating); a row changed since it was read is left as it is.
+    func touch(_ row: SessionRow, now: Int64) async throws
     /// Revokes one session; true when it was live.
     func revoke(_ id: SessionID, now: Int64) async throws -> Bool
     /// Revokes every live session of `user`; returns how many.

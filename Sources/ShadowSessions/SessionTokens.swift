@@ -61,6 +61,8 @@ public struct SessionKeys: Sendable, CustomStringConvertible {
     let refresh: SymmetricKey
     let lookup: SymmetricKey
     let seal: SymmetricKey
+    /// The rows' MAC key (`shadow-keys session v1 row`): every session and user row is bound to it.
+    let row: SymmetricKey
 
     public init(secret: some DataProtocol) throws {
         guard secret.count == 32 else { throw SessionError(.invalidParameter, "a session secret is 32 bytes") }
@@ -68,6 +70,7 @@ public struct SessionKeys: Sendable, CustomStringConvertible {
         refresh = keys.key("refresh")
         lookup = keys.key("lookup")
         seal = keys.key("seal")
+        row = keys.key("row")
     }
 
     public var description: String { "SessionKeys(redacted)" }

@@ -29,7 +29,7 @@ import Testing
 
     struct Fixture {
         let endpoints: SessionEndpoints
-        let sessions: SQLiteSessionStore
+        let sessions: DatabaseSessionStore
         let states: SQLiteCredentialStore
         func close() async {
             await sessions.close()

@@ -12,7 +12,7 @@ import Testing
 @Suite struct SessionTests {
     let directory: TemporaryDirectory
     let clock: ManualClock
-    let store: SQLiteSessionStore
+    let store: DatabaseSessionStore
     let configuration: SessionConfiguration
 
     init() async throws {

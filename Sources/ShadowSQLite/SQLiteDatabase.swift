@@ -1,0 +1,333 @@
+#if canImport(Darwin)
+import Darwin
+#else
+import Glibc
+#endif
+import Logging
+import NIOCore
+public import ShadowCore
+public import ShadowStorage
+package import SQLiteNIO
+import Synchronization
+
+/// One SQLite database file, opened once per process and shared by every feature kept in it
+/// (credential state, sessions, the operation log): one writer connection, whose writes are
+/// group-committed, and at most two readers (Docs/architecture.md, "Storage"). WAL mode and
+/// `synchronous=FULL`; writers in every process are serialised by SQLite's write lock (`BEGIN
+/// IMMEDIATE`, waiting up to the lock timeout), and readers never wait for them.
+public final class SQLiteDatabase: SQLDatabase {
+    public let path: String
+    /// How long a write waits for another process's write lock, in seconds.
+    let lockTimeout: Double
+    /// Opened for reading only: SQLite refuses every write, and no writer is ever opened.
+    let readOnly: Bool
+    private let reader: SQLiteConnection
+    private let readLock = AsyncLock()
+    /// A second reader, for a reader that reads two things at once (the log's tree nodes).
+    private let secondReader = Mutex<SQLiteConnection?>(nil)
+    private let secondReadLock = AsyncLock()
+    private let writer = Mutex<SQLiteConnection?>(nil)
+    private let writeLock = AsyncLock()
+    /// Single writes waiting for the next commit, and whether a commit is under way.
+    private let queue = Mutex<(waiting: [Write], committing: Bool)>(([], false))
+
+    private struct Write: Sendable {
+        let sql: String
+        let values: [SQLValue]
+        let done: CheckedContinuation<[SQLRow], any Error>
+    }
+
+    package var dialect: SQLDialect { .sqlite }
+    package var locationDescription: String { path }
+
+    private init(path: String, reader: SQLiteConnection, lockTimeout: Double, readOnly: Bool) {
+        self.path = path
+        self.reader = reader
+        self.lockTimeout = lockTimeout
+        self.readOnly = readOnly
+    }
+
+    /// Opens the database at `path`; with `create`, makes the file first (mode 0600, its folder
+    /// 0700) when it is missing. A reader (`readOnly`) opens it read-only (`mode=ro`).
+    /// - Throws: ``StorageErrorCode/unavailable`` when it cannot be opened (no file, and not
+    ///   `create`: with the reason "no database"); ``StorageErrorCode/invalidParameter``.
+    public static func open(
+        path: String, create: Bool, readOnly: Bool = false, lockTimeout: Duration = .seconds(10)
+    ) async throws -> SQLiteDatabase {
+        guard lockTimeout >= .zero, lockTimeout <= .seconds(3600) else {
+            throw StorageError(.invalidParameter, "the lock timeout is 0 to 3600 seconds")
+        }
+        try prepareFile(path, create: create && !readOnly)
+        let seconds = lockTimeout.inSeconds
+        return SQLiteDatabase(
+            path: path, reader: try await connect(path, seconds, readOnly: readOnly), lockTimeout: seconds,
+            readOnly: readOnly)
+    }
+
+    /// Closes every connection.
+    public func close() async {
+        for connection in [writer.withLock { $0 }, secondReader.withLock { $0 }].compactMap({ $0 }) {
+            try? await connection.close()
+        }
+        try? await reader.close()
+    }
+
+    // MARK: Connections
+
+    /// Runs `body` on the reader, alone.
+    package func withReader<R: Sendable>(_ body: @Sendable (SQLiteConnection) async throws -> R) async throws -> R {
+        try await readLock.withLock { try await mapped { try await body(reader) } }
+    }
+
+    /// Runs `body` on the second reader (opened on first use), alone.
+    package func withSecondReader<R: Sendable>(_ body: @Sendable (SQLiteConnection) async throws -> R) async throws -> R
+    {
+        try await secondReadLock.withLock {
+            let connection: SQLiteConnection
+            if let existing = secondReader.withLock({ $0 }) {
+                connection = existing
+            } else {
+                connection = try await Self.connect(path, lockTimeout, readOnly: readOnly)
+                secondReader.withLock { $0 = connection }
+            }
+            return try await mapped { try await body(connection) }
+        }
+    }
+
+    /// Runs `body` on the writer (opened on first use, in WAL mode with `synchronous=FULL`),
+    /// alone: every transaction and group commit of this process takes its turn here.
+    package func withWriter<R: Sendable>(_ body: @Sendable (SQLiteConnection) async throws -> R) async throws -> R {
+        try await writeLock.withLock {
+            let connection = try await writeConnection()
+            return try await mapped { try await body(connection) }
+        }
+    }
+
+    private func writeConnection() async throws -> SQLiteConnection {
+        if let existing = writer.withLock({ $0 }) { return existing }
+        guard !readOnly else { throw StorageError(.invalidParameter, "\(path) was opened for reading only") }
+        let connection = try await Self.connect(path, lockTimeout, readOnly: false)
+        do {
+            _ = try await mapped { try await connection.query("PRAGMA journal_mode = WAL", []) }
+            _ = try await mapped { try await connection.query("PRAGMA synchronous = FULL", []) }
+        } catch {
+            try? await connection.close()
+            throw error
+        }
+        writer.withLock { $0 = connection }
+        return connection
+    }
+
+    /// A connection whose busy handler waits up to the lock timeout (sqlite-nio's default retries
+    /// at once, forever). sqlite-nio opens with `SQLITE_OPEN_URI`, so a read-only open is a
+    /// `file:` URI with `mode=ro`.
+    package static func connect(_ path: String, _ lockTimeout: Double, readOnly: Bool) async throws -> SQLiteConnection
+    {
+        var logger = Logger(label: "shadow-keys.sqlite")
+        logger.logLevel = .critical
+        let name = readOnly ? "file:\(uriPath(path))?mode=ro" : path
+        let connection = try await mapped(path) {
+            try await SQLiteConnection.open(storage: .file(path: name), logger: logger)
+        }
+        do {
+            _ = try await mapped(path) {
+                try await connection.query("PRAGMA busy_timeout = \(Int(lockTimeout * 1000))", [])
+            }
+        } catch {
+            try? await connection.close()
+            throw error
+        }
+        return connection
+    }
+
+    // MARK: SQLDatabase
+
+    package func read(_ sql: String, _ values: [SQLValue]) async throws -> [SQLRow] {
+        try await withReader { try await $0.query(sql, values.map(Self.data)).map(Self.row) }
+    }
+
+    /// One statement, committed durably before it returns. Statements that arrive while a commit
+    /// is under way run together in the next transaction (group commit): each has its own effect,
+    /// so running them together changes nothing but the number of fsyncs. A statement that fails
+    /// fails alone; a commit that fails fails its whole group.
+    package func write(_ sql: String, _ values: [SQLValue]) async throws -> [SQLRow] {
+        try await withCheckedThrowingContinuation { done in
+            let start = queue.withLock { state -> Bool in
+                state.waiting.append(Write(sql: sql, values: values, done: done))
+                guard !state.committing else { return false }
+                state.committing = true
+                return true
+            }
+            if start { Task { await self.commitWaiting() } }
+        }
+    }
+
+    private func commitWaiting() async {
+        while true {
+            let group = queue.withLock { state -> [Write] in
+                let group = state.waiting
+                state.waiting = []
+                if group.isEmpty { state.committing = false }
+                return group
+            }
+            guard !group.isEmpty else { return }
+            do {
+                let results = try await withWriter { writer -> [Result<[SQLRow], any Error>] in
+                    _ = try await writer.query("BEGIN IMMEDIATE", [])
+                    var results: [Result<[SQLRow], any Error>] = []
+                    for write in group {
+                        do {
+                            results.append(
+                                .success(try await writer.query(write.sql, write.values.map(Self.data)).map(Self.row)))
+                        } catch {
+                            results.append(.failure(Self.storageError(error, path)))
+                        }
+                    }
+                    do {
+                        _ = try await writer.query("COMMIT", [])
+                    } catch {
+                        _ = try? await writer.query("ROLLBACK", [])
+                        throw error
+                    }
+                    return results
+                }
+                for (write, result) in zip(group, results) { write.done.resume(with: result) }
+            } catch {
+                for write in group { write.done.resume(throwing: error) }
+            }
+        }
+    }
+
+    package func transaction<R: Sendable>(
+        _ body: @escaping @Sendable (any SQLTransaction) async throws -> R
+    ) async throws -> R {
+        try await withWriter { writer in
+            _ = try await writer.query("BEGIN IMMEDIATE", [])
+            do {
+                let result = try await body(SQLiteSQLTransaction(connection: writer, path: path))
+                _ = try await writer.query("COMMIT", [])
+                return result
+            } catch {
+                _ = try? await writer.query("ROLLBACK", [])
+                throw error
+            }
+        }
+    }
+
+    // MARK: Values and errors
+
+    static func data(_ value: SQLValue) -> SQLiteData {
+        switch value {
+        case .integer(let number): .integer(Int(number))
+        case .blob(let bytes): .blob(ByteBuffer(bytes: bytes))
+        case .text(let text): .text(text)
+        case .null: .null
+        }
+    }
+
+    static func row(_ row: SQLiteRow) -> SQLRow {
+        let columns = row.columns
+        return SQLRow(
+            names: columns.map(\.name),
+            values: columns.map { column in
+                switch column.data {
+                case .integer(let number): .integer(Int64(number))
+                case .blob(let buffer): .blob(Array(buffer.readableBytesView))
+                case .text(let text): .text(text)
+                case .float(let number): .integer(Int64(number))
+                case .null: .null
+                }
+            })
+    }
+
+    private func mapped<R>(_ body: () async throws -> R) async throws -> R { try await Self.mapped(path, body) }
+
+    /// Runs `body`, reporting SQLite's errors as ``StorageError``s.
+    package static func mapped<R>(_ path: String, _ body: () async throws -> R) async throws -> R {
+        do { return try await body() } catch { throw storageError(error, path) }
+    }
+
+    /// SQLite's error, classified: a busy lock is a lock timeout, a file that is no database or is
+    /// damaged is that, a file that cannot be opened is unavailable.
+    package static func storageError(_ error: any Error, _ path: String) -> any Error {
+        guard let error = error as? SQLiteError else { return error }
+        switch error.reason {
+        case .busy, .busyTimeout, .locked, .busyInRecovery, .busyInSnapshot:
+            return StorageError(
+                .lockTimeout, "another process held the database's write lock for longer than the lock timeout")
+        case .notADatabase:
+            return StorageError(.notADatabase, "\(path) is damaged or is not a SQLite database")
+        case .corrupt, .format, .corruptVirtualTable, .corruptSequenceSchema, .corruptIndex,
+            .ioErrorCorruptedFilesystem:
+            return StorageError(.corrupted, "\(path) is damaged or is not a SQLite database")
+        case .cantOpen, .cantOpenDirectory, .cantOpenInvalidPath, .permission, .readOnly, .readonlyDirectory,
+            .readonlyCantLock, .auth:
+            return StorageError(.unavailable, "cannot open \(path) for reading and writing: \(error.message)")
+        case .constraint, .constraintCheckFailed, .constraintUniqueFailed, .constraintNotNullFailed,
+            .constraintPrimaryKeyFailed, .constraintForeignKeyFailed, .mismatch:
+            return StorageError(.corrupted, "\(path) refused a row: \(error.message)")
+        default:
+            return StorageError(.unavailable, "the database \(path): \(error.message)")
+        }
+    }
+
+    /// Creates the file with mode 0600 (and its folder with 0700) before SQLite opens it, so the
+    /// database and its -wal and -shm files (which SQLite gives the database's mode) are private.
+    package static func prepareFile(_ path: String, create: Bool) throws {
+        guard !path.isEmpty else { throw StorageError(.invalidParameter, "the database path is empty") }
+        var status = stat()
+        if lstat(path, &status) == 0 {
+            guard status.st_mode & S_IFMT == S_IFREG else {
+                throw StorageError(.unavailable, "\(path) is not a regular file")
+            }
+            return
+        }
+        guard create else { throw StorageError(.unavailable, "no database at \(path)") }
+        let folder = Files.parentDirectory(path)
+        if !Files.isDirectory(folder) {
+            do { try Files.makeDirectory(folder) } catch {
+                throw StorageError(.unavailable, "creating \(folder): \(error)")
+            }
+        }
+        let fd = systemOpen(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        guard fd >= 0 || errno == EEXIST else {
+            throw StorageError(.unavailable, "creating \(path): \(String(cString: strerror(errno)))")
+        }
+        if fd >= 0 { systemClose(fd) }
+    }
+
+    /// `path` as the path of a `file:` URI (RFC 3986; SQLite's "URI Filenames"): every byte but
+    /// unreserved characters and `/` percent-encoded, so `?`, `#` and `%` in a name stay in it.
+    static func uriPath(_ path: String) -> String {
+        var encoded = ""
+        for byte in path.utf8 {
+            switch byte {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+                UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"),
+                UInt8(ascii: "~"), UInt8(ascii: "/"):
+                encoded.append(Character(Unicode.Scalar(byte)))
+            default:
+                encoded += "%" + String(byte, radix: 16, uppercase: true).leftPadded(to: 2)
+            }
+        }
+        return encoded
+    }
+}
+
+/// The statements of one SQLite transaction, on the writer.
+struct SQLiteSQLTransaction: SQLTransaction {
+    let connection: SQLiteConnection
+    let path: String
+
+    func run(_ sql: String, _ values: [SQLValue]) async throws -> [SQLRow] {
+        try await SQLiteDatabase.mapped(path) {
+            try await connection.query(sql, values.map(SQLiteDatabase.data)).map(SQLiteDatabase.row)
+        }
+    }
+}
+
+extension String {
+    fileprivate func leftPadded(to width: Int) -> String {
+        String(repeating: "0", count: max(0, width - count)) + self
+    }
+}

@@ -1,0 +1,531 @@
+import Crypto
+#if canImport(FoundationEssentials)
+public import FoundationEssentials
+#else
+public import Foundation
+#endif
+import ShadowCore
+package import ShadowStorage
+package import ShadowVault
+
+/// Sessions in a database (Docs/sessions.md, "Tables"), SQLite or PostgreSQL, every rule written
+/// once over the row seam (`SQLDatabase`): the rotation's compare-and-set, the GCRA step, the
+/// sweep, the first signing key, the secret, and each row's MAC, checked on every read.
+public final class DatabaseSessionStore: SessionStore {
+    let database: any SQLDatabase
+    let secret: [UInt8]
+    let keys: SessionKeys
+    /// Closes the database, when the store opened it itself (a shared handle stays open).
+    let closing: (@Sendable () async -> Void)?
+
+    /// The table set's migrations (`shadow_migrations`, set `sessions`).
+    static let migrations = [
+        Migration(
+            1, "tables",
+            sqlite: [
+                """
+                CREATE TABLE IF NOT EXISTS shadow_session_meta (name TEXT PRIMARY KEY, value BLOB NOT NULL) \
+                WITHOUT ROWID
+                """,
+                """
+                CREATE TABLE IF NOT EXISTS shadow_session_users (apple BLOB PRIMARY KEY, user BLOB NOT NULL UNIQUE, \
+                apple_refresh BLOB, inactive INTEGER NOT NULL, checked_ms INTEGER NOT NULL) WITHOUT ROWID
+                """,
+                """
+                CREATE TABLE IF NOT EXISTS shadow_sessions (id BLOB PRIMARY KEY, user BLOB NOT NULL, generation \
+                INTEGER NOT NULL, rotated_ms INTEGER NOT NULL, created_ms INTEGER NOT NULL, used_ms INTEGER NOT NULL, \
+                expires_ms INTEGER NOT NULL, revoked_ms INTEGER, device TEXT NOT NULL) WITHOUT ROWID
+                """,
+                "CREATE INDEX IF NOT EXISTS shadow_sessions_user ON shadow_sessions (user)",
+                """
+                CREATE TABLE IF NOT EXISTS shadow_session_keys (kid TEXT PRIMARY KEY, alg TEXT NOT NULL, sealed BLOB \
+                NOT NULL, created_ms INTEGER NOT NULL, activates_ms INTEGER NOT NULL, retired_ms INTEGER) WITHOUT ROWID
+                """,
+                """
+                CREATE TABLE IF NOT EXISTS shadow_rate_limits (key BLOB PRIMARY KEY, tat_ms INTEGER NOT NULL) WITHOUT \
+                ROWID
+                """,
+            ],
+            postgres: [
+                "CREATE TABLE IF NOT EXISTS shadow_session_meta (name text PRIMARY KEY, value bytea NOT NULL)",
+                """
+                CREATE TABLE IF NOT EXISTS shadow_session_users (apple bytea PRIMARY KEY, "user" bytea NOT NULL UNIQUE, \
+                apple_refresh bytea, inactive boolean NOT NULL, checked_ms bigint NOT NULL)
+                """,
+                """
+                CREATE TABLE IF NOT EXISTS shadow_sessions (id bytea PRIMARY KEY, "user" bytea NOT NULL, generation \
+                bigint NOT NULL, rotated_ms bigint NOT NULL, created_ms bigint NOT NULL, used_ms bigint NOT NULL, \
+                expires_ms bigint NOT NULL, revoked_ms bigint, device text NOT NULL)
+                """,
+                #"CREATE INDEX IF NOT EXISTS shadow_sessions_user ON shadow_sessions ("user")"#,
+                """
+                CREATE TABLE IF NOT EXISTS shadow_session_keys (kid text PRIMARY KEY, alg text NOT NULL, sealed bytea \
+                NOT NULL, created_ms bigint NOT NULL, activates_ms bigint NOT NULL, retired_ms bigint)
+                """,
+                "CREATE TABLE IF NOT EXISTS shadow_rate_limits (key bytea PRIMARY KEY, tat_ms bigint NOT NULL)",
+            ]),
+        Migration(
+            2, "row MACs",
+            sqlite: [
+                "ALTER TABLE shadow_sessions ADD COLUMN mac BLOB",
+                "ALTER TABLE shadow_session_users ADD COLUMN mac BLOB",
+            ],
+            postgres: [
+                "ALTER TABLE shadow_sessions ADD COLUMN mac bytea",
+                "ALTER TABLE shadow_session_users ADD COLUMN mac bytea",
+                """
+                ALTER TABLE shadow_session_users ALTER COLUMN inactive TYPE smallint USING (CASE WHEN inactive THEN 1 \
+                ELSE 0 END)
+                """,
+            ]),
+    ]
+
+    private init(database: any SQLDatabase, secret: [UInt8], closing: (@Sendable () async -> Void)?) throws {
+        self.database = database
+        self.secret = secret
+        self.closing = closing
+        keys = try SessionKeys(secret: secret)
+    }
+
+    /// Closes the database when this store opened it; a handle shared with other features stays open.
+    public func close() async { await closing?() }
+
+    /// Opens the session tables in `database`: migrates them (creating them in a new database),
+    /// opens the session secret with `unlock` (making it in a new store), and gives rows an older
+    /// version wrote without a MAC theirs, once.
+    /// - Throws: ``SessionErrorCode/wrongKey``; ``SessionErrorCode/unavailable``;
+    ///   ``SessionErrorCode/lockTimeout``; ``SessionErrorCode/corrupted``.
+    package static func open(
+        _ database: any SQLDatabase, unlock: VaultUnlock, closing: (@Sendable () async -> Void)? = nil
+    ) async throws -> DatabaseSessionStore {
+        do {
+            return try await storing {
+                try await Migrator.migrate(database, tableSet: "sessions", migrations)
+                let store = try DatabaseSessionStore(
+                    database: database, secret: try await secret(database, unlock: unlock), closing: closing)
+                try await store.upgradeRows()
+                return store
+            }
+        } catch {
+            await closing?()
+            throw error
+        }
+    }
+
+    /// Runs `body`, reporting the database's failures as ``SessionError``s.
+    static func storing<R>(_ body: () async throws -> R) async throws -> R {
+        do { return try await body() } catch let error as StorageError { throw SessionError(storeFailure: error) }
+    }
+
+    // MARK: The secret
+
+    /// The sealed secret (meta row `secret`), made and stored by the first opener; two processes
+    /// making it at once keep the first.
+    static func secret(_ database: any SQLDatabase, unlock: VaultUnlock) async throws -> [UInt8] {
+        let query = "SELECT value FROM shadow_session_meta WHERE name = 'secret'"
+        var stored = try await database.read(query).first?.blob("value")
+        if stored == nil {
+            let fresh = try SealedStoreSecret.create(unlock: unlock, purpose: .sessions)
+            _ = try await database.write(
+                "INSERT INTO shadow_session_meta (name, value) VALUES ('secret', ?) ON CONFLICT (name) DO NOTHING",
+                .blob(fresh.stored))
+            stored = try await database.read(query).first?.blob("value")
+        }
+        guard let stored else { throw SessionError(.corrupted, "the session secret row is missing") }
+        return try SealedStoreSecret.open(stored, unlock: unlock, purpose: .sessions)
+    }
+
+    public func sessionSecret() async throws -> [UInt8] { secret }
+
+    /// Rows written before rows had MACs get theirs, in one transaction, once (meta `row_macs`);
+    /// from then on a row without a MAC is refused like an edited one.
+    func upgradeRows() async throws {
+        let done = "SELECT value FROM shadow_session_meta WHERE name = 'row_macs'"
+        guard try await database.read(done).isEmpty else { return }
+        try await database.transaction { [self] transaction in
+            guard try await transaction.run(done).isEmpty else { return }
+            for row in try await transaction.run("SELECT \(Self.sessionColumns) FROM shadow_sessions WHERE mac IS NULL")
+            {
+                let session = try sessionRow(row, verify: false)
+                _ = try await transaction.run(
+                    "UPDATE shadow_sessions SET mac = ? WHERE id = ? AND mac IS NULL", .blob(mac(session)),
+                    .blob(session.id.bytes))
+            }
+            for row in try await transaction.run(
+                "SELECT \(Self.userColumns) FROM shadow_session_users WHERE mac IS NULL")
+            {
+                let user = try userRow(row, verify: false)
+                _ = try await transaction.run(
+                    "UPDATE shadow_session_users SET mac = ? WHERE apple = ? AND mac IS NULL", .blob(mac(user)),
+                    .blob(user.apple))
+            }
+            _ = try await transaction.run(
+                "INSERT INTO shadow_session_meta (name, value) VALUES ('row_macs', ?) ON CONFLICT (name) DO NOTHING",
+                .blob(Array("1".utf8)))
+        }
+    }
+
+    // MARK: Row MACs
+
+    static let sessionLabel = Array("shadow-keys session v1 row".utf8)
+    static let userLabel = Array("shadow-keys session v1 user".utf8)
+
+    /// HMAC-SHA-256(row key, "shadow-keys session v1 row" ‖ id (16) ‖ user (16) ‖ generation (8)
+    /// ‖ rotated (8) ‖ created (8) ‖ used (8) ‖ expires (8) ‖ revoked flag (1) ‖ revoked (8, 0 when
+    /// live) ‖ device length (2) ‖ device (UTF-8)); integers big-endian, times as signed 64-bit.
+    func mac(_ row: SessionRow) -> [UInt8] {
+        var input = Self.sessionLabel + row.id.bytes + row.user.sessionBytes + BigEndian.bytes(row.generation)
+        for time in [row.rotatedAt, row.createdAt, row.lastUsedAt, row.expiresAt] {
+            input += BigEndian.bytes(UInt64(bitPattern: time))
+        }
+        input += [row.revokedAt == nil ? 0 : 1] + BigEndian.bytes(UInt64(bitPattern: row.revokedAt ?? 0))
+        let device = Array(row.device.utf8)
+        input += [UInt8(device.count >> 8), UInt8(device.count & 0xFF)] + device
+        return Array(HMAC<SHA256>.authenticationCode(for: input, using: keys.row))
+    }
+
+    /// A user row as stored: the Apple hash, the user, and what the MAC covers.
+    struct StoredUser {
+        let apple: [UInt8]
+        var user: SessionUser
+        var mac: [UInt8]
+    }
+
+    /// HMAC-SHA-256(row key, "shadow-keys session v1 user" ‖ Apple hash (32) ‖ user (16) ‖
+    /// inactive (1) ‖ checked (8)). The sealed Apple refresh token is bound to the user by its own AAD.
+    func mac(_ row: StoredUser) -> [UInt8] {
+        let input =
+            Self.userLabel + row.apple + row.user.id.sessionBytes + [row.user.inactive ? 1 : 0]
+            + BigEndian.bytes(UInt64(bitPattern: row.user.checkedAt))
+        return Array(HMAC<SHA256>.authenticationCode(for: input, using: keys.row))
+    }
+
+    func verified(_ expected: [UInt8], _ stored: [UInt8]?, _ what: String) throws {
+        guard let stored, ConstantTime.equals(expected, stored) else {
+            throw SessionError(.corrupted, "\(what) does not match its MAC: it was edited, or written without the key")
+        }
+    }
+
+    // MARK: Users
+
+    static let userColumns = #"apple, "user", apple_refresh, inactive, checked_ms, mac"#
+
+    func userRow(_ row: SQLRow, verify: Bool = true) throws -> StoredUser {
+        guard let apple = row.blob("apple"), apple.count == 32,
+            let id = row.blob("user").flatMap(UUID.init(sessionBytes:)), let inactive = row.integer("inactive"),
+            let checked = row.integer("checked_ms")
+        else { throw SessionError(.corrupted, "a user row is malformed") }
+        let stored = StoredUser(
+            apple: apple,
+            user: SessionUser(
+                id: id, sealedAppleRefreshToken: row.blob("apple_refresh"), inactive: inactive != 0,
+                checkedAt: checked),
+            mac: row.blob("mac") ?? [])
+        if verify { try verified(mac(stored), row.blob("mac"), "a user row") }
+        return stored
+    }
+
+    public func user(appleHash: [UInt8]) async throws -> SessionUser? {
+        try await Self.storing {
+            try await database.read(
+                "SELECT \(Self.userColumns) FROM shadow_session_users WHERE apple = ?", .blob(appleHash)
+            )
+            .first.map { try userRow($0).user }
+        }
+    }
+
+    func storedUser(_ user: UUID) async throws -> StoredUser? {
+        try await database.read(
+            #"SELECT \#(Self.userColumns) FROM shadow_session_users WHERE "user" = ?"#, .blob(user.sessionBytes)
+        ).first.map { try userRow($0) }
+    }
+
+    public func mapUser(
+        appleHash: [UInt8], candidate: UUID, sealedAppleRefreshToken: [UInt8]?, now: Int64
+    ) async throws -> UUID {
+        try await Self.storing {
+            let fresh = StoredUser(
+                apple: appleHash,
+                user: SessionUser(id: candidate, sealedAppleRefreshToken: nil, inactive: false, checkedAt: now), mac: []
+            )
+            let rows = try await database.write(
+                """
+                INSERT INTO shadow_session_users (apple, "user", apple_refresh, inactive, checked_ms, mac) VALUES \
+                (?, ?, ?, 0, ?, ?) ON CONFLICT (apple) DO UPDATE SET apple_refresh = coalesce(excluded.apple_refresh, \
+                shadow_session_users.apple_refresh) WHERE shadow_session_users."user" = excluded."user" RETURNING "user"
+                """,
+                .blob(appleHash), .blob(candidate.sessionBytes), .optional(sealedAppleRefreshToken), .integer(now),
+                .blob(mac(fresh)))
+            if let user = rows.first?.blob("user").flatMap(UUID.init(sessionBytes:)) { return user }
+            guard let existing = try await user(appleHash: appleHash) else {
+                throw SessionError(.corrupted, "a user mapping vanished while it was written")
+            }
+            return existing.id
+        }
+    }
+
+    public func usersDue(checkedBefore before: Int64, limit: Int) async throws -> [SessionUser] {
+        try await Self.storing {
+            try await database.read(
+                """
+                SELECT \(Self.userColumns) FROM shadow_session_users WHERE checked_ms < ? AND apple_refresh IS NOT NULL \
+                AND inactive = 0 ORDER BY checked_ms LIMIT ?
+                """, .integer(before), .integer(limit)
+            ).map { try userRow($0).user }
+        }
+    }
+
+    public func markChecked(user: UUID, at: Int64, inactive: Bool) async throws {
+        try await Self.storing {
+            for _ in 0..<5 {
+                guard var row = try await storedUser(user) else { return }
+                let old = row.mac
+                row.user = SessionUser(
+                    id: user, sealedAppleRefreshToken: row.user.sealedAppleRefreshToken, inactive: inactive,
+                    checkedAt: at)
+                let changed = try await database.write(
+                    """
+                    UPDATE shadow_session_users SET checked_ms = ?, inactive = ?, mac = ? WHERE apple = ? AND mac = ? \
+                    RETURNING apple
+                    """, .integer(at), .integer(inactive ? 1 : 0), .blob(mac(row)), .blob(row.apple), .blob(old))
+                if !changed.isEmpty { return }
+            }
+            throw SessionError(.invalidGrant, "the user's row kept changing; try again")
+        }
+    }
+
+    public func isInactive(user: UUID) async throws -> Bool {
+        try await Self.storing { try await storedUser(user)?.user.inactive ?? false }
+    }
+
+    // MARK: Sessions
+
+    static let sessionColumns =
+        #"id, "user", generation, rotated_ms, created_ms, used_ms, expires_ms, revoked_ms, device, mac"#
+
+    func sessionRow(_ row: SQLRow, verify: Bool = true) throws -> SessionRow {
+        guard let id = row.blob("id").flatMap(SessionID.init(bytes:)),
+            let user = row.blob("user").flatMap(UUID.init(sessionBytes:)), let generation = row.integer("generation"),
+            generation >= 1, let rotated = row.integer("rotated_ms"), let created = row.integer("created_ms"),
+            let used = row.integer("used_ms"), let expires = row.integer("expires_ms"), let device = row.text("device")
+        else { throw SessionError(.corrupted, "a session row is malformed") }
+        var session = SessionRow(
+            id: id, user: user, generation: UInt64(generation), rotatedAt: rotated, createdAt: created,
+            lastUsedAt: used, expiresAt: expires, revokedAt: row.integer("revoked_ms"), device: device)
+        if verify { try verified(mac(session), row.blob("mac"), "session \(id)'s row") }
+        session.mac = row.blob("mac") ?? []
+        return session
+    }
+
+    public func insertSession(_ row: SessionRow) async throws {
+        try await Self.storing {
+            _ = try await database.write(
+                """
+                INSERT INTO shadow_sessions (\(Self.sessionColumns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT \
+                (id) DO NOTHING
+                """,
+                .blob(row.id.bytes), .blob(row.user.sessionBytes), .integer(Int64(row.generation)),
+                .integer(row.rotatedAt), .integer(row.createdAt), .integer(row.lastUsedAt), .integer(row.expiresAt),
+                .optional(row.revokedAt), .text(row.device), .blob(mac(row)))
+        }
+    }
+
+    public func session(_ id: SessionID) async throws -> SessionRow? {
+        try await Self.storing {
+            try await database.read("SELECT \(Self.sessionColumns) FROM shadow_sessions WHERE id = ?", .blob(id.bytes))
+                .first.map { try sessionRow($0) }
+        }
+    }
+
+    /// Replaces `old` (as read) with `new` in one statement, only if the row is still as read:
+    /// its stored MAC is the one read. True when this call changed it.
+    func replace(_ old: SessionRow, with new: SessionRow, onlyLive: Bool) async throws -> Bool {
+        try await !database.write(
+            """
+            UPDATE shadow_sessions SET generation = ?, rotated_ms = ?, used_ms = ?, revoked_ms = ?, mac = ? WHERE id = ? \
+            AND mac = ?\(onlyLive ? " AND revoked_ms IS NULL" : "") RETURNING id
+            """,
+            .integer(Int64(new.generation)), .integer(new.rotatedAt), .integer(new.lastUsedAt),
+            .optional(new.revokedAt), .blob(mac(new)), .blob(old.id.bytes), .blob(old.mac)
+        ).isEmpty
+    }
+
+    /// The rotation's compare-and-set: the generation as read becomes the next, issued and used
+    /// at `now`, only when the row is unchanged and live (Docs/sessions.md, "Refresh tokens").
+    public func rotate(_ row: SessionRow, now: Int64) async throws -> Bool {
+        try await Self.storing {
+            guard row.revokedAt == nil, !row.mac.isEmpty else { return false }
+            var next = row
+            next.generation += 1
+            next.rotatedAt = now
+            next.lastUsedAt = now
+            return try await replace(row, with: next, onlyLive: true)
+        }
+    }
+
+    public func touch(_ row: SessionRow, now: Int64) async throws {
+        try await Self.storing {
+            guard now > row.lastUsedAt, !row.mac.isEmpty else { return }
+            var used = row
+            used.lastUsedAt = now
+            _ = try await replace(row, with: used, onlyLive: true)
+        }
+    }
+
+    /// Revokes a row as read, re-reading it when another writer changed it first. True when this
+    /// call revoked it.
+    func revoke(_ read: SessionRow, now: Int64) async throws -> Bool {
+        var row = read
+        for _ in 0..<5 {
+            guard row.revokedAt == nil else { return false }
+            var revoked = row
+            revoked.revokedAt = now
+            if try await replace(row, with: revoked, onlyLive: true) { return true }
+            guard let again = try await session(row.id) else { return false }
+            row = again
+        }
+        throw SessionError(.invalidGrant, "the session kept changing; try again")
+    }
+
+    public func revoke(_ id: SessionID, now: Int64) async throws -> Bool {
+        try await Self.storing {
+            guard let row = try await session(id) else { return false }
+            return try await revoke(row, now: now)
+        }
+    }
+
+    public func revokeAll(user: UUID, now: Int64) async throws -> Int {
+        try await Self.storing {
+            var count = 0
+            for row in try await sessions(user: user) where row.revokedAt == nil {
+                if try await revoke(row, now: now) { count += 1 }
+            }
+            return count
+        }
+    }
+
+    public func sessions(user: UUID) async throws -> [SessionRow] {
+        try await Self.storing {
+            try await database.read(
+                #"""
+                SELECT \#(Self.sessionColumns) FROM shadow_sessions WHERE "user" = ? ORDER BY created_ms DESC LIMIT 1000
+                """#, .blob(user.sessionBytes)
+            ).map { try sessionRow($0) }
+        }
+    }
+
+    /// The sweep: up to `limit` sessions revoked, past their end or idle too long, deleted; and as
+    /// many rate-limit rows whose time has passed. Instances sweeping at once on PostgreSQL take
+    /// different rows (`SKIP LOCKED`).
+    public func deleteDead(expiredBefore: Int64, idleBefore: Int64, limit: Int) async throws -> Int {
+        try await Self.storing {
+            let skip = database.dialect == .postgres ? " FOR UPDATE SKIP LOCKED" : ""
+            let deleted = try await database.write(
+                """
+                DELETE FROM shadow_sessions WHERE id IN (SELECT id FROM shadow_sessions WHERE revoked_ms IS NOT NULL OR \
+                expires_ms < ? OR used_ms < ? LIMIT ?\(skip)) RETURNING id
+                """, .integer(expiredBefore), .integer(idleBefore), .integer(limit)
+            ).count
+            _ = try await database.write(
+                "DELETE FROM shadow_rate_limits WHERE key IN (SELECT key FROM shadow_rate_limits WHERE tat_ms < ? LIMIT ?\(skip))",
+                .integer(expiredBefore), .integer(limit))
+            return deleted
+        }
+    }
+
+    // MARK: Signing keys
+
+    static let keyColumns = "kid, alg, sealed, created_ms, activates_ms, retired_ms"
+
+    public func signingKeys() async throws -> [StoredSigningKey] {
+        try await Self.storing {
+            try await database.read("SELECT \(Self.keyColumns) FROM shadow_session_keys ORDER BY created_ms").map {
+                row in
+                guard let kid = row.text("kid"), let alg = row.text("alg"), let sealed = row.blob("sealed"),
+                    let created = row.integer("created_ms"), let activates = row.integer("activates_ms")
+                else { throw SessionError(.corrupted, "a signing-key row is malformed") }
+                return StoredSigningKey(
+                    keyID: kid, algorithm: alg, sealedPrivateKey: sealed, createdAt: created, activatesAt: activates,
+                    retiredAt: row.integer("retired_ms"))
+            }
+        }
+    }
+
+    static func keyValues(_ key: StoredSigningKey) -> [SQLValue] {
+        [
+            .text(key.keyID), .text(key.algorithm), .blob(key.sealedPrivateKey), .integer(key.createdAt),
+            .integer(key.activatesAt), .optional(key.retiredAt),
+        ]
+    }
+
+    public func insertSigningKey(_ key: StoredSigningKey) async throws {
+        try await Self.storing {
+            _ = try await database.write(
+                "INSERT INTO shadow_session_keys (\(Self.keyColumns)) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (kid) DO NOTHING",
+                Self.keyValues(key))
+        }
+    }
+
+    /// The first key, inserted only into an empty ring, in one transaction that holds the ring
+    /// (PostgreSQL locks the table; SQLite's transaction is its one writer).
+    public func insertFirstSigningKey(_ key: StoredSigningKey) async throws -> Bool {
+        let postgres = database.dialect == .postgres
+        return try await Self.storing {
+            try await database.transaction { transaction in
+                if postgres {
+                    _ = try await transaction.run("LOCK TABLE shadow_session_keys IN SHARE ROW EXCLUSIVE MODE")
+                }
+                return try await !transaction.run(
+                    """
+                    INSERT INTO shadow_session_keys (\(Self.keyColumns)) SELECT ?, ?, ?, ?, ?, ? WHERE NOT EXISTS \
+                    (SELECT 1 FROM shadow_session_keys) RETURNING kid
+                    """, Self.keyValues(key)
+                ).isEmpty
+            }
+        }
+    }
+
+    public func retireSigningKey(_ keyID: String, at: Int64) async throws {
+        try await Self.storing {
+            _ = try await database.write(
+                "UPDATE shadow_session_keys SET retired_ms = ? WHERE kid = ? AND retired_ms IS NULL", .integer(at),
+                .text(keyID))
+        }
+    }
+
+    public func deleteSigningKey(_ keyID: String) async throws {
+        try await Self.storing {
+            _ = try await database.write("DELETE FROM shadow_session_keys WHERE kid = ?", .text(keyID))
+        }
+    }
+
+    // MARK: Rate limits
+
+    /// GCRA in one statement (Docs/sessions.md, "Rate limits"): the key's theoretical arrival
+    /// time moves to max(tat, now) + T when max(tat, now) − now ≤ τ; no row back means refused.
+    public func rateLimit(key: [UInt8], now: Int64, interval: Int64, tolerance: Int64) async throws -> Int64? {
+        try await Self.storing {
+            let later = "CASE WHEN shadow_rate_limits.tat_ms > ? THEN shadow_rate_limits.tat_ms ELSE ? END"
+            let allowed = try await database.write(
+                """
+                INSERT INTO shadow_rate_limits (key, tat_ms) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET tat_ms = \
+                \(later) + ? WHERE \(later) - ? <= ? RETURNING tat_ms
+                """, .blob(key), .integer(now + interval), .integer(now), .integer(now), .integer(interval),
+                .integer(now), .integer(now), .integer(now), .integer(tolerance))
+            guard allowed.isEmpty else { return nil }
+            let tat = try await database.read("SELECT tat_ms FROM shadow_rate_limits WHERE key = ?", .blob(key)).first?
+                .integer("tat_ms")
+            return (tat ?? now) - tolerance
+        }
+    }
+}
+
+extension UUID {
+    /// The 16 bytes of the UUID, as the session tables store it.
+    package var sessionBytes: [UInt8] { withUnsafeBytes(of: uuid) { Array($0) } }
+
+    package init?(sessionBytes bytes: [UInt8]) {
+        guard bytes.count == 16 else { return nil }
+        self.init(uuid: bytes.withUnsafeBytes { $0.loadUnaligned(as: uuid_t.self) })
+    }
+}

@@ -1,0 +1,85 @@
+/// A value bound into, or read out of, a statement. Each engine maps it to its own types:
+/// INTEGER/`bigint` (and `smallint`, `boolean` read as 0 or 1), BLOB/`bytea`, TEXT/`text`.
+package enum SQLValue: Sendable, Hashable {
+    case integer(Int64)
+    case blob([UInt8])
+    case text(String)
+    case null
+
+    package static func integer(_ value: Int) -> SQLValue { .integer(Int64(value)) }
+    package static func optional(_ value: Int64?) -> SQLValue { value.map { .integer($0) } ?? .null }
+    package static func optional(_ value: [UInt8]?) -> SQLValue { value.map { .blob($0) } ?? .null }
+}
+
+/// One row of a result, its columns by name.
+package struct SQLRow: Sendable {
+    package let names: [String]
+    package let values: [SQLValue]
+
+    package init(names: [String], values: [SQLValue]) {
+        self.names = names
+        self.values = values
+    }
+
+    package subscript(_ name: String) -> SQLValue {
+        guard let index = names.firstIndex(of: name) else { return .null }
+        return values[index]
+    }
+
+    package func integer(_ name: String) -> Int64? {
+        if case .integer(let value) = self[name] { return value }
+        return nil
+    }
+
+    package func blob(_ name: String) -> [UInt8]? {
+        if case .blob(let value) = self[name] { return value }
+        return nil
+    }
+
+    package func text(_ name: String) -> String? {
+        if case .text(let value) = self[name] { return value }
+        return nil
+    }
+
+    package func isNull(_ name: String) -> Bool { self[name] == .null }
+}
+
+/// Which engine a database is: statements are written once, with `?` placeholders and SQL both
+/// engines read alike; only a migration's table definitions differ per dialect.
+package enum SQLDialect: Sendable {
+    case sqlite
+    case postgres
+}
+
+/// The row seam every feature's store is written against (sessions, the operation log): one
+/// handle per database location, which runs single statements and short transactions. SQLite
+/// group-commits the writes of one process through its one writer; PostgreSQL runs them on its
+/// pool. Failures are ``StorageError``s.
+package protocol SQLDatabase: Sendable {
+    var dialect: SQLDialect { get }
+    /// Where it is, for messages (a path, or a URL without its password).
+    var locationDescription: String { get }
+    /// One reading statement, outside an explicit transaction.
+    func read(_ sql: String, _ values: [SQLValue]) async throws -> [SQLRow]
+    /// One writing statement, committed durably before it returns. It may share a transaction
+    /// with other writes of this process (group commit), so each must stand alone.
+    func write(_ sql: String, _ values: [SQLValue]) async throws -> [SQLRow]
+    /// `body`'s statements in one writing transaction, committed when it returns and rolled back
+    /// when it throws; writers of every process are serialised from its first statement. A
+    /// transient failure retries the whole body, which must only use the transaction given.
+    func transaction<R: Sendable>(_ body: @escaping @Sendable (any SQLTransaction) async throws -> R) async throws -> R
+}
+
+/// The statements of one transaction.
+package protocol SQLTransaction: Sendable {
+    func run(_ sql: String, _ values: [SQLValue]) async throws -> [SQLRow]
+}
+
+extension SQLDatabase {
+    package func read(_ sql: String, _ values: SQLValue...) async throws -> [SQLRow] { try await read(sql, values) }
+    package func write(_ sql: String, _ values: SQLValue...) async throws -> [SQLRow] { try await write(sql, values) }
+}
+
+extension SQLTransaction {
+    package func run(_ sql: String, _ values: SQLValue...) async throws -> [SQLRow] { try await run(sql, values) }
+}

@@ -1,0 +1,136 @@
+import Foundation
+import ShadowCore
+import ShadowPostgres
+import ShadowSQLite
+import ShadowSessions
+import ShadowStorage
+import ShadowTestSupport
+import ShadowVault
+import Testing
+
+/// The session rules over both engines, from one suite: what one `DatabaseSessionStore` does on
+/// SQLite it does on PostgreSQL, and an edited row fails closed on both (Docs/sessions.md, "Tables").
+@Suite(.ownThreads) struct SessionStoreConformanceTests {
+    static let engines = postgresWanted ? ["sqlite", "postgres"] : ["sqlite"]
+    let configuration = SessionConfiguration(
+        issuer: "https://api.example.com", audience: "https://api.example.com/v1", clientID: "com.example.app")
+    let unlock = VaultUnlock.key(SecretBytes((0..<32).map { UInt8($0) }))
+
+    /// A fresh store of `engine`, and a way to run SQL on its rows beside it (an attacker without the key).
+    struct Fixture {
+        let store: DatabaseSessionStore
+        let sql: @Sendable (String) async throws -> Void
+        let directory: TemporaryDirectory
+    }
+
+    func fixture(_ engine: String) async throws -> Fixture {
+        let directory = try TemporaryDirectory()
+        if engine == "sqlite" {
+            let path = directory.path + "/state.sqlite"
+            let store = try await SQLiteSessionStore.open(path: path, unlock: unlock)
+            return Fixture(
+                store: store,
+                sql: { statement in
+                    let database = try await SQLiteDatabase.open(path: path, create: false)
+                    _ = try await database.write(statement, [])
+                    await database.close()
+                }, directory: directory)
+        }
+        let cluster = try PostgresCluster.shared.get()
+        let url = try cluster.freshDatabase()
+        let store = try await PostgresSessionStore.connect(try PostgresLocation(url: url), unlock: unlock)
+        let name = try PostgresLocation(url: url).database
+        return Fixture(store: store, sql: { try cluster.psql(name, $0) }, directory: directory)
+    }
+
+    func signIn(_ authority: SessionAuthority, _ subject: String = "001234.abc.0042") async throws -> IssuedTokens {
+        try await authority.signIn(
+            appleSubject: subject, appleClientID: "com.example.app", appleRefreshToken: SecretBytes(utf8: "apple-rt"),
+            device: "iPhone")
+    }
+
+    @Test(arguments: engines) func rotationReuseRevocationAndTheSweep(engine: String) async throws {
+        let fixture = try await fixture(engine)
+        try await closing({ await fixture.store.close() }) {
+            var settings = configuration
+            settings.grace = 0
+            let authority = try await SessionAuthority(store: fixture.store, configuration: settings)
+            let first = try await signIn(authority)
+            let second = try await authority.refresh(first.refreshToken)
+            #expect(second.session == first.session)
+            await #expect(throws: SessionError(.reuseDetected, "")) {
+                _ = try await authority.refresh(first.refreshToken)
+            }
+            await #expect(throws: SessionError(.invalidGrant, "")) {
+                _ = try await authority.refresh(second.refreshToken)
+            }
+            let other = try await signIn(authority)
+            let third = try await signIn(authority)
+            #expect(try await authority.revokeAll(user: other.userID) == 2, "the third and the other device")
+            #expect(try await authority.revokeAll(user: other.userID) == 0)
+            #expect(try await authority.sweep() == 3)
+            #expect(try await authority.sessions(user: third.userID).isEmpty)
+            // Limits: the third request within the burst of two is refused, with a wait.
+            let limit = try RateLimit(requests: 60, per: 60, burst: 2)
+            #expect(try await authority.admit("ip:192.0.2.1", limit: limit) == nil)
+            #expect(try await authority.admit("ip:192.0.2.1", limit: limit) == nil)
+            #expect(try await authority.admit("ip:192.0.2.1", limit: limit) != nil)
+        }
+    }
+
+    /// Someone who can edit rows but holds no key: every edit of a session's or a user's fields
+    /// is refused as `sessions_corrupted` on the next read, and nothing is issued from it.
+    @Test(arguments: engines) func anEditedRowFailsClosed(engine: String) async throws {
+        let edits = [
+            "UPDATE shadow_sessions SET generation = generation + 1",
+            "UPDATE shadow_sessions SET revoked_ms = NULL",
+            "UPDATE shadow_sessions SET expires_ms = expires_ms + 86400000",
+            "UPDATE shadow_sessions SET used_ms = used_ms + 1",
+            "UPDATE shadow_sessions SET device = 'Mallory''s laptop'",
+            "UPDATE shadow_sessions SET mac = NULL",
+            #"UPDATE shadow_sessions SET "user" = (SELECT "user" FROM shadow_session_users WHERE "user" <> shadow_sessions."user" LIMIT 1)"#,
+        ]
+        for edit in edits {
+            let fixture = try await fixture(engine)
+            try await closing({ await fixture.store.close() }) {
+                let authority = try await SessionAuthority(store: fixture.store, configuration: configuration)
+                let issued = try await signIn(authority)
+                _ = try await signIn(authority, "001234.other.0042")
+                if edit.contains("revoked_ms = NULL") { try await authority.revoke(session: issued.session) }
+                try await fixture.sql(edit)
+                let error = await #expect(throws: SessionError.self, "\(engine): \(edit)") {
+                    _ = try await authority.refresh(issued.refreshToken)
+                }
+                #expect(error?.code == .corrupted, "\(engine): \(edit): \(String(describing: error))")
+            }
+        }
+        // A user row moved to another user's ID: the sign-in refuses it.
+        let fixture = try await fixture(engine)
+        try await closing({ await fixture.store.close() }) {
+            let authority = try await SessionAuthority(store: fixture.store, configuration: configuration)
+            _ = try await signIn(authority, "001234.a.0042")
+            _ = try await signIn(authority, "001234.b.0042")
+            try await fixture.sql(#"UPDATE shadow_session_users SET checked_ms = checked_ms - 1"#)
+            let error = await #expect(throws: SessionError.self) { _ = try await signIn(authority, "001234.a.0042") }
+            #expect(error?.code == .corrupted, "\(String(describing: error))")
+        }
+    }
+
+    /// The residual the threat model names: a whole older row put back (from a backup) is
+    /// consistent with itself, so it is taken; a generation set back this way revives a spent
+    /// refresh token until the session rotates again.
+    @Test(arguments: engines) func aWholeOlderRowReplayedIsTheDocumentedResidual(engine: String) async throws {
+        let fixture = try await fixture(engine)
+        try await closing({ await fixture.store.close() }) {
+            var settings = configuration
+            settings.grace = 0
+            let authority = try await SessionAuthority(store: fixture.store, configuration: settings)
+            let first = try await signIn(authority)
+            try await fixture.sql("CREATE TABLE saved AS SELECT * FROM shadow_sessions")
+            _ = try await authority.refresh(first.refreshToken)
+            try await fixture.sql("DELETE FROM shadow_sessions")
+            try await fixture.sql("INSERT INTO shadow_sessions SELECT * FROM saved")
+            #expect(try await authority.refresh(first.refreshToken).session == first.session)
+        }
+    }
+}
