@@ -194,12 +194,19 @@ struct Serve: AsyncParsableCommand, QuietCommand {
             var logger = Logger(label: "shadow-keys.serve")
             logger.logLevel = .info
             let keys = try keySource.appleKeys()
-            let states = try await store.open(create: true)
+            // One database handle for the store: credential state, sessions and the
+            // authentication log share its connections.
+            let database = try await ServerDatabase.open(store)
+            let states: any AuditedCredentialStore
+            do { states = try await database.credentialStore(store) } catch {
+                await database.close()
+                throw error
+            }
             var sessionService: SessionService?
             var sessionEndpoints: SessionEndpoints?
             if sessions.enabled {
                 let started = try await sessions.start(
-                    store: store, states: states, clientIDs: clientIDs, keys: keys,
+                    store: store, database: database, states: states, clientIDs: clientIDs, keys: keys,
                     appleClients: try appleClients(keys: keys), logger: logger)
                 sessionEndpoints = started.endpoints
                 sessionService = started.service
@@ -259,7 +266,8 @@ struct Serve: AsyncParsableCommand, QuietCommand {
                     address: .hostname(host, port: port), serverName: "shadow-keys",
                     availableConnectionsDelegate: limit.delegate),
                 logger: logger)
-            var services: [any Service] = [app]
+            // Shut down in reverse order: the database last, once nothing uses it.
+            var services: [any Service] = [DatabaseService(database: database), app]
             if let worker { services.append(RevocationService(worker: worker)) }
             if let sessionService { services.append(sessionService) }
             var configuration = ServiceGroupConfiguration(
@@ -272,10 +280,10 @@ struct Serve: AsyncParsableCommand, QuietCommand {
             do {
                 try await group.run()
             } catch {
-                await close(states)
+                await database.close()
                 throw CLIError(.failure, code: "serve_failed", "serving on \(listen) failed: \(error)")
             }
-            await close(states)
+            await database.close()
         }
     }
 }

@@ -103,28 +103,13 @@ struct SessionOptions: ParsableArguments {
         return clients
     }
 
-    /// The session tables of the state store: its SQLite file, or its PostgreSQL database.
-    static func openStore(_ store: StoreOptions) async throws -> (any SessionStore, close: @Sendable () async -> Void) {
-        if let path = try store.sqlitePath() {
-            let opened = try await SQLiteSessionStore.open(
-                path: path, unlock: try store.unlock(), lockTimeout: store.lockTimeout)
-            return (opened, { await opened.close() })
-        }
-        guard let url = try store.postgresURL() else {
-            throw ValidationError("sessions live in a sqlite: or postgres:// store, not a vault")
-        }
-        let opened = try await PostgresSessionStore.connect(
-            try PostgresLocation(url: url), unlock: try store.unlock(), retryFor: store.lockTimeout)
-        return (opened, { await opened.close() })
-    }
-
     func start(
-        store storeOptions: StoreOptions, states: any CredentialStateStore, clientIDs: [String], keys: any JWKSource,
-        appleClients: [String: AppleAuthClient], logger: Logger
+        store storeOptions: StoreOptions, database: ServerDatabase, states: any CredentialStateStore,
+        clientIDs: [String], keys: any JWKSource, appleClients: [String: AppleAuthClient], logger: Logger
     ) async throws -> (endpoints: SessionEndpoints, service: SessionService) {
-        let (store, close) = try await Self.openStore(storeOptions)
+        let store = try await database.sessionStore(storeOptions)
         let configuration = try configuration(clientIDs: clientIDs)
-        let (log, closeLog) = try await Self.openAuthenticationLog(storeOptions, issuer: configuration.issuer)
+        let log = try await Self.openAuthenticationLog(storeOptions, database: database, issuer: configuration.issuer)
         let authority = try await SessionAuthority(
             store: store, configuration: configuration,
             events: { event in
@@ -143,12 +128,7 @@ struct SessionOptions: ParsableArguments {
             states: states, logger: logger)
         return (
             endpoints,
-            SessionService(
-                authority: authority, appleClients: appleClients,
-                close: {
-                    await close()
-                    await closeLog()
-                }, logger: logger)
+            SessionService(authority: authority, appleClients: appleClients, logger: logger)
         )
     }
 }
@@ -157,35 +137,20 @@ extension SessionOptions {
     /// The authentication log: an operation log in the same store (Docs/sessions.md,
     /// "Authentication log"), named `<issuer host and path>/auth-log`.
     static func openAuthenticationLog(
-        _ store: StoreOptions, issuer: String
-    ) async throws
-        -> (OperationLog, close: @Sendable () async -> Void)
-    {
+        _ store: StoreOptions, database: ServerDatabase, issuer: String
+    ) async throws -> OperationLog {
         let origin =
             issuer.split(separator: "://", maxSplits: 1).last.map(String.init)?.split(separator: "/")
             .joined(separator: "/").filter { !$0.isWhitespace && $0 != "+" } ?? "sessions"
         let name = (origin.isEmpty ? "sessions" : origin) + "/auth-log"
         // The store's log keeps the name it was made with; a new one gets this one.
-        func open(create: Bool) async throws -> any LogStorage {
-            if let path = try store.sqlitePath() {
-                return try await SQLiteLogStorage.open(
-                    path: path, unlock: try store.unlock(), create: create, origin: create ? name : nil,
-                    lockTimeout: store.lockTimeout)
-            }
-            guard let url = try store.postgresURL() else {
-                throw ValidationError("sessions live in a sqlite: or postgres:// store, not a vault")
-            }
-            return try await PostgresLogStorage.connect(
-                try PostgresLocation(url: url), unlock: try store.unlock(), create: create, origin: create ? name : nil,
-                retryFor: store.lockTimeout)
-        }
         let storage: any LogStorage
         do {
-            storage = try await open(create: false)
+            storage = try await database.logStorage(store, create: false, origin: nil)
         } catch let error as LogError where error.code == .notFound {
-            storage = try await open(create: true)
+            storage = try await database.logStorage(store, create: true, origin: name)
         }
-        return (try OperationLog(storage: storage), { await storage.close() })
+        return try OperationLog(storage: storage)
     }
 
     /// One authentication event as a log entry: the kind as the operation, the user ID as the
@@ -205,7 +170,6 @@ extension SessionOptions {
 struct SessionService: Service {
     let authority: SessionAuthority
     let appleClients: [String: AppleAuthClient]
-    let close: @Sendable () async -> Void
     let logger: Logger
 
     func run() async throws {
@@ -215,7 +179,6 @@ struct SessionService: Service {
                 try? await Task.sleep(for: .seconds(60))
             }
         }
-        await close()
     }
 
     func once() async {
@@ -265,18 +228,19 @@ struct SessionsCommand: AsyncParsableCommand {
             if let path = try store.sqlitePath(), !FileManager.default.fileExists(atPath: path) {
                 throw CLIError(.noInput, "no state store at \(path)")
             }
-            let (sessionStore, close) = try await SessionOptions.openStore(store)
+            let database = try await ServerDatabase.open(store)
             do {
+                let sessionStore = try await database.sessionStore(store)
                 var configuration = SessionConfiguration(
                     issuer: sessions.issuer ?? "https://sessions.invalid", audience: sessions.audience ?? "-",
                     clientID: sessions.clientID ?? "-")
                 if let algorithm = JWSAlgorithm(rawValue: sessions.algorithm) { configuration.algorithm = algorithm }
                 let result = try await body(
                     try await SessionAuthority(store: sessionStore, configuration: configuration))
-                await close()
+                await database.close()
                 return result
             } catch {
-                await close()
+                await database.close()
                 throw error
             }
         }

@@ -25,10 +25,25 @@ public final class PostgresCredentialStore: DatabaseCredentialStore {
     public let engine: StateEngine
     /// Where the store connects (the password is never printed).
     public let location: PostgresLocation
+    /// Whether closing the store closes the database (it connected itself).
+    let ownsDatabase: Bool
 
-    private init(location: PostgresLocation, engine: StateEngine) {
+    private init(location: PostgresLocation, engine: StateEngine, owned: Bool = true) {
         self.location = location
         self.engine = engine
+        ownsDatabase = owned
+    }
+
+    /// Opens credential state on a database handle this process already has (shared with sessions
+    /// and the operation log; it stays open when the store closes): migrates the schema when
+    /// `create` is set, else only reads its version.
+    static func open(
+        _ database: PostgresStateDatabase, unlock: VaultUnlock, create: Bool, clock: WallClock = .system
+    ) async throws -> PostgresCredentialStore {
+        if create { try await database.migrate() } else { try await database.checkReadableSchema() }
+        return PostgresCredentialStore(
+            location: database.location,
+            engine: try await StateEngine.open(database, unlock: unlock, create: create, clock: clock), owned: false)
     }
 
     /// Connects, applies any pending schema migration (under an advisory lock, so instances starting
@@ -118,8 +133,10 @@ public final class PostgresCredentialStore: DatabaseCredentialStore {
         }
     }
 
-    /// Closes the connections.
-    public func close() async { await engine.database.close() }
+    /// Closes the connections, when the store connected itself.
+    public func close() async {
+        if ownsDatabase { await engine.database.close() }
+    }
 }
 
 final class PostgresStateDatabase: StateDatabase {

@@ -24,6 +24,8 @@ public final class PostgresLogStorage: LogStorage {
     private let signer: NoteSigner
     private let verifier: NoteVerifier
     let database: PostgresStateDatabase
+    /// Whether closing the log closes the database (it connected itself).
+    let ownsDatabase: Bool
     private let lastWrite = Mutex<(note: [UInt8], frontier: TreeFrontier)?>(nil)
 
     static let schema: [PostgresQuery] = [
@@ -37,12 +39,13 @@ public final class PostgresLogStorage: LogStorage {
         "INSERT INTO shadow_oplog_meta (name, value) VALUES ('writer', ''::bytea) ON CONFLICT (name) DO NOTHING",
     ]
 
-    private init(origin: String, keys: LogKeys, database: PostgresStateDatabase) throws {
+    private init(origin: String, keys: LogKeys, database: PostgresStateDatabase, owned: Bool) throws {
         self.origin = origin
         self.keys = keys
         signer = try keys.signer(origin: origin)
         verifier = signer.verifier
         self.database = database
+        ownsDatabase = owned
     }
 
     /// Connects and opens the log, creating its tables and secret (under an advisory lock, so
@@ -55,6 +58,19 @@ public final class PostgresLogStorage: LogStorage {
             location: location, connectTimeout: connectTimeout, retryFor: retryFor,
             maximumConnections: maximumConnections,
             logger: Logger(label: "shadow-keys.postgres", factory: { _ in SwiftLogNoOpLogHandler() }))
+        do {
+            return try await open(database, owned: true, unlock: unlock, create: create, origin: origin)
+        } catch {
+            await database.close()
+            throw error
+        }
+    }
+
+    /// Opens the log on a database handle this process already has (shared with credential state
+    /// and sessions; it stays open when the log closes).
+    static func open(
+        _ database: PostgresStateDatabase, owned: Bool, unlock: VaultUnlock, create: Bool, origin: String?
+    ) async throws -> PostgresLogStorage {
         do {
             // A refusal of the log's own (no log, another version) is an answer, not a lost connection:
             // it comes out of the retries at once.
@@ -85,10 +101,8 @@ public final class PostgresLogStorage: LogStorage {
             } catch let error as StorageError {
                 throw LogError(storeFailure: error)
             }
-            return try PostgresLogStorage(origin: name, keys: try LogKeys(secret: secret), database: database)
-        } catch {
-            await database.close()
-            throw error
+            return try PostgresLogStorage(
+                origin: name, keys: try LogKeys(secret: secret), database: database, owned: owned)
         }
     }
 
@@ -369,7 +383,9 @@ public final class PostgresLogStorage: LogStorage {
         }
     }
 
-    public func close() async { await database.close() }
+    public func close() async {
+        if ownsDatabase { await database.close() }
+    }
 }
 
 /// The size limit both databases share: node IDs keep the level in their top 8 bits.

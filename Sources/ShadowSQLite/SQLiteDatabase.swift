@@ -64,12 +64,21 @@ public final class SQLiteDatabase: SQLDatabase {
             readOnly: readOnly)
     }
 
-    /// Closes every connection.
+    private let closed = Mutex(false)
+
+    /// Closes every connection (once; closing again does nothing).
     public func close() async {
-        for connection in [writer.withLock { $0 }, secondReader.withLock { $0 }].compactMap({ $0 }) {
-            try? await connection.close()
-        }
-        try? await reader.close()
+        guard
+            !closed.withLock({ was in
+                defer { was = true }
+                return was
+            })
+        else { return }
+        let connections = [writer.withLock { $0 }, secondReader.withLock { $0 }].compactMap { $0 } + [reader]
+        // Closed in a task of its own: a cancelled caller (a server past its grace) must still close them.
+        await Task {
+            for connection in connections { try? await connection.close() }
+        }.value
     }
 
     // MARK: Connections

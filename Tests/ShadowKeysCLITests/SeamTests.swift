@@ -141,6 +141,53 @@ import Testing
         }
     }
 
+    /// One database handle per location: serve with sessions and the authentication log holds
+    /// at most three descriptors on its SQLite file (one writer, two readers), and at most one
+    /// pool (16) of PostgreSQL connections while clients press every route at once.
+    @Test(arguments: postgresWanted ? ["sqlite", "postgres"] : ["sqlite"])
+    func serveOpensItsStoreOnce(engine: String) async throws {
+        let store = engine == "sqlite" ? nil : try PostgresCluster.shared.get().freshDatabase()
+        let server = try SessionServer(
+            store: store, extra: ["--rate-limit-ip", "100000", "--rate-limit-user", "100000"])
+        var tokens: [String] = []
+        for index in 0..<8 {
+            let signedIn = try server.signIn(subject: "001234.pool\(index).0042")
+            tokens.append(try #require(signedIn.json["refreshToken"]?.stringValue, "\(signedIn.body)"))
+        }
+        // 64 clients at once: refreshes, notifications, health checks, the key set.
+        let refreshTokens = tokens
+        let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
+            for index in 0..<64 {
+                group.addTask {
+                    switch index % 4 {
+                    case 0: try server.refresh(refreshTokens[index / 4 % 8]).status
+                    case 1: try server.notify("email-disabled", subject: "001234.pool\(index % 8).0042").status
+                    case 2: try server.request("GET", "/healthz").status
+                    default: try server.request("GET", "/.well-known/jwks.json").status
+                    }
+                }
+            }
+            return try await group.reduce(into: [Int]()) { $0.append($1) }
+        }
+        #expect(statuses.allSatisfy { [200, 401].contains($0) }, "\(statuses)")
+        if engine == "sqlite" {
+            let path = server.directory.path + "/state.sqlite"
+            let links = try FileManager.default.contentsOfDirectory(atPath: "/proc/\(server.process.pid)/fd").filter {
+                (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(server.process.pid)/fd/\($0)"))
+                    == path
+            }
+            #expect((1...3).contains(links.count), "\(links.count) descriptors on the database file")
+        } else {
+            let cluster = try PostgresCluster.shared.get()
+            let database = try PostgresLocation(url: server.store).database
+            let count = try cluster.psql(
+                "postgres", "SELECT count(*) FROM pg_stat_activity WHERE datname = '\(database)'"
+            ).trimmingCharacters(in: .whitespacesAndNewlines)
+            #expect((Int(count) ?? 99) <= 16, "\(count) connections")
+        }
+        #expect(try server.stop().status == 0)
+    }
+
     /// The per-IP limit behind a proxy: with `--trusted-proxy`, clients the proxy forwards are
     /// counted apart; without it, the same headers are ignored and every request is the proxy's.
     @Test func thePerIPLimitCountsForwardedClientsOnlyBehindATrustedProxy() throws {

@@ -203,8 +203,9 @@ extension StoreOptions {
         return nil
     }
 
-    /// The key or passphrase that opens the store.
-    package func unlock() throws -> VaultUnlock { try vault.unlock() }
+    /// The key or passphrase that opens the store; with `confirm`, a passphrase typed at a
+    /// terminal is asked twice (a store about to be made).
+    package func unlock(confirm: Bool = false) throws -> VaultUnlock { try vault.unlock(confirm: confirm) }
 }
 
 extension StoreOptions {
