@@ -243,4 +243,3 @@ actor WriteQueue {
         draining = false
     }
 }
-

@@ -75,4 +75,3 @@ package struct StoreKeys: Sendable {
         return (Int(count), Array(bytes[8..<40]))
     }
 }
-
