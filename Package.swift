@@ -102,7 +102,8 @@ let package = Package(
         .target(
             name: "ShadowCredentials",
             dependencies: [
-                "ShadowCore", "ShadowJOSE", "ShadowApple", "ShadowCrypto", "ShadowVault", "ShadowStorage", crypto, logging,
+                "ShadowCore", "ShadowJOSE", "ShadowApple", "ShadowCrypto", "ShadowVault", "ShadowStorage", crypto,
+                logging,
                 metrics,
             ], swiftSettings: strictSettings),
         .target(
@@ -115,7 +116,9 @@ let package = Package(
             swiftSettings: strictSettings),
         .target(
             name: "ShadowSessions",
-            dependencies: ["ShadowCore", "ShadowJOSE", "ShadowCrypto", "ShadowVault", "ShadowStorage", crypto, cryptoExtras],
+            dependencies: [
+                "ShadowCore", "ShadowJOSE", "ShadowCrypto", "ShadowVault", "ShadowStorage", crypto, cryptoExtras,
+            ],
             swiftSettings: strictSettings),
         .target(
             name: "ShadowServer",
@@ -128,14 +131,16 @@ let package = Package(
         .target(
             name: "ShadowSQLite",
             dependencies: [
-                "ShadowCore", "ShadowVault", "ShadowStorage", "ShadowCredentials", "ShadowOperationLog", "ShadowSessions",
+                "ShadowCore", "ShadowVault", "ShadowStorage", "ShadowCredentials", "ShadowOperationLog",
+                "ShadowSessions",
                 sqliteNIO, logging, nioCore, nioPosix,
             ],
             swiftSettings: strictSettings),
         .target(
             name: "ShadowPostgres",
             dependencies: [
-                "ShadowCore", "ShadowVault", "ShadowStorage", "ShadowCredentials", "ShadowOperationLog", "ShadowSessions",
+                "ShadowCore", "ShadowVault", "ShadowStorage", "ShadowCredentials", "ShadowOperationLog",
+                "ShadowSessions",
                 postgresNIO, logging, nioCore, nioSSL,
             ],
             swiftSettings: strictSettings),

@@ -49,8 +49,8 @@ public final class DatabaseSessionStore: SessionStore {
             postgres: [
                 "CREATE TABLE IF NOT EXISTS shadow_session_meta (name text PRIMARY KEY, value bytea NOT NULL)",
                 """
-                CREATE TABLE IF NOT EXISTS shadow_session_users (apple bytea PRIMARY KEY, "user" bytea NOT NULL UNIQUE, \
-                apple_refresh bytea, inactive boolean NOT NULL, checked_ms bigint NOT NULL)
+                CREATE TABLE IF NOT EXISTS shadow_session_users (apple bytea PRIMARY KEY, "user" bytea NOT NULL \
+                UNIQUE, apple_refresh bytea, inactive boolean NOT NULL, checked_ms bigint NOT NULL)
                 """,
                 """
                 CREATE TABLE IF NOT EXISTS shadow_sessions (id bytea PRIMARY KEY, "user" bytea NOT NULL, generation \
@@ -268,8 +268,8 @@ public final class DatabaseSessionStore: SessionStore {
         try await Self.storing {
             try await database.read(
                 """
-                SELECT \(Self.userColumns) FROM shadow_session_users WHERE checked_ms < ? AND apple_refresh IS NOT NULL \
-                AND inactive = 0 ORDER BY checked_ms LIMIT ?
+                SELECT \(Self.userColumns) FROM shadow_session_users WHERE checked_ms < ? AND apple_refresh IS NOT \
+                NULL AND inactive = 0 ORDER BY checked_ms LIMIT ?
                 """, .integer(before), .integer(limit)
             ).map { try userRow($0).user }
         }
@@ -342,8 +342,8 @@ public final class DatabaseSessionStore: SessionStore {
     func replace(_ old: SessionRow, with new: SessionRow, onlyLive: Bool) async throws -> Bool {
         try await !database.write(
             """
-            UPDATE shadow_sessions SET generation = ?, rotated_ms = ?, used_ms = ?, revoked_ms = ?, mac = ? WHERE id = ? \
-            AND mac = ?\(onlyLive ? " AND revoked_ms IS NULL" : "") RETURNING id
+            UPDATE shadow_sessions SET generation = ?, rotated_ms = ?, used_ms = ?, revoked_ms = ?, mac = ? WHERE id \
+            = ? AND mac = ?\(onlyLive ? " AND revoked_ms IS NULL" : "") RETURNING id
             """,
             .integer(Int64(new.generation)), .integer(new.rotatedAt), .integer(new.lastUsedAt),
             .optional(new.revokedAt), .blob(mac(new)), .blob(old.id.bytes), .blob(old.mac)
@@ -422,12 +422,15 @@ public final class DatabaseSessionStore: SessionStore {
             let skip = database.dialect == .postgres ? " FOR UPDATE SKIP LOCKED" : ""
             let deleted = try await database.write(
                 """
-                DELETE FROM shadow_sessions WHERE id IN (SELECT id FROM shadow_sessions WHERE revoked_ms IS NOT NULL OR \
-                expires_ms < ? OR used_ms < ? LIMIT ?\(skip)) RETURNING id
+                DELETE FROM shadow_sessions WHERE id IN (SELECT id FROM shadow_sessions WHERE revoked_ms IS NOT NULL \
+                OR expires_ms < ? OR used_ms < ? LIMIT ?\(skip)) RETURNING id
                 """, .integer(expiredBefore), .integer(idleBefore), .integer(limit)
             ).count
             _ = try await database.write(
-                "DELETE FROM shadow_rate_limits WHERE key IN (SELECT key FROM shadow_rate_limits WHERE tat_ms < ? LIMIT ?\(skip))",
+                """
+                DELETE FROM shadow_rate_limits WHERE key IN (SELECT key FROM shadow_rate_limits WHERE tat_ms < ? LIMIT \
+                ?\(skip))
+                """,
                 .integer(expiredBefore), .integer(limit))
             return deleted
         }
@@ -461,7 +464,10 @@ public final class DatabaseSessionStore: SessionStore {
     public func insertSigningKey(_ key: StoredSigningKey) async throws {
         try await Self.storing {
             _ = try await database.write(
-                "INSERT INTO shadow_session_keys (\(Self.keyColumns)) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (kid) DO NOTHING",
+                """
+                INSERT INTO shadow_session_keys (\(Self.keyColumns)) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (kid) DO \
+                NOTHING
+                """,
                 Self.keyValues(key))
         }
     }

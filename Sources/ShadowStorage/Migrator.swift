@@ -59,7 +59,10 @@ package enum Migrator {
             guard applied.count <= migrations.count else {
                 throw StorageError(
                     .corrupted,
-                    "the \(tableSet) tables are at version \(applied.count); this ShadowKeys knows up to \(migrations.count)"
+                    """
+                    the \(tableSet) tables are at version \(applied.count); this ShadowKeys knows up to \
+                    \(migrations.count)
+                    """
                 )
             }
             let now = Int64((Date().timeIntervalSince1970 * 1000).rounded(.down))

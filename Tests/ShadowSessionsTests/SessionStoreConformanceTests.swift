@@ -88,7 +88,10 @@ import Testing
             "UPDATE shadow_sessions SET used_ms = used_ms + 1",
             "UPDATE shadow_sessions SET device = 'Mallory''s laptop'",
             "UPDATE shadow_sessions SET mac = NULL",
-            #"UPDATE shadow_sessions SET "user" = (SELECT "user" FROM shadow_session_users WHERE "user" <> shadow_sessions."user" LIMIT 1)"#,
+            #"""
+            UPDATE shadow_sessions SET "user" = (SELECT "user" FROM shadow_session_users WHERE "user" <> \#
+            shadow_sessions."user" LIMIT 1)
+            """#,
         ]
         for edit in edits {
             let fixture = try await fixture(engine)
