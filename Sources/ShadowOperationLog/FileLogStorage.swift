@@ -275,8 +275,11 @@ public final class FileLogStorage: LogStorage {
                     spans.append((state.committed + out.count + 5, entry.count))
                     Self.appendRecord(Self.entryRecord, entry, to: &out)
                 }
+                // The signed pruned boundary carries on into every later checkpoint.
                 let signed = try SignedCheckpoint(
-                    checkpoint: try Checkpoint(origin: self.origin, size: tree.size, root: tree.root),
+                    checkpoint: try Checkpoint(
+                        origin: self.origin, size: tree.size, root: tree.root,
+                        prunedBefore: state.checkpoints.last?.checkpoint.prunedBefore ?? 0),
                     signer: self.signer)
                 Self.appendRecord(Self.checkpointRecord, Array(signed.note.utf8), to: &out)
                 let fd = systemOpen(self.path, O_WRONLY | O_CLOEXEC, 0)
@@ -352,9 +355,10 @@ public final class FileLogStorage: LogStorage {
     public func prune(before index: UInt64) async throws -> UInt64 {
         try await runBlocking {
             try self.withLocked { state in
-                let end = min(index, state.tree.size)
+                let pruned = state.checkpoints.last?.checkpoint.prunedBefore ?? 0
+                let end = max(pruned, min(index, state.tree.size))
                 let toPrune = (0..<Int(end)).filter { state.spans[$0].length >= 0 }
-                guard !toPrune.isEmpty else { return 0 }
+                guard !toPrune.isEmpty || end != pruned else { return 0 }
                 let fd = systemOpen(self.path, O_RDONLY | O_CLOEXEC, 0)
                 guard fd >= 0 else { throw LogError(.io, "\(FileError("open", self.path))") }
                 defer { systemClose(fd) }
@@ -381,6 +385,12 @@ public final class FileLogStorage: LogStorage {
                             out.removeAll(keepingCapacity: true)
                         }
                     }
+                    // A last checkpoint of the same tree that signs the new pruned boundary.
+                    let signed = try SignedCheckpoint(
+                        checkpoint: try Checkpoint(
+                            origin: self.origin, size: state.tree.size, root: state.tree.root, prunedBefore: end),
+                        signer: self.signer)
+                    Self.appendRecord(Self.checkpointRecord, Array(signed.note.utf8), to: &out)
                     try writer.write(out)
                     try writer.commit()
                 } catch {

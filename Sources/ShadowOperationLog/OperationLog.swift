@@ -83,7 +83,22 @@ public actor OperationLog {
         guard let record = try await storage.records(from: index, count: 1).first, record.index == index else {
             throw LogError(.invalidParameter, "the log has no entry \(index)")
         }
+        if record.bytes == nil { try await Self.checkPruned(index, boundary: try await prunedBoundary()) }
         return try Self.open(record, keys: storage.keys)
+    }
+
+    /// The pruned boundary the latest checkpoint signs.
+    func prunedBoundary() async throws -> UInt64 { try await storage.latest()?.checkpoint.prunedBefore ?? 0 }
+
+    /// An entry without bytes must lie before the signed pruned boundary: pruning covers a prefix,
+    /// and one erased past it was erased by someone without the log's key.
+    static func checkPruned(_ index: UInt64, boundary: UInt64) throws {
+        guard index < boundary else {
+            throw LogError(
+                .tampered,
+                "entry \(index) has no bytes, but the checkpoint signs only entries before \(boundary) as pruned: it was erased"
+            )
+        }
     }
 
     /// Entries `from ..< from + count`, opened (nil where pruned).
@@ -91,8 +106,11 @@ public actor OperationLog {
         guard (0...Self.maxReadCount).contains(count) else {
             throw LogError(.invalidParameter, "read 0 to \(Self.maxReadCount) entries at a time")
         }
-        return try await storage.records(from: index, count: count).map { record in
-            (record.index, record.bytes == nil ? nil : try Self.open(record, keys: storage.keys))
+        let records = try await storage.records(from: index, count: count)
+        let boundary = records.contains { $0.bytes == nil } ? try await prunedBoundary() : 0
+        return try records.map { record in
+            if record.bytes == nil { try Self.checkPruned(record.index, boundary: boundary) }
+            return (record.index, record.bytes == nil ? nil : try Self.open(record, keys: storage.keys))
         }
     }
 
@@ -191,6 +209,8 @@ public actor OperationLog {
         }
         var frontier = TreeFrontier()
         var pruned: UInt64 = 0
+        let boundary = checkpoints.last?.checkpoint.prunedBefore ?? 0
+        let keys = storage.keys
         let chunk = 8192
         let storage = self.storage
         // Reading the next chunk and comparing the last chunk's stored nodes overlap hashing this one.
@@ -213,12 +233,15 @@ public actor OperationLog {
                     guard TreeHash.leaf(bytes).constantTimeEquals(record.leaf) else {
                         throw LogError(.tampered, "entry \(record.index)'s bytes do not match its leaf hash")
                     }
+                    // With the key: the sealed part opens, its plaintext keeps the rules, and the
+                    // entity hash is the HMAC of the sealed entity ID.
                     do {
-                        try EntryCodec.check(bytes)
+                        _ = try EntryCodec.open(try EntryCodec.decode(bytes), keys: keys)
                     } catch let error as LogError {
                         throw LogError(.tampered, "entry \(record.index): \(error.reason)")
                     }
                 } else {
+                    try Self.checkPruned(record.index, boundary: boundary)
                     pruned += 1
                 }
                 frontier.appendEach(record.leaf) { id, hash in closed[id.level, default: []].append((id.index, hash)) }

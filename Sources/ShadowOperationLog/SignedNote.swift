@@ -223,20 +223,36 @@ public struct Checkpoint: Sendable, Hashable {
     public let root: TreeHash
     public let extensions: [String]
 
-    public init(origin: String, size: UInt64, root: TreeHash, extensions: [String] = []) throws {
+    /// The pruned boundary this checkpoint signs (Docs/operation-log.md, "Pruning"): entries
+    /// before it may have lost their bytes; every entry from it on must still have them. 0 (no
+    /// extension line) when nothing was pruned.
+    public let prunedBefore: UInt64
+
+    /// A checkpoint; a non-zero `prunedBefore` (at most `size`) is written as the extension line
+    /// `pruned <N>` after any others.
+    public init(
+        origin: String, size: UInt64, root: TreeHash, extensions: [String] = [], prunedBefore: UInt64 = 0
+    ) throws {
         guard !origin.isEmpty, !origin.contains("\n"), origin.utf8.count <= 255 else {
             throw LogError(.invalidParameter, "a log origin is one line of 1 to 255 bytes")
         }
         guard size <= UInt64(Int64.max) else { throw LogError(.invalidParameter, "a tree size is at most 2^63 - 1") }
-        for line in extensions where line.isEmpty || line.contains("\n") {
-            throw LogError(.invalidParameter, "a checkpoint extension is one non-empty line")
+        for line in extensions where line.isEmpty || line.contains("\n") || line.hasPrefix(Self.prunedPrefix) {
+            throw LogError(.invalidParameter, "a checkpoint extension is one non-empty line (the pruned line aside)")
+        }
+        guard prunedBefore <= size else {
+            throw LogError(.invalidParameter, "the pruned boundary \(prunedBefore) is past the tree's \(size) entries")
         }
         (self.origin, self.size, self.root, self.extensions) = (origin, size, root, extensions)
+        self.prunedBefore = prunedBefore
     }
+
+    static let prunedPrefix = "pruned "
 
     /// The note text.
     public var text: String {
-        ([origin, String(size), root.base64] + extensions).map { $0 + "\n" }.joined()
+        let pruned = prunedBefore > 0 ? [Self.prunedPrefix + String(prunedBefore)] : []
+        return ([origin, String(size), root.base64] + extensions + pruned).map { $0 + "\n" }.joined()
     }
 
     /// Parses a checkpoint's note text (already opened with ``SignedNote/open(_:verifiers:)``).
@@ -250,9 +266,22 @@ public struct Checkpoint: Sendable, Hashable {
             sizeText == "0" || !sizeText.hasPrefix("0"), let size = UInt64(sizeText), size <= UInt64(Int64.max)
         else { throw bad("the tree size is not a decimal number without leading zeros up to 2^63 - 1") }
         guard let root = TreeHash(base64: lines[2]) else { throw bad("the root is not base64 of 32 bytes") }
+        var extensions = lines.dropFirst(3).map(String.init)
+        var pruned: UInt64 = 0
+        if let last = extensions.last, last.hasPrefix(Self.prunedPrefix) {
+            let digits = last.dropFirst(Self.prunedPrefix.count)
+            guard !digits.hasPrefix("0"), digits.allSatisfy({ $0.isASCII && $0.isNumber }), let value = UInt64(digits),
+                value >= 1, value <= size
+            else { throw bad("the pruned line is not a number from 1 to the tree size") }
+            pruned = value
+            extensions.removeLast()
+        }
+        guard !extensions.contains(where: { $0.hasPrefix(Self.prunedPrefix) }) else {
+            throw bad("a pruned line that is not the last line")
+        }
         do {
             try self.init(
-                origin: String(lines[0]), size: size, root: root, extensions: lines.dropFirst(3).map(String.init))
+                origin: String(lines[0]), size: size, root: root, extensions: extensions, prunedBefore: pruned)
         } catch let error as LogError {
             throw bad(error.reason)
         }

@@ -760,18 +760,19 @@ extension PostgresStateDatabase: SQLDatabase {
         }
     }
 
+    func readAside(_ sql: String, _ values: [SQLValue]) async throws -> [SQLRow] { try await statement(sql, values) }
+
     func transaction<R: Sendable>(
-        _ body: @escaping @Sendable (any SQLTransaction) async throws -> R
+        retrying: Bool, _ body: @escaping @Sendable (any SQLTransaction) async throws -> R
     ) async throws -> R {
-        try await storing {
-            try await retrying {
-                try await withConnection { connection in
-                    try await self.inTransaction(connection) {
-                        try await body(PostgresSQLTransaction(connection: connection, logger: self.logger))
-                    }
+        let once = {
+            try await self.withConnection { connection in
+                try await self.inTransaction(connection) {
+                    try await body(PostgresSQLTransaction(connection: connection, logger: self.logger))
                 }
             }
         }
+        return try await storing { retrying ? try await self.retrying(once) : try await once() }
     }
 
     /// The database's failures as ``StorageError``s (an outage is `store_unavailable`, never corruption).

@@ -39,8 +39,8 @@ public final class PostgresDatabase: Sendable {
     /// The operation log in this database (created, with `origin` or a default, when `create` is set).
     public func logStorage(
         unlock: VaultUnlock, create: Bool = false, origin: String? = nil
-    ) async throws -> PostgresLogStorage {
-        try await PostgresLogStorage.open(database, owned: false, unlock: unlock, create: create, origin: origin)
+    ) async throws -> DatabaseLogStorage {
+        try await DatabaseLogStorage.open(database, unlock: unlock, create: create, origin: origin)
     }
 
     /// Closes the pool; the stores it handed out stop working.

@@ -152,7 +152,15 @@ public final class SQLiteDatabase: SQLDatabase {
     // MARK: SQLDatabase
 
     package func read(_ sql: String, _ values: [SQLValue]) async throws -> [SQLRow] {
-        try await withReader { try await $0.query(sql, values.map(Self.data)).map(Self.row) }
+        try await withReader { try await Self.rows($0, sql, values) }
+    }
+
+    /// The rows of one statement, sharing one array of column names.
+    static func rows(_ connection: SQLiteConnection, _ sql: String, _ values: [SQLValue]) async throws -> [SQLRow] {
+        let rows = try await connection.query(sql, values.map(Self.data))
+        guard let first = rows.first else { return [] }
+        let names = first.columns.map(\.name)
+        return rows.map { row(names, $0) }
     }
 
     /// One statement, committed durably before it returns. Statements that arrive while a commit
@@ -186,8 +194,7 @@ public final class SQLiteDatabase: SQLDatabase {
                     var results: [Result<[SQLRow], any Error>] = []
                     for write in group {
                         do {
-                            results.append(
-                                .success(try await writer.query(write.sql, write.values.map(Self.data)).map(Self.row)))
+                            results.append(.success(try await Self.rows(writer, write.sql, write.values)))
                         } catch {
                             results.append(.failure(Self.storageError(error, path)))
                         }
@@ -207,8 +214,12 @@ public final class SQLiteDatabase: SQLDatabase {
         }
     }
 
+    package func readAside(_ sql: String, _ values: [SQLValue]) async throws -> [SQLRow] {
+        try await withSecondReader { try await Self.rows($0, sql, values) }
+    }
+
     package func transaction<R: Sendable>(
-        _ body: @escaping @Sendable (any SQLTransaction) async throws -> R
+        retrying: Bool, _ body: @escaping @Sendable (any SQLTransaction) async throws -> R
     ) async throws -> R {
         try await withWriter { writer in
             _ = try await writer.query("BEGIN IMMEDIATE", [])
@@ -234,10 +245,12 @@ public final class SQLiteDatabase: SQLDatabase {
         }
     }
 
-    static func row(_ row: SQLiteRow) -> SQLRow {
+    static func row(_ row: SQLiteRow) -> SQLRow { Self.row(row.columns.map(\.name), row) }
+
+    static func row(_ names: [String], _ row: SQLiteRow) -> SQLRow {
         let columns = row.columns
         return SQLRow(
-            names: columns.map(\.name),
+            names: names,
             values: columns.map { column in
                 switch column.data {
                 case .integer(let number): .integer(Int64(number))
@@ -330,7 +343,7 @@ struct SQLiteSQLTransaction: SQLTransaction {
 
     func run(_ sql: String, _ values: [SQLValue]) async throws -> [SQLRow] {
         try await SQLiteDatabase.mapped(path) {
-            try await connection.query(sql, values.map(SQLiteDatabase.data)).map(SQLiteDatabase.row)
+            try await SQLiteDatabase.rows(connection, sql, values)
         }
     }
 }

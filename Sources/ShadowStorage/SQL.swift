@@ -65,9 +65,16 @@ package protocol SQLDatabase: Sendable {
     /// with other writes of this process (group commit), so each must stand alone.
     func write(_ sql: String, _ values: [SQLValue]) async throws -> [SQLRow]
     /// `body`'s statements in one writing transaction, committed when it returns and rolled back
-    /// when it throws; writers of every process are serialised from its first statement. A
-    /// transient failure retries the whole body, which must only use the transaction given.
-    func transaction<R: Sendable>(_ body: @escaping @Sendable (any SQLTransaction) async throws -> R) async throws -> R
+    /// when it throws; writers of every process are serialised from its first statement (in
+    /// PostgreSQL, once `body` locks what it writes). A transient failure retries the whole body,
+    /// which must only use the transaction given; with `retrying` off it is tried once (a body
+    /// whose lost COMMIT answer must not be run again, such as an append).
+    func transaction<R: Sendable>(
+        retrying: Bool, _ body: @escaping @Sendable (any SQLTransaction) async throws -> R
+    ) async throws -> R
+    /// One reading statement that may run beside another read of this process (SQLite's second
+    /// reader; any pooled connection in PostgreSQL).
+    func readAside(_ sql: String, _ values: [SQLValue]) async throws -> [SQLRow]
 }
 
 /// The statements of one transaction.
@@ -76,6 +83,13 @@ package protocol SQLTransaction: Sendable {
 }
 
 extension SQLDatabase {
+    /// A transaction retried whole on a transient failure.
+    package func transaction<R: Sendable>(
+        _ body: @escaping @Sendable (any SQLTransaction) async throws -> R
+    ) async throws -> R {
+        try await transaction(retrying: true, body)
+    }
+
     package func read(_ sql: String, _ values: SQLValue...) async throws -> [SQLRow] { try await read(sql, values) }
     package func write(_ sql: String, _ values: SQLValue...) async throws -> [SQLRow] { try await write(sql, values) }
 }

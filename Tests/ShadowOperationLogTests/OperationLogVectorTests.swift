@@ -42,6 +42,8 @@ import Testing
         let checkpoints: [Note]
         let logFile: String
         let prunedLogFile: String
+        let prunedCheckpoint: Note
+        let erasedLogFiles: [String]
         let witnessFile: String
         let invalidEntries: [Invalid]
         let emptyRoot: String
@@ -99,6 +101,21 @@ import Testing
         }
     }
 
+    /// A log whose entry keeps every clear rule but whose sealed part does not open, breaks its
+    /// rules, or does not match its entity hash (a writer without the right key) is refused by
+    /// `verify`, which opens every sealed part, as `entry(at:)` refuses it.
+    @Test func verifyOpensEverySealedPart() async throws {
+        let key = VaultUnlock.key(SecretBytes(try Hex.decode(vectors.key)))
+        for (number, vector) in vectors.invalidEntries.enumerated() where vector.needsKey == true {
+            let path = try directory.write("sealed-\(number)", Data(try Hex.decode(vectors.logFile)))
+            let storage = try await FileLogStorage.open(path: path, unlock: key)
+            _ = try await storage.append([try Hex.decode(vector.bytes)])
+            let log = try OperationLog(storage: storage)
+            await #expect(throws: LogError(.tampered, ""), "\(vector.reason)") { _ = try await log.verify() }
+            await #expect(throws: LogError(.tampered, ""), "\(vector.reason)") { _ = try await log.entry(at: 5) }
+        }
+    }
+
     @Test func theSignerMakesTheSameCheckpoints() throws {
         let signer = try keys.signer(origin: vectors.origin)
         #expect(signer.verifierKey == vectors.verifierKey)
@@ -115,16 +132,46 @@ import Testing
 
     @Test func theLogFilesReadAndVerify() async throws {
         let key = VaultUnlock.key(SecretBytes(try Hex.decode(vectors.key)))
-        for (name, file, pruned) in [("log", vectors.logFile, UInt64(0)), ("pruned", vectors.prunedLogFile, 2)] {
+        for (name, file, pruned, note, count) in [
+            ("log", vectors.logFile, UInt64(0), vectors.checkpoints.last?.note, 2),
+            ("pruned", vectors.prunedLogFile, 2, vectors.prunedCheckpoint.note, 3),
+        ] {
             let path = try directory.write(name, Data(try Hex.decode(file)))
             let log = try OperationLog(storage: try await FileLogStorage.open(path: path, unlock: key))
             let report = try await log.verify()
-            #expect(report.size == 5 && report.pruned == pruned && report.checkpoints == 2)
+            #expect(report.size == 5 && report.pruned == pruned && report.checkpoints == count)
             #expect(report.root.hex == vectors.checkpoints.last?.root)
-            #expect(try await log.checkpoint().note == vectors.checkpoints.last?.note)
+            #expect(try await log.checkpoint().note == note)
+            #expect(try await log.checkpoint().checkpoint.prunedBefore == pruned)
             for (index, vector) in vectors.entries.enumerated() where UInt64(index) >= pruned {
                 #expect(try await log.entry(at: UInt64(index)) == entry(vector))
             }
+        }
+    }
+
+    /// An entry replaced by its leaf hash past the signed pruned boundary (or with none signed) is
+    /// selective erasure: refused by verify and by a read of it.
+    @Test func erasedEntriesAreTampering() async throws {
+        let key = VaultUnlock.key(SecretBytes(try Hex.decode(vectors.key)))
+        for (number, file) in vectors.erasedLogFiles.enumerated() {
+            let path = try directory.write("erased-\(number)", Data(try Hex.decode(file)))
+            let log = try OperationLog(storage: try await FileLogStorage.open(path: path, unlock: key))
+            await #expect(throws: LogError(.tampered, ""), "file \(number)") { _ = try await log.verify() }
+        }
+    }
+
+    @Test func thePrunedCheckpointIsSignedAsTheDocumentSays() throws {
+        let signer = try keys.signer(origin: vectors.origin)
+        let vector = vectors.prunedCheckpoint
+        let checkpoint = try Checkpoint(
+            origin: vectors.origin, size: vector.size, root: try #require(TreeHash(bytes: try Hex.decode(vector.root))),
+            prunedBefore: 2)
+        #expect(checkpoint.text == vector.text)
+        #expect(try SignedCheckpoint(checkpoint: checkpoint, signer: signer).note == vector.note)
+        #expect(try Checkpoint(text: vector.text) == checkpoint)
+        for bad in ["pruned 0\n", "pruned 6\n", "pruned 02\n", "pruned 2\nextra\n", "pruned x\n"] {
+            let text = vector.text.replacingOccurrences(of: "pruned 2\n", with: bad)
+            #expect(throws: LogError.self, "\(bad)") { try Checkpoint(text: text) }
         }
     }
 

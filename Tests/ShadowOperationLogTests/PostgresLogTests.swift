@@ -17,7 +17,7 @@ import Testing
         url = try cluster.freshDatabase()
     }
 
-    func connect(create: Bool = false) async throws -> PostgresLogStorage {
+    func connect(create: Bool = false) async throws -> DatabaseLogStorage {
         // Generous timeouts: the whole suite runs beside this test and can starve the server for a while.
         try await PostgresLogStorage.connect(
             try PostgresLocation(url: url), unlock: LogFixtures.unlock, create: create,

@@ -182,11 +182,28 @@ import Testing
             WHERE name = 'checkpoint'
             """
         )
-        // Pruning by hand (a NULL body) keeps the tree: that is what pruning is.
-        try await edit("UPDATE shadow_oplog_entries SET body = NULL WHERE idx = 0")
+        // Erasing an entry's bytes by hand (selective erasure) keeps the tree, but the signed
+        // checkpoint says nothing was pruned there: caught, as is one erased past a real prune.
+        try await expectTampered("an entry erased by hand", "UPDATE shadow_oplog_entries SET body = NULL WHERE idx = 7")
+        try await expectTampered(
+            "an entry and its entity erased by hand",
+            "UPDATE shadow_oplog_entries SET body = NULL, entity = NULL WHERE idx = 0")
         try await withLog(create: false) { log in
-            let pruned = try await log.verify().pruned
-            #expect(pruned == 1)
+            #expect(try await log.prune(before: 5) == 5)
+            let report = try await log.verify()
+            #expect(report.pruned == 5)
+            // Pruning again before the boundary prunes nothing and never moves it back.
+            #expect(try await log.prune(before: 2) == 0)
+            #expect(try await log.checkpoint().checkpoint.prunedBefore == 5)
+        }
+        try await edit("PRAGMA wal_checkpoint(TRUNCATE)")
+        try await expectTampered(
+            "an entry erased past the boundary", "UPDATE shadow_oplog_entries SET body = NULL WHERE idx = 5")
+        // An append keeps the boundary signed.
+        try await withLog(create: false) { log in
+            try await fill(log, count: 1, from: 20)
+            #expect(try await log.checkpoint().checkpoint.prunedBefore == 5)
+            #expect(try await log.verify().pruned == 5)
         }
     }
 }
