@@ -123,8 +123,8 @@ let package = Package(
         .target(
             name: "ShadowServer",
             dependencies: [
-                "ShadowCore", "ShadowJOSE", "ShadowApple", "ShadowCredentials", "ShadowSessions", logging, metrics,
-                httpTypes,
+                "ShadowCore", "ShadowJOSE", "ShadowApple", "ShadowCredentials", "ShadowSessions", "ShadowOperationLog",
+                logging, metrics, httpTypes,
             ],
             swiftSettings: strictSettings),
         // SQLite through sqlite-nio (which bundles SQLite), PostgreSQL through postgres-nio.

@@ -109,16 +109,9 @@ struct SessionOptions: ParsableArguments {
     ) async throws -> (endpoints: SessionEndpoints, service: SessionService) {
         let store = try await database.sessionStore(storeOptions)
         let configuration = try configuration(clientIDs: clientIDs)
-        let log = try await Self.openAuthenticationLog(storeOptions, database: database, issuer: configuration.issuer)
-        let authority = try await SessionAuthority(
-            store: store, configuration: configuration,
-            events: { event in
-                do {
-                    _ = try await log.append(Self.entry(event))
-                } catch {
-                    logger.error("the authentication log refused an entry", metadata: ["error": "\(error)"])
-                }
-            })
+        let log = try await Self.openAuthenticationLog(
+            storeOptions, database: database, issuer: configuration.issuer, logger: logger)
+        let authority = try await SessionAuthority(store: store, configuration: configuration, events: log.events)
         var limits = SessionEndpoints.Limits()
         limits.perIP = try RateLimit(requests: ipLimit, per: 60, burst: max(1, ipLimit / 3))
         limits.perUser = try RateLimit(requests: userLimit, per: 60, burst: max(1, userLimit / 3))
@@ -137,31 +130,17 @@ extension SessionOptions {
     /// The authentication log: an operation log in the same store (Docs/sessions.md,
     /// "Authentication log"), named `<issuer host and path>/auth-log`.
     static func openAuthenticationLog(
-        _ store: StoreOptions, database: ServerDatabase, issuer: String
-    ) async throws -> OperationLog {
-        let origin =
-            issuer.split(separator: "://", maxSplits: 1).last.map(String.init)?.split(separator: "/")
-            .joined(separator: "/").filter { !$0.isWhitespace && $0 != "+" } ?? "sessions"
-        let name = (origin.isEmpty ? "sessions" : origin) + "/auth-log"
-        // The store's log keeps the name it was made with; a new one gets this one.
+        _ store: StoreOptions, database: ServerDatabase, issuer: String, logger: Logger
+    ) async throws -> AuthenticationLog {
+        // The store's log keeps the name it was made with; a new one gets the issuer's.
         let storage: any LogStorage
         do {
             storage = try await database.logStorage(store, create: false, origin: nil)
         } catch let error as LogError where error.code == .notFound {
-            storage = try await database.logStorage(store, create: true, origin: name)
+            storage = try await database.logStorage(
+                store, create: true, origin: AuthenticationLog.origin(issuer: issuer))
         }
-        return try OperationLog(storage: storage)
-    }
-
-    /// One authentication event as a log entry: the kind as the operation, the user ID as the
-    /// (sealed) entity, the session in the details.
-    static func entry(_ event: SessionEvent) -> OperationEntry {
-        var details: JSONObject?
-        if let session = event.session { details = ["session": .string(session.description)] }
-        return OperationEntry(
-            operation: event.kind.rawValue, provider: "shadow-keys", entityType: "user",
-            entityID: event.user?.uuidString.lowercased() ?? "unknown", time: event.time,
-            success: event.kind != .reuseDetected && event.kind != .recheckFailed, details: details)
+        return AuthenticationLog(log: try OperationLog(storage: storage), logger: logger)
     }
 }
 
@@ -235,8 +214,13 @@ struct SessionsCommand: AsyncParsableCommand {
                     issuer: sessions.issuer ?? "https://sessions.invalid", audience: sessions.audience ?? "-",
                     clientID: sessions.clientID ?? "-")
                 if let algorithm = JWSAlgorithm(rawValue: sessions.algorithm) { configuration.algorithm = algorithm }
+                // What these commands do is logged as serve logs it, in the store's authentication log.
+                var logger = Logger(label: "shadow-keys.sessions")
+                logger.logLevel = .error
+                let log = try await SessionOptions.openAuthenticationLog(
+                    store, database: database, issuer: configuration.issuer, logger: logger)
                 let result = try await body(
-                    try await SessionAuthority(store: sessionStore, configuration: configuration))
+                    try await SessionAuthority(store: sessionStore, configuration: configuration, events: log.events))
                 await database.close()
                 return result
             } catch {

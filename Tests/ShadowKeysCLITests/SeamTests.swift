@@ -188,6 +188,21 @@ import Testing
         #expect(try server.stop().status == 0)
     }
 
+    /// The `sessions` commands write to the store's authentication log as serve does: a revocation
+    /// by hand is there after serve's sign-in, in one log that still verifies.
+    @Test func theSessionsCommandsWriteTheAuthenticationLog() throws {
+        let server = try SessionServer()
+        let signedIn = try server.signIn(subject: "001234.hand.0042")
+        let user = try #require(signedIn.json["userId"]?.stringValue)
+        #expect(try server.stop().status == 0)
+        let revoked = try CLIRunner.runServer(["sessions", "revoke", user, "--json"] + server.storeOptions)
+        #expect(revoked.status == 0 && revoked.stdout.contains(#""revoked":1"#), "\(revoked.stderr)")
+        let log = ["--log", "sqlite:\(server.directory.path)/state.sqlite", "--key-file", server.keyFile]
+        let shown = try CLIRunner.run(["log", "show"] + log)
+        #expect(shown.stdout.contains(#""operation":"sign-in""#) && shown.stdout.contains(#""operation":"revoke-all""#))
+        #expect(try CLIRunner.run(["log", "verify"] + log).status == 0)
+    }
+
     /// The per-IP limit behind a proxy: with `--trusted-proxy`, clients the proxy forwards are
     /// counted apart; without it, the same headers are ignored and every request is the proxy's.
     @Test func thePerIPLimitCountsForwardedClientsOnlyBehindATrustedProxy() throws {
