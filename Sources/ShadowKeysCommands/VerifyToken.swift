@@ -106,7 +106,7 @@ struct VerifyToken: AsyncParsableCommand, QuietCommand {
     }
 
     func run() async throws {
-        try await reportingFailures(json: json) {
+        try await reportingFailures(json: json, valid: true) {
             if !apple && options.issuer == nil && options.audiences.isEmpty {
                 Console.warn("neither --iss nor --aud given; tokens from any issuer for any audience pass")
             }

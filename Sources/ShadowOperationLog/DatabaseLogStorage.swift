@@ -24,17 +24,24 @@ public final class DatabaseLogStorage: LogStorage {
     /// The most entries a log holds: node IDs keep the level in their top 8 bits.
     public static let maxSize: UInt64 = 1 << 48
 
+    static let entityIndex = """
+        CREATE INDEX IF NOT EXISTS shadow_oplog_entity ON shadow_oplog_entries (entity) WHERE entity IS NOT NULL
+        """
+
     /// The table set's migrations (`shadow_migrations`, set `oplog`).
     static let migrations = [
         Migration(
             1, "tables",
             sqlite: [
-                "CREATE TABLE IF NOT EXISTS shadow_oplog_meta (name TEXT PRIMARY KEY, value BLOB NOT NULL) WITHOUT ROWID",
+                """
+                CREATE TABLE IF NOT EXISTS shadow_oplog_meta (name TEXT PRIMARY KEY, value BLOB NOT NULL) WITHOUT \
+                ROWID
+                """,
                 """
                 CREATE TABLE IF NOT EXISTS shadow_oplog_entries (idx INTEGER PRIMARY KEY, leaf BLOB NOT NULL, entity \
                 BLOB, body BLOB)
                 """,
-                "CREATE INDEX IF NOT EXISTS shadow_oplog_entity ON shadow_oplog_entries (entity) WHERE entity IS NOT NULL",
+                Self.entityIndex,
                 "CREATE TABLE IF NOT EXISTS shadow_oplog_nodes (id INTEGER PRIMARY KEY, hash BLOB NOT NULL)",
             ],
             postgres: [
@@ -43,9 +50,12 @@ public final class DatabaseLogStorage: LogStorage {
                 CREATE TABLE IF NOT EXISTS shadow_oplog_entries (idx bigint PRIMARY KEY, leaf bytea NOT NULL, entity \
                 bytea, body bytea)
                 """,
-                "CREATE INDEX IF NOT EXISTS shadow_oplog_entity ON shadow_oplog_entries (entity) WHERE entity IS NOT NULL",
+                Self.entityIndex,
                 "CREATE TABLE IF NOT EXISTS shadow_oplog_nodes (id bigint PRIMARY KEY, hash bytea NOT NULL)",
-                "INSERT INTO shadow_oplog_meta (name, value) VALUES ('writer', ''::bytea) ON CONFLICT (name) DO NOTHING",
+                """
+                INSERT INTO shadow_oplog_meta (name, value) VALUES ('writer', ''::bytea) ON CONFLICT (name) DO \
+                NOTHING
+                """,
             ])
     ]
 

@@ -203,6 +203,58 @@ import Testing
         #expect(try CLIRunner.run(["log", "verify"] + log).status == 0)
     }
 
+    /// The answers Docs/sessions.md states, member for member: the routes' and the `sessions`
+    /// commands', their time format, a new session's generation, and the JSON error shape.
+    @Test func theDocumentedAnswersHoldTheirShape() throws {
+        let server = try SessionServer()
+        let signedIn = try server.signIn(subject: "001234.shape.0042", device: "Ada's iPhone")
+        #expect(Set(signedIn.json.map(\.name)) == ["userId", "accessToken", "refreshToken", "tokenType", "expiresIn"])
+        #expect(signedIn.json["tokenType"] == "Bearer")
+        let refreshed = try server.refresh(try #require(signedIn.json["refreshToken"]?.stringValue))
+        #expect(Set(refreshed.json.map(\.name)) == ["accessToken", "refreshToken", "tokenType", "expiresIn"])
+        let bearer = "Authorization: Bearer " + (refreshed.json["accessToken"]?.stringValue ?? "")
+        let listed = try server.request("GET", "/auth/sessions", headers: [bearer])
+        let session = try #require(listed.json["sessions"]?.arrayValue?.first?.objectValue)
+        #expect(Set(session.map(\.name)) == ["id", "deviceName", "createdAt", "lastUsedAt", "current"])
+        let exact = #/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{3})?Z$/#
+        for name in ["createdAt", "lastUsedAt"] {
+            #expect(
+                session[name]?.stringValue?.wholeMatch(of: exact) != nil,
+                "\(name): \(String(describing: session[name]))")
+        }
+        let user = try #require(signedIn.json["userId"]?.stringValue)
+        let second = try server.signIn(subject: "001234.shape.0042", device: "iPad")
+        #expect(second.status == 200)
+        let lines = try CLIRunner.runServer(["sessions", "list", user] + server.storeOptions)
+        #expect(lines.status == 0, "\(lines.stderr)")
+        let rows = try lines.stdout.split(separator: "\n").map {
+            try #require(try StrictJSON.parse(String($0)).objectValue)
+        }
+        #expect(
+            rows.count == 2
+                && rows.allSatisfy {
+                    Set($0.map(\.name)) == ["id", "device", "generation", "created", "lastUsed", "revoked"]
+                })
+        #expect(
+            rows.first?["device"] == "iPad" && rows.first?["generation"] == .int(1) && rows.first?["revoked"] == .null)
+        #expect(rows.last?["generation"] == .int(2), "the first device refreshed once")
+        let keys = try CLIRunner.runServer(["sessions", "keys", "list", "--json"] + server.storeOptions)
+        let key = try #require(try StrictJSON.parse(keys.stdout).objectValue?["keys"]?.arrayValue?.first?.objectValue)
+        #expect(Set(key.map(\.name)) == ["kid", "alg", "created", "signsFrom", "retired"])
+        // DELETE: one of the caller's sessions, then not found.
+        let id = try #require(session["id"]?.stringValue)
+        let deleted = try server.request("DELETE", "/auth/sessions/\(id)", headers: [bearer])
+        #expect(deleted.status == 200 && deleted.body == #"{"revoked":true}"#, "\(deleted.body)")
+        #expect(try server.request("DELETE", "/auth/sessions/\(id)", headers: [bearer]).status == 404)
+        // --json errors: the one shape, no "valid".
+        let wrongKey = try server.directory.write("other.key", String(repeating: "cd", count: 32) + "\n", mode: 0o600)
+        let refused = try CLIRunner.runServer(
+            ["sessions", "list", user, "--json", "--store", server.store, "--key-file", wrongKey])
+        #expect(refused.status == 30)
+        let error = try #require(try StrictJSON.parse(refused.stdout).objectValue, "\(refused.stdout)")
+        #expect(error["valid"] == nil && error["error"]?.objectValue?["code"]?.stringValue != nil, "\(refused.stdout)")
+    }
+
     /// The per-IP limit behind a proxy: with `--trusted-proxy`, clients the proxy forwards are
     /// counted apart; without it, the same headers are ignored and every request is the proxy's.
     @Test func thePerIPLimitCountsForwardedClientsOnlyBehindATrustedProxy() throws {

@@ -46,7 +46,7 @@ extension LogCommand {
         }
 
         func run() async throws {
-            try await reportingFailures(json: log.json) {
+            try await reportingFailures(json: log.json, valid: true) {
                 let entries = try from.map(Self.readLines) ?? [try single()]
                 let appended = try await log.withLog(create: true, origin: origin) { log in
                     var range: Range<UInt64>?

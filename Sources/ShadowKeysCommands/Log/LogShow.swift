@@ -27,7 +27,7 @@ extension LogCommand {
         }
 
         func run() async throws {
-            try await reportingFailures(json: log.json) {
+            try await reportingFailures(json: log.json, valid: true) {
                 try await log.withLog { log in
                     if let entityID {
                         for index in try await log.indices(ofEntity: entityID, limit: count) where index >= from {
@@ -66,7 +66,7 @@ extension LogCommand {
         var verifierKey = false
 
         func run() async throws {
-            try await reportingFailures(json: log.json) {
+            try await reportingFailures(json: log.json, valid: true) {
                 try await log.withLog { opened in
                     let signed = try await opened.checkpoint()
                     if log.json {
@@ -101,7 +101,7 @@ extension LogCommand {
         }
 
         func run() async throws {
-            try await reportingFailures(json: log.json) {
+            try await reportingFailures(json: log.json, valid: true) {
                 let output: JSONValue = try await log.withLog { log in
                     if let inclusion {
                         let proof = try await log.inclusionProof(index: inclusion, size: size)
@@ -132,7 +132,7 @@ extension LogCommand {
         @Option(help: "Prune entries with indices below this.") var before: UInt64
 
         func run() async throws {
-            try await reportingFailures(json: log.json) {
+            try await reportingFailures(json: log.json, valid: true) {
                 let pruned = try await log.withLog { try await $0.prune(before: before) }
                 if log.json { Console.json(["pruned": .int(pruned)]) } else { Console.out("pruned \(pruned)") }
             }

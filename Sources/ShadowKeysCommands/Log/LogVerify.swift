@@ -33,7 +33,7 @@ extension LogCommand {
         }
 
         func run() async throws {
-            try await reportingFailures(json: log.json) {
+            try await reportingFailures(json: log.json, valid: true) {
                 let (report, previous) = try await log.withLog { opened -> (LogVerification, WitnessRecord?) in
                     let report = try await opened.verify()
                     guard let witness else { return (report, nil) }

@@ -25,7 +25,7 @@ extension StateCommand {
         func validate() throws { try store.requireKey() }
 
         func run() async throws {
-            try await reportingFailures(json: json) {
+            try await reportingFailures(json: json, valid: true) {
                 let location = try store.location()
                 guard verify else {
                     for entry in try await store.withStore(create: false, { try await $0.auditEntries() }) {

@@ -191,7 +191,11 @@ package struct CLIError: Error, CustomStringConvertible {
 
 /// Runs a command body, reporting any failure on stderr (or as JSON on stdout) and exiting with
 /// its code.
-package func reportingFailures(json: Bool, _ body: () async throws -> Void) async throws {
+/// Runs a command's body, reporting what it throws on stderr (and, with `json`, as the one JSON
+/// error shape on stdout), then exits with its status. `valid` adds `"valid": false` beside the
+/// error, for the commands whose answer says whether something is valid (`verify-token`, `log
+/// verify`, `state audit`).
+package func reportingFailures(json: Bool, valid: Bool = false, _ body: () async throws -> Void) async throws {
     do {
         try await body()
     } catch let error as ExitCode {
@@ -199,7 +203,7 @@ package func reportingFailures(json: Bool, _ body: () async throws -> Void) asyn
     } catch let error as ValidationError {
         throw error
     } catch {
-        try fail(CLIError(reporting: error), json: json)
+        try fail(CLIError(reporting: error), json: json, valid: valid)
     }
 }
 
@@ -217,9 +221,9 @@ extension CLIError {
     }
 }
 
-private func fail(_ error: CLIError, json: Bool) throws -> Never {
+private func fail(_ error: CLIError, json: Bool, valid: Bool) throws -> Never {
     if json {
-        Console.json(["valid": false, "error": error.json])
+        Console.json(valid ? ["valid": false, "error": error.json] : ["error": error.json])
     }
     if error.claimFailures.count > 1 {
         Console.err("shadow-keys: claims rejected:")
