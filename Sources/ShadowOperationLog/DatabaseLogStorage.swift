@@ -41,7 +41,7 @@ public final class DatabaseLogStorage: LogStorage {
                 CREATE TABLE IF NOT EXISTS shadow_oplog_entries (idx INTEGER PRIMARY KEY, leaf BLOB NOT NULL, entity \
                 BLOB, body BLOB)
                 """,
-                Self.entityIndex,
+                entityIndex,
                 "CREATE TABLE IF NOT EXISTS shadow_oplog_nodes (id INTEGER PRIMARY KEY, hash BLOB NOT NULL)",
             ],
             postgres: [
@@ -50,7 +50,7 @@ public final class DatabaseLogStorage: LogStorage {
                 CREATE TABLE IF NOT EXISTS shadow_oplog_entries (idx bigint PRIMARY KEY, leaf bytea NOT NULL, entity \
                 bytea, body bytea)
                 """,
-                Self.entityIndex,
+                entityIndex,
                 "CREATE TABLE IF NOT EXISTS shadow_oplog_nodes (id bigint PRIMARY KEY, hash bytea NOT NULL)",
                 """
                 INSERT INTO shadow_oplog_meta (name, value) VALUES ('writer', ''::bytea) ON CONFLICT (name) DO \

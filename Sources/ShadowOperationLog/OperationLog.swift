@@ -96,8 +96,10 @@ public actor OperationLog {
         guard index < boundary else {
             throw LogError(
                 .tampered,
-                "entry \(index) has no bytes, but the checkpoint signs only entries before \(boundary) as pruned: it was erased"
-            )
+                """
+                entry \(index) has no bytes, but the checkpoint signs only entries before \(boundary) as pruned: it \
+                was erased
+                """)
         }
     }
 
