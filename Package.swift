@@ -108,7 +108,7 @@ let package = Package(
             ], swiftSettings: strictSettings),
         .target(
             name: "ShadowOperationLog",
-            dependencies: ["ShadowCore", "ShadowCrypto", "ShadowVault", "ShadowStorage", "ShadowCredentials", crypto],
+            dependencies: ["ShadowCore", "ShadowCrypto", "ShadowVault", "ShadowStorage", crypto],
             swiftSettings: strictSettings),
         .target(
             name: "ShadowTokenSource",

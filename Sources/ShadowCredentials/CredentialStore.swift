@@ -1,3 +1,4 @@
+import Crypto
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -58,6 +59,25 @@ public protocol AuditedCredentialStore: CredentialStateStore {
     func verifyAudit() async throws -> AuditReport
     /// Every committed entry, after checking the whole chain.
     func auditEntries() async throws -> [AuditEntry]
+}
+
+extension AuditedCredentialStore {
+    /// The audit head as a witness keeps it (Docs/operation-log.md, "The witness"): how many
+    /// transitions the log holds (verified on the way), the digest of the last (32 zero bytes for
+    /// none), and the digest of transition `at` (1-based) when asked. A digest is SHA-256 of the
+    /// entry's sequence, recorded time, event time, event ID, subject hash and client ID, one a line.
+    public func auditMark(entry at: Int? = nil) async throws -> (count: Int, last: [UInt8], entryDigest: [UInt8]?) {
+        let entries = try await auditEntries()
+        func digest(_ entry: AuditEntry) -> [UInt8] {
+            let text = [
+                String(entry.sequence), String(entry.recordedAtMilliseconds), String(entry.eventTimeMilliseconds),
+                entry.eventID, entry.subjectHash, entry.clientID,
+            ].joined(separator: "\n")
+            return Array(SHA256.hash(data: Array(text.utf8)))
+        }
+        let last = entries.last.map(digest) ?? [UInt8](repeating: 0, count: 32)
+        return (entries.count, last, at.flatMap { $0 >= 1 && $0 <= entries.count ? digest(entries[$0 - 1]) : nil })
+    }
 }
 
 extension CredentialStateStore {

@@ -9,7 +9,6 @@ import FoundationEssentials
 #else
 import Foundation
 #endif
-public import ShadowCredentials
 import ShadowCore
 import ShadowVault
 
@@ -56,26 +55,12 @@ public struct StateMark: Sendable, Hashable {
         self.last = last
     }
 
-    static func digest(_ entry: AuditEntry) -> [UInt8] {
-        let text = [
-            String(entry.sequence), String(entry.recordedAtMilliseconds), String(entry.eventTimeMilliseconds),
-            entry.eventID, entry.subjectHash, entry.clientID,
-        ].joined(separator: "\n")
-        return SHA256Bytes.of(Array(text.utf8))
-    }
-
-    /// The mark of `store`'s audit log (verified on the way), and the digest of its entry `at` (1-based) when asked.
-    public static func read(
-        _ store: any AuditedCredentialStore, entry at: Int? = nil
-    ) async throws
-        -> (mark: StateMark, entryDigest: [UInt8]?)
-    {
-        let entries = try await store.auditEntries()
-        let mark = StateMark(count: entries.count, last: entries.last.map(digest) ?? [UInt8](repeating: 0, count: 32))
-        let digestAt = at.flatMap { $0 >= 1 && $0 <= entries.count ? digest(entries[$0 - 1]) : nil }
-        return (mark, digestAt)
-    }
 }
+
+/// Reads a state store's mark for the witness, and the digest of its transition `entry` (1-based)
+/// when asked: a state store's `auditMark(entry:)` (ShadowCredentials), so the log needs no
+/// credential module.
+public typealias StateMarkReader = @Sendable (_ entry: Int?) async throws -> (mark: StateMark, entryDigest: [UInt8]?)
 
 /// A witness: the last accepted state, in a file of its own that the log's key authenticates.
 ///
@@ -175,13 +160,13 @@ public struct Witness: Sendable {
     ///   when the witness file itself was edited.
     @discardableResult
     public func check(
-        _ log: OperationLog, vault: VaultMark? = nil, state: (any AuditedCredentialStore)? = nil
+        _ log: OperationLog, vault: VaultMark? = nil, state: StateMarkReader? = nil
     ) async throws -> WitnessRecord? {
         let current = try await log.checkpoint().checkpoint
         let previous = try read()
         var stateMark: StateMark?
         if let state {
-            let (mark, digest) = try await StateMark.read(state, entry: previous?.state?.count)
+            let (mark, digest) = try await state(previous?.state?.count)
             if let old = previous?.state, old.count > 0 {
                 guard mark.count >= old.count else {
                     throw LogError(

@@ -91,16 +91,16 @@ import Testing
         try copy(statePath, statePath + ".old")
         store = try await SQLiteCredentialStore.open(path: statePath, unlock: LogFixtures.unlock)
         _ = try await store.apply([try event(3)])
-        try await witness.check(log, state: store)
+        try await witness.check(log, state: Self.reader(store))
         #expect(try witness.read()?.state?.count == 3)
         _ = try await store.apply([try event(4)])
-        try await witness.check(log, state: store)
+        try await witness.check(log, state: Self.reader(store))
         await store.close()
         try copy(statePath + ".old", statePath)
         try? FileManager.default.removeItem(atPath: statePath + "-wal")
         try? FileManager.default.removeItem(atPath: statePath + "-shm")
         store = try await SQLiteCredentialStore.open(path: statePath, unlock: LogFixtures.unlock)
-        await #expect(throws: LogError(.rolledBack, "")) { try await witness.check(log, state: store) }
+        await #expect(throws: LogError(.rolledBack, "")) { try await witness.check(log, state: Self.reader(store)) }
         await store.close()
     }
 
@@ -123,5 +123,13 @@ import Testing
         let other = Witness(path: witnessPath, keys: try LogKeys(secret: [UInt8](repeating: 1, count: 32)))
         #expect(throws: LogError(.tampered, "")) { try other.read() }
         #expect(try witness.read()?.size == 3)
+    }
+
+    /// The state store's mark, as the CLI reads it for the witness.
+    static func reader(_ store: any AuditedCredentialStore) -> StateMarkReader {
+        { at in
+            let mark = try await store.auditMark(entry: at)
+            return (StateMark(count: mark.count, last: mark.last), mark.entryDigest)
+        }
     }
 }

@@ -45,7 +45,10 @@ extension LogCommand {
                         store.vault = log.key
                         store.vault.explicitPath = nil
                         let previous = try await store.withStore(create: false) { store in
-                            try await keeper.check(opened, vault: vault, state: store)
+                            try await keeper.check(opened, vault: vault) { at in
+                                let mark = try await store.auditMark(entry: at)
+                                return (StateMark(count: mark.count, last: mark.last), mark.entryDigest)
+                            }
                         }
                         return (report, previous)
                     }
