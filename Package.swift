@@ -181,8 +181,8 @@ let package = Package(
             name: "ShadowKeys",
             dependencies: [
                 "ShadowCore", "ShadowJOSE", "ShadowJWKS", "ShadowHTTP", "ShadowApple", "ShadowCrypto", "ShadowVault",
-                "ShadowCredentials", "ShadowServer", "ShadowOperationLog", "ShadowTokenSource", "ShadowSessions",
-                httpTypes,
+                "ShadowStorage", "ShadowCredentials", "ShadowServer", "ShadowOperationLog", "ShadowTokenSource",
+                "ShadowSessions", httpTypes,
             ], swiftSettings: strictSettings),
         // The commands, as libraries; each executable is a thin `main` that lists its commands.
         // ShadowKeysCommands holds everything `shadow-keys` does: no server, no PostgreSQL client,

@@ -8,6 +8,7 @@
 @_exported public import ShadowApple
 @_exported public import ShadowCrypto
 @_exported public import ShadowVault
+@_exported public import ShadowStorage
 @_exported public import ShadowCredentials
 @_exported public import ShadowServer
 @_exported public import ShadowOperationLog
