@@ -57,7 +57,7 @@ package final class AtomicFileWriter {
     private static func makeTemporary(in directory: String, for path: String, suffix: String) throws -> (Int32, String)
     {
         var template = Array((directory + "/." + Files.baseName(path) + suffix + "XXXXXX").utf8CString)
-        let fd = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
+        let fd = template.withUnsafeMutableBufferPointer { $0.baseAddress.map { mkstemp($0) } ?? -1 }
         guard fd >= 0 else { throw FileError("create temporary file in", directory) }
         return (fd, String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))
     }

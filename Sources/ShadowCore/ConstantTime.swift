@@ -24,13 +24,18 @@ extension String {
         // Identical representations (the same literal or storage, or equal small strings) are
         // equal without reading the bytes.
         let identical = withUnsafeBytes(of: self) { a in
-            withUnsafeBytes(of: other) { b in memcmp(a.baseAddress!, b.baseAddress!, a.count) == 0 }
+            withUnsafeBytes(of: other) { b in a.elementsEqual(b) }
         }
         if identical { return true }
         var lhs = self, rhs = other
         let count = lhs.utf8.count
         guard count == rhs.utf8.count else { return false }
         guard count > 0 else { return true }
-        return lhs.withUTF8 { a in rhs.withUTF8 { b in memcmp(a.baseAddress!, b.baseAddress!, count) == 0 } }
+        return lhs.withUTF8 { a in
+            rhs.withUTF8 { b in
+                guard let a = a.baseAddress, let b = b.baseAddress else { return false }
+                return memcmp(a, b, count) == 0
+            }
+        }
     }
 }

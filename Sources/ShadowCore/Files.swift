@@ -72,7 +72,7 @@ package enum Files {
     package static func writeAtomically(_ path: String, _ bytes: some Collection<UInt8>, mode: UInt32 = 0o600) throws {
         let directory = parentDirectory(path)
         var template = Array((directory + "/." + baseName(path) + ".tmp-XXXXXX").utf8CString)
-        let fd = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
+        let fd = template.withUnsafeMutableBufferPointer { $0.baseAddress.map { mkstemp($0) } ?? -1 }
         guard fd >= 0 else { throw FileError("create temporary file in", directory) }
         let temporary = String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
         var committed = false
@@ -103,7 +103,8 @@ package enum Files {
     package static func writeAll(_ fd: Int32, _ buffer: UnsafeRawBufferPointer, path: String) throws {
         var offset = 0
         while offset < buffer.count {
-            let written = systemWrite(fd, buffer.baseAddress! + offset, buffer.count - offset)
+            guard let base = buffer.baseAddress else { return }
+            let written = systemWrite(fd, base + offset, buffer.count - offset)
             if written < 0 {
                 if errno == EINTR { continue }
                 throw FileError("write", path)
@@ -264,7 +265,9 @@ extension Files {
         var bytes = [UInt8](repeating: 0, count: count)
         var total = 0
         while total < count {
-            let read = bytes.withUnsafeMutableBytes { pread(fd, $0.baseAddress! + total, count - total, off_t(total)) }
+            let read = bytes.withUnsafeMutableBytes { buffer in
+                buffer.baseAddress.map { pread(fd, $0 + total, count - total, off_t(total)) } ?? 0
+            }
             if read < 0 {
                 if errno == EINTR { continue }
                 throw FileError("read", path)
@@ -282,7 +285,8 @@ extension Files {
     ) throws -> Int {
         var total = 0
         while total < buffer.count {
-            let count = systemRead(fd, buffer.baseAddress! + total, buffer.count - total)
+            guard let base = buffer.baseAddress else { return total }
+            let count = systemRead(fd, base + total, buffer.count - total)
             if count < 0 {
                 if errno == EINTR { continue }
                 throw FileError("read", path)

@@ -60,9 +60,7 @@ enum KnownMemberNames {
             if entry == 0 { return nil }
             let name = names[Int(entry - 1)]
             if name.utf8.count == bytes.count,
-                name.utf8.withContiguousStorageIfAvailable({
-                    memcmp($0.baseAddress!, bytes.baseAddress!, bytes.count) == 0
-                }) == true
+                name.utf8.withContiguousStorageIfAvailable({ $0.elementsEqual(bytes) }) == true
             {
                 return name
             }

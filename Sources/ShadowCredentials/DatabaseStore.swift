@@ -140,11 +140,10 @@ public final class StateEngine: Sendable {
                 guard record != before else { continue }
                 records[key] = record
                 dirty.insert(key)
-                if event.kind == .accountDeleted || event.kind == .consentRevoked {
-                    revoking.append((rowIDs[key]!, event.timeMilliseconds))
+                if event.kind == .accountDeleted || event.kind == .consentRevoked, let rowID = rowIDs[key] {
+                    revoking.append((rowID, event.timeMilliseconds))
                 }
-                guard change.isTransition else { continue }
-                let subject = rowIDs[key]!
+                guard change.isTransition, let subject = rowIDs[key] else { continue }
                 let linked = event.linkedSubject.map { keys.rowID(clientID: event.clientID, subject: $0) }
                 let entry = AuditEntry(
                     sequence: count + 1, recordedAtMilliseconds: recordedAt,
@@ -164,7 +163,7 @@ public final class StateEngine: Sendable {
             var rows: [StoredRow] = []
             rows.reserveCapacity(dirty.count)
             for key in dirty.sorted() {
-                let record = records[key]!, id = rowIDs[key]!
+                guard let record = records[key], let id = rowIDs[key] else { continue }
                 let plaintext = SealedRows.encode(
                     clientID: String(decoding: key.clientID, as: UTF8.self),
                     subject: String(decoding: key.subject, as: UTF8.self), record: record)

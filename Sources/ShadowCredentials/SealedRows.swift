@@ -10,11 +10,21 @@ package enum SealedRows {
     static let tokenLabel = Array("shadow-keys token v1".utf8)
 
     /// Kind codes, fixed by the format.
-    static let kindCodes: [CredentialEvent.Kind: UInt8] = [
-        .signIn: 1, .refreshSucceeded: 2, .refreshRejected: 3, .consentRevoked: 4, .accountDeleted: 5, .transferred: 6,
-        .emailEnabled: 7, .emailDisabled: 8,
-    ]
-    static let kinds: [UInt8: CredentialEvent.Kind] = Dictionary(uniqueKeysWithValues: kindCodes.map { ($1, $0) })
+    /// Each kind's code in a sealed record (Docs/credential-state.md).
+    static func code(_ kind: CredentialEvent.Kind) -> UInt8 {
+        switch kind {
+        case .signIn: 1
+        case .refreshSucceeded: 2
+        case .refreshRejected: 3
+        case .consentRevoked: 4
+        case .accountDeleted: 5
+        case .transferred: 6
+        case .emailEnabled: 7
+        case .emailDisabled: 8
+        }
+    }
+    static let kinds: [UInt8: CredentialEvent.Kind] = Dictionary(
+        uniqueKeysWithValues: CredentialEvent.Kind.allCases.map { (code($0), $0) })
 
     // MARK: Credential rows
 
@@ -33,7 +43,7 @@ package enum SealedRows {
             }
             out.append(1)
             out += BigEndian.bytes(UInt64(bitPattern: mark.timeMilliseconds))
-            out.append(kindCodes[mark.kind]!)
+            out.append(code(mark.kind))
             appendShort(mark.id, to: &out)
             appendShort(mark.linkedSubject ?? "", to: &out)
         }
@@ -221,7 +231,7 @@ package enum SealedRows {
             return bytes.prefix(count)
         }
 
-        mutating func byte() throws -> UInt8 { try take(1).first! }
+        mutating func byte() throws -> UInt8 { try take(1).reduce(0) { _, byte in byte } }
         mutating func uint64() throws -> UInt64 { BigEndian.uint64(try take(8)) }
         mutating func uint32() throws -> UInt32 { BigEndian.uint32(try take(4)) }
 

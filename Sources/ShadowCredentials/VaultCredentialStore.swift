@@ -201,9 +201,8 @@ struct StoredState {
                 "linked_subject": mark.linkedSubject.map(JSONValue.string) ?? .null,
             ])
         }
-        let list: [JSONValue] = records.keys.sorted().map { key in
-            let record = records[key]!
-            return .object([
+        let list: [JSONValue] = records.sorted { $0.key < $1.key }.map { key, record in
+            .object([
                 "client_id": .string(String(decoding: key.clientID, as: UTF8.self)),
                 "subject": .string(String(decoding: key.subject, as: UTF8.self)),
                 "authorization": mark(record.authorization), "revocation": mark(record.revocation),
@@ -245,11 +244,8 @@ extension VaultCredentialStore {
             guard lines.count == entries.count else {
                 throw CredentialError(.auditTampered, "the audit log's committed lines do not match its entries")
             }
-            let records = state.records.keys.sorted().map { key in
-                (
-                    String(decoding: key.clientID, as: UTF8.self), String(decoding: key.subject, as: UTF8.self),
-                    state.records[key]!
-                )
+            let records = state.records.sorted { $0.key < $1.key }.map { key, record in
+                (String(decoding: key.clientID, as: UTF8.self), String(decoding: key.subject, as: UTF8.self), record)
             }
             return VaultStateExport(
                 secret: state.secret, records: records, auditLines: lines, auditEntries: entries,

@@ -94,3 +94,9 @@ struct Input {
         rest = Array(data.dropFirst())
     }
 }
+
+/// `body`'s result; its error stops the harness with `what` in the message: a step that must not
+/// fail on input the parsers accepted (a crash there is a finding).
+func must<R>(_ what: String, _ body: () throws -> R) -> R {
+    do { return try body() } catch { preconditionFailure("\(what) failed: \(error)") }
+}

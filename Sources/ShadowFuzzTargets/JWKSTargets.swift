@@ -21,7 +21,9 @@ enum JWKSTargets {
             }
             _ = HTTPCaching.directives(String(value))
         }
-        let headers = try! TransportResponse(code: 200, fields: lines, body: []).headerFields
+        let headers = must("a 200 answer with these fields") {
+            try TransportResponse(code: 200, fields: lines, body: []).headerFields
+        }
         if let lifetime = HTTPCaching.freshnessLifetime(headers, now: now) {
             precondition(lifetime >= 0 && lifetime.isFinite)
         }

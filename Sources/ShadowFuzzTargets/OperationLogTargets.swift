@@ -8,8 +8,8 @@ import ShadowOperationLog
 import ShadowVault
 
 enum OperationLogTargets {
-    static let keys = try! LogKeys(secret: [UInt8](repeating: 0x42, count: 32))
-    static let verifier = try! keys.signer(origin: "example.com/fuzz").verifier
+    static let keys = must("the fixed log keys") { try LogKeys(secret: [UInt8](repeating: 0x42, count: 32)) }
+    static let verifier = must("the fixed note signer") { try keys.signer(origin: "example.com/fuzz").verifier }
     static let unlock = VaultUnlock.key(SecretBytes([UInt8](repeating: 7, count: 32)))
     static let path = "/tmp/shadow-keys-fuzz-oplog-\(getpid())"
 
@@ -26,8 +26,11 @@ enum OperationLogTargets {
             guard let stored = try? EntryCodec.decode(input.rest) else { return }
             precondition(TreeHash.leaf(input.rest) == stored.leafHash)
             guard let entry = try? EntryCodec.open(stored, keys: keys) else { return }
-            let again = try! EntryCodec.encode(entry, keys: keys, nonce: [UInt8](repeating: 1, count: 12))
-            precondition(try! EntryCodec.open(try! EntryCodec.decode(again), keys: keys) == entry)
+            let again = must("re-sealing an entry that opened") {
+                try EntryCodec.encode(entry, keys: keys, nonce: [UInt8](repeating: 1, count: 12))
+            }
+            precondition(
+                must("reading it back") { try EntryCodec.open(try EntryCodec.decode(again), keys: keys) } == entry)
         case 1:
             // A signature cannot be forged, so the checkpoint reader also gets the bytes as note text.
             let note = String(decoding: input.rest, as: UTF8.self)
@@ -40,8 +43,8 @@ enum OperationLogTargets {
             guard (try? Files.writeAtomically(file, input.rest)) != nil else { return }
             let witness = Witness(path: file, keys: keys)
             guard let record = try? witness.read() else { return }
-            try! witness.write(record)
-            precondition(try! witness.read() == record)
+            must("writing a witness record back") { try witness.write(record) }
+            precondition(must("reading it again") { try witness.read() } == record)
         default:
             defer {
                 unlink(path)

@@ -5,7 +5,7 @@ import ShadowSessions
 import ShadowTokenSource
 
 enum SessionTargets {
-    static let keys = try! SessionKeys(secret: [UInt8](repeating: 0x33, count: 32))
+    static let keys = must("the fixed session keys") { try SessionKeys(secret: [UInt8](repeating: 0x33, count: 32)) }
 
     /// A refresh token's text: what parses authenticates, and encodes back to the same text.
     static let refreshToken: FuzzTargets.Harness = { data in

@@ -67,7 +67,7 @@ public final class AsyncHTTPClientTransport: HTTPTransport {
 
     /// A transport with clients of its own: no redirects, no decompression, the system's trust store.
     /// Throws when `additionalTrustRootsFile` cannot be read as PEM certificates.
-    public init(options: Options = Options()) throws {
+    public convenience init(options: Options = Options()) throws {
         var tls = TLSConfiguration.makeClientConfiguration()
         if let path = options.additionalTrustRootsFile {
             do {
@@ -82,16 +82,20 @@ public final class AsyncHTTPClientTransport: HTTPTransport {
                 throw HTTPTransportError(.other, "cannot read CA certificates from \(path): \(error)")
             }
         }
+        self.init(options: options, tls: tls)
+    }
+
+    private init(options: Options, tls: TLSConfiguration) {
         borrowed = nil
         self.options = options
         self.tls = tls
         allowLoopbackHTTP = options.allowLoopbackHTTP
     }
 
-    /// A transport with clients of its own, defaults but for `allowLoopbackHTTP`.
+    /// A transport with clients of its own, defaults but for `allowLoopbackHTTP` (no trust-roots
+    /// file to read, so nothing can fail).
     public convenience init(allowLoopbackHTTP: Bool) {
-        // Without a trust-roots file the initializer cannot fail.
-        try! self.init(options: Options(allowLoopbackHTTP: allowLoopbackHTTP))
+        self.init(options: Options(allowLoopbackHTTP: allowLoopbackHTTP), tls: .makeClientConfiguration())
     }
 
     /// A transport on the caller's client.

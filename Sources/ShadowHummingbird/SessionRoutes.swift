@@ -129,8 +129,9 @@ enum SessionRouteSupport {
         }
         guard !trusted.isEmpty else { return peer }
         return ClientAddress.resolve(
-            peer: peer, forwarded: request.headers[values: .forwarded],
-            xForwardedFor: request.headers[values: .xForwardedFor], trusted: trusted)
+            peer: peer, forwarded: request.headers.filter { $0.name.canonicalName == "forwarded" }.map(\.value),
+            xForwardedFor: request.headers.filter { $0.name.canonicalName == "x-forwarded-for" }.map(\.value),
+            trusted: trusted)
     }
 
     static let unreadable = jsonError(.badRequest, "invalid_request", "the body could not be read")
@@ -166,11 +167,4 @@ enum SessionRouteSupport {
         Response(
             status: answer.status, headers: answer.headers, body: .init(byteBuffer: ByteBuffer(bytes: answer.body)))
     }
-}
-
-extension HTTPField.Name {
-    /// RFC 7239.
-    static let forwarded = HTTPField.Name("Forwarded")!
-    /// The de-facto `X-Forwarded-For`.
-    static let xForwardedFor = HTTPField.Name("X-Forwarded-For")!
 }

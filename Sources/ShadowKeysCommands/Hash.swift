@@ -81,11 +81,12 @@ struct Hash: AsyncParsableCommand, QuietCommand {
     private func digest(ofPath path: [UInt8], key: SecretBytes?) throws -> [UInt8] {
         let shown = Self.display(path)
         guard !path.contains(0) else { throw FileError("open", shown, errno: EINVAL) }
-        let fd =
+        let fd: Int32 =
             path == [UInt8(ascii: "-")]
             ? 0
-            : (path.map { CChar(bitPattern: $0) } + [0]).withUnsafeBufferPointer {
-                open($0.baseAddress!, O_RDONLY | O_CLOEXEC)
+            : (path.map { CChar(bitPattern: $0) } + [0]).withUnsafeBufferPointer { name -> Int32 in
+                guard let name = name.baseAddress else { return -1 }
+                return open(name, O_RDONLY | O_CLOEXEC)
             }
         guard fd >= 0 else { throw FileError("open", shown) }
         defer { if fd > 0 { close(fd) } }

@@ -113,8 +113,8 @@ struct SessionOptions: ParsableArguments {
             storeOptions, database: database, issuer: configuration.issuer, logger: logger)
         let authority = try await SessionAuthority(store: store, configuration: configuration, events: log.events)
         var limits = SessionEndpoints.Limits()
-        limits.perIP = try RateLimit(requests: ipLimit, per: 60, burst: max(1, ipLimit / 3))
-        limits.perUser = try RateLimit(requests: userLimit, per: 60, burst: max(1, userLimit / 3))
+        limits.perIP = .perMinute(ipLimit)
+        limits.perUser = .perMinute(userLimit)
         let endpoints = SessionEndpoints(
             authority: authority, validator: AppleIdentityTokenValidator(clientIDs: clientIDs), appleKeys: keys,
             appleClients: appleClients, limits: limits, introspectionClients: try introspectionClients(),
@@ -279,7 +279,8 @@ struct SessionsCommand: AsyncParsableCommand {
 
         func run() async throws {
             try await reportingFailures(json: common.json) {
-                let rows = try await common.withAuthority { try await $0.sessions(user: UUID(uuidString: user)!) }
+                guard let user = UUID(uuidString: user) else { throw ValidationError("USER: a UUID") }
+                let rows = try await common.withAuthority { try await $0.sessions(user: user) }
                 for row in rows {
                     Console.json([
                         "id": .string(row.id.description), "device": .string(row.device),
@@ -311,7 +312,10 @@ struct SessionsCommand: AsyncParsableCommand {
             try await reportingFailures(json: common.json) {
                 let count = try await common.withAuthority { authority -> Int in
                     if let user = UUID(uuidString: target) { return try await authority.revokeAll(user: user) }
-                    return try await authority.revoke(session: SessionID(target)!) ? 1 : 0
+                    guard let session = SessionID(target) else {
+                        throw ValidationError("give a user's UUID or a session ID")
+                    }
+                    return try await authority.revoke(session: session) ? 1 : 0
                 }
                 if common.json { Console.json(["revoked": .int(count)]) } else { Console.out("revoked \(count)") }
             }

@@ -330,7 +330,9 @@ public final class FileLogStorage: LogStorage {
                 var reader = FileChunks(fd: fd, path: self.path)
                 return try (index..<end).map { position in
                     let span = state.spans[Int(position)]
-                    let leaf = state.tree.leaf(position)!
+                    guard let leaf = state.tree.leaf(position) else {
+                        throw LogError(.tampered, "the log's tree has no leaf \(position)")
+                    }
                     guard span.length >= 0 else { return LogRecord(index: position, leaf: leaf, bytes: nil) }
                     guard let bytes = try reader.bytes(at: span.offset, count: span.length) else {
                         throw LogError(.tampered, "entry \(position) was cut out of the file")
@@ -373,8 +375,8 @@ public final class FileLogStorage: LogStorage {
                         let type = head[head.startIndex]
                         let length = head.dropFirst().reduce(0) { $0 << 8 | Int($1) }
                         let payload = Array(try reader.bytes(at: offset + 5, count: length) ?? [])
-                        if type == Self.entryRecord, entry < Int(end) {
-                            Self.appendRecord(Self.prunedRecord, state.tree.leaf(UInt64(entry))!.bytes, to: &out)
+                        if type == Self.entryRecord, entry < Int(end), let leaf = state.tree.leaf(UInt64(entry)) {
+                            Self.appendRecord(Self.prunedRecord, leaf.bytes, to: &out)
                         } else {
                             Self.appendRecord(type, payload, to: &out)
                         }
@@ -445,7 +447,7 @@ struct FileChunks {
         var filled = 0
         while filled < size {
             let read = buffer.withUnsafeMutableBytes {
-                pread(fd, $0.baseAddress! + filled, size - filled, off_t(offset + filled))
+                $0.baseAddress.map { pread(fd, $0 + filled, size - filled, off_t(offset + filled)) } ?? 0
             }
             if read < 0 {
                 if errno == EINTR { continue }

@@ -68,10 +68,10 @@ public struct TreeHash: Hashable, Sendable, CustomStringConvertible {
         withUnsafeTemporaryAllocation(byteCount: 65, alignment: 1) { block in
             block[0] = 0x01
             withUnsafeBytes(of: left.value) {
-                block.baseAddress!.advanced(by: 1).copyMemory(from: $0.baseAddress!, byteCount: 32)
+                UnsafeMutableRawBufferPointer(rebasing: block[1..<33]).copyMemory(from: $0)
             }
             withUnsafeBytes(of: right.value) {
-                block.baseAddress!.advanced(by: 33).copyMemory(from: $0.baseAddress!, byteCount: 32)
+                UnsafeMutableRawBufferPointer(rebasing: block[33..<65]).copyMemory(from: $0)
             }
             return TreeHash(SHA256.hash(data: UnsafeRawBufferPointer(block)))
         }
@@ -381,8 +381,9 @@ public struct TreeFrontier: Sendable {
     public mutating func appendEach(_ leaf: TreeHash, _ closed: (NodeID, TreeHash) -> Void) {
         var carry = leaf
         var level = 0
-        while size >> level & 1 == 1 {
-            carry = .node(edge[level]!, carry)
+        // A set bit of the size is a complete subtree on the edge (the frontier's invariant).
+        while size >> level & 1 == 1, let left = edge[level] {
+            carry = .node(left, carry)
             edge[level] = nil
             level += 1
             closed(NodeID(level: level, index: size >> level), carry)

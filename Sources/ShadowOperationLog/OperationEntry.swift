@@ -323,7 +323,7 @@ struct ByteReader {
         defer { offset += count }
         return bytes[offset..<(offset + count)]
     }
-    mutating func byte() throws -> UInt8 { try take(1).first! }
+    mutating func byte() throws -> UInt8 { try take(1).reduce(0) { _, byte in byte } }
     mutating func uint16() throws -> UInt16 { try take(2).reduce(0) { $0 << 8 | UInt16($1) } }
     mutating func uint32() throws -> UInt32 { try take(4).reduce(0) { $0 << 8 | UInt32($1) } }
     mutating func uint64() throws -> UInt64 { try take(8).reduce(0) { $0 << 8 | UInt64($1) } }

@@ -190,7 +190,8 @@ public actor OperationLog {
         _ closed: [Int: [(UInt64, TreeHash)]], in storage: any LogStorage
     ) async throws {
         for (level, nodes) in closed {
-            let range = nodes.first!.0..<(nodes.last!.0 + 1)
+            guard let first = nodes.first, let last = nodes.last else { continue }
+            let range = first.0..<(last.0 + 1)
             let stored = try await storage.nodes(level: level, in: range)
             for (index, hash) in nodes {
                 guard let found = stored[index], found.constantTimeEquals(hash) else {

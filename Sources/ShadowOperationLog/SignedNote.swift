@@ -18,6 +18,7 @@ public struct NoteSigner: Sendable, CustomStringConvertible {
         guard seed.count == 32 else { throw NoteKeys.invalid("an Ed25519 seed is 32 bytes, not \(seed.count)") }
         self.name = name
         key = try Curve25519.Signing.PrivateKey(rawRepresentation: Array(seed))
+        verifier = NoteVerifier(name: name, publicKey: Array(key.publicKey.rawRepresentation))
     }
 
     /// A signer from its encoded form, `PRIVATE+KEY+<name>+<key ID, 8 hex digits>+<base64(0x01 ‖ seed)>`
@@ -43,7 +44,7 @@ public struct NoteSigner: Sendable, CustomStringConvertible {
     }
 
     /// The verifier for this key.
-    public var verifier: NoteVerifier { try! NoteVerifier(encoded: verifierKey) }
+    public let verifier: NoteVerifier
 
     /// The signed note of `text` (which must end in a newline): the text, a blank line, one signature line.
     public func sign(_ text: String) throws -> String {
@@ -73,6 +74,13 @@ public struct NoteVerifier: Sendable, Hashable {
         guard NoteKeys.formatID(keyID) == NoteKeys.idField(encoded[...]) else {
             throw NoteKeys.invalid("the verifier key's ID does not match its name and key")
         }
+    }
+
+    /// The verifier of a key this process holds (a signer's own): already a valid key.
+    init(name: String, publicKey: [UInt8]) {
+        self.name = name
+        self.publicKey = publicKey
+        keyID = NoteKeys.keyID(name: name, publicKey: publicKey)
     }
 
     /// The encoded form.

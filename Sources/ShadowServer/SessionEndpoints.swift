@@ -45,8 +45,8 @@ public final class SessionEndpoints: Sendable {
         public var perUser: RateLimit
 
         public init() {
-            perIP = try! RateLimit(requests: 60, per: 60, burst: 20)
-            perUser = try! RateLimit(requests: 30, per: 60, burst: 10)
+            perIP = .perMinute(60)
+            perUser = .perMinute(30)
         }
     }
 

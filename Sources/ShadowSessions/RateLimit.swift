@@ -25,6 +25,17 @@ public struct RateLimit: Sendable, Hashable {
         self.burst = burst
     }
 
+    /// `requests` (1 to 100,000) a minute, with bursts of max(1, requests / 3): the session routes'
+    /// limits (Docs/sessions.md, "Rate limits"); out of range is a programming error.
+    public static func perMinute(_ requests: Int) -> RateLimit {
+        precondition((1...100_000).contains(requests), "1 to 100000 requests a minute")
+        return RateLimit(checked: requests, period: 60, burst: max(1, requests / 3))
+    }
+
+    private init(checked requests: Int, period: TimeInterval, burst: Int) {
+        (self.requests, self.period, self.burst) = (requests, period, burst)
+    }
+
     /// The emission interval T = period / requests, in milliseconds (at least 1).
     var interval: Int64 { max(1, Int64(period * 1000) / Int64(requests)) }
     /// The burst tolerance τ = T × (burst − 1).

@@ -118,7 +118,7 @@ public struct RefreshToken: Sendable, Hashable, CustomStringConvertible {
         else { throw invalid() }
         let body = Array(bytes[0..<24])
         guard ConstantTime.equals(Self.mac(body, keys: keys), Array(bytes[24...])) else { throw invalid() }
-        family = SessionID(bytes: Array(body[0..<16]))!
+        family = SessionID(exactly: Array(body[0..<16]))
         generation = body[16..<24].reduce(0) { $0 << 8 | UInt64($1) }
     }
 
@@ -134,13 +134,19 @@ public struct SessionID: Sendable, Hashable, CustomStringConvertible {
         self.bytes = bytes
     }
 
+    /// From 16 bytes the caller has just cut or drawn (a token's, a fresh random ID).
+    init(exactly bytes: [UInt8]) {
+        precondition(bytes.count == 16, "a session ID is 16 bytes")
+        self.bytes = bytes
+    }
+
     public init?(_ text: String) {
         guard let bytes = try? Base64URL.decode(text), bytes.count == 16 else { return nil }
         self.bytes = bytes
     }
 
     public static func random() -> SessionID {
-        SessionID(bytes: SecretBytes.random(count: 16).withUnsafeBytes { Array($0) })!
+        SessionID(exactly: SecretBytes.random(count: 16).withUnsafeBytes { Array($0) })
     }
 
     public var description: String { Base64URL.encode(bytes) }

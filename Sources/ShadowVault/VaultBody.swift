@@ -261,7 +261,8 @@ enum EntryCodec {
     static func compare(_ a: UnsafeBufferPointer<UInt8>, _ b: UnsafeBufferPointer<UInt8>) -> Int {
         let common = min(a.count, b.count)
         if common > 0 {
-            let order = memcmp(a.baseAddress!, b.baseAddress!, common)
+            guard let left = a.baseAddress, let right = b.baseAddress else { return a.count - b.count }
+            let order = memcmp(left, right, common)
             if order != 0 { return Int(order) }
         }
         return a.count - b.count
