@@ -306,7 +306,7 @@ public final class FileLogStorage: LogStorage {
 
     static func appendRecord(_ type: UInt8, _ payload: [UInt8], to out: inout [UInt8]) {
         out.append(type)
-        out += BigEndianBytes.of(UInt32(payload.count))
+        out += BigEndian.bytes(UInt32(payload.count))
         out += payload
     }
 

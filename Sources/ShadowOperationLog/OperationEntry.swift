@@ -133,7 +133,7 @@ public enum EntryCodec {
     public static func encode(_ entry: OperationEntry, keys: LogKeys, nonce: [UInt8]? = nil) throws -> [UInt8] {
         try entry.validate()
         var out: [UInt8] = [version]
-        out += BigEndianBytes.of(UInt64(entry.time))
+        out += BigEndian.bytes(UInt64(entry.time))
         out.append(entry.success ? 1 : 0)
         for name in [entry.operation, entry.provider, entry.entityType] {
             out.append(UInt8(name.utf8.count))
@@ -141,7 +141,7 @@ public enum EntryCodec {
         }
         out += keys.entityHash(entry.entityID)
         let details = entry.details.map { Array(JSONValue.object($0).serialized().utf8) } ?? []
-        out += BigEndianBytes.of(UInt32(details.count))
+        out += BigEndian.bytes(UInt32(details.count))
         out += details
         var plaintext: [UInt8] = []
         plaintext += [UInt8(entry.entityID.utf8.count >> 8), UInt8(entry.entityID.utf8.count & 0xFF)]
@@ -155,7 +155,7 @@ public enum EntryCodec {
         let nonce = nonce ?? SecretBytes.random(count: AES256GCM.nonceBytes).withUnsafeBytes { Array($0) }
         let sealed = try AES256GCM.seal(plaintext, key: keys.seal, nonce: nonce, aad: aadLabel + out)
         out += nonce
-        out += BigEndianBytes.of(UInt32(sealed.count))
+        out += BigEndian.bytes(UInt32(sealed.count))
         out += sealed
         return out
     }
@@ -324,9 +324,9 @@ struct ByteReader {
         return bytes[offset..<(offset + count)]
     }
     mutating func byte() throws -> UInt8 { try take(1).reduce(0) { _, byte in byte } }
-    mutating func uint16() throws -> UInt16 { try take(2).reduce(0) { $0 << 8 | UInt16($1) } }
-    mutating func uint32() throws -> UInt32 { try take(4).reduce(0) { $0 << 8 | UInt32($1) } }
-    mutating func uint64() throws -> UInt64 { try take(8).reduce(0) { $0 << 8 | UInt64($1) } }
+    mutating func uint16() throws -> UInt16 { BigEndian.uint16(try take(2)) }
+    mutating func uint32() throws -> UInt32 { BigEndian.uint32(try take(4)) }
+    mutating func uint64() throws -> UInt64 { BigEndian.uint64(try take(8)) }
 }
 
 enum SHA256Bytes {

@@ -145,7 +145,7 @@ public enum SignedNote {
 
     /// `— <name> <base64(key ID ‖ signature)>`
     static func signatureLine(name: String, keyID: UInt32, signature: [UInt8]) -> String {
-        "\u{2014} \(name) \(Base64.encode(BigEndianBytes.of(keyID) + signature))"
+        "\u{2014} \(name) \(Base64.encode(BigEndian.bytes(keyID) + signature))"
     }
 
     static func parseSignatureLine(_ line: String) throws -> (name: String, keyID: UInt32, signature: [UInt8]) {
@@ -217,11 +217,6 @@ enum NoteKeys {
     }
 
     static func invalid(_ reason: String) -> LogError { LogError(.invalidParameter, reason) }
-}
-
-enum BigEndianBytes {
-    static func of(_ value: UInt32) -> [UInt8] { (0..<4).map { UInt8(truncatingIfNeeded: value >> (24 - 8 * $0)) } }
-    static func of(_ value: UInt64) -> [UInt8] { (0..<8).map { UInt8(truncatingIfNeeded: value >> (56 - 8 * $0)) } }
 }
 
 /// A C2SP tlog-checkpoint: the note text `<origin>\n<size>\n<base64 root>\n` and any extension lines.

@@ -174,7 +174,7 @@ public final class DatabaseSessionStore: SessionStore {
     /// ‖ rotated (8) ‖ created (8) ‖ used (8) ‖ expires (8) ‖ revoked flag (1) ‖ revoked (8, 0 when
     /// live) ‖ device length (2) ‖ device (UTF-8)); integers big-endian, times as signed 64-bit.
     func mac(_ row: SessionRow) -> [UInt8] {
-        var input = Self.sessionLabel + row.id.bytes + row.user.sessionBytes + BigEndian.bytes(row.generation)
+        var input = Self.sessionLabel + row.id.bytes + row.user.bytes16 + BigEndian.bytes(row.generation)
         for time in [row.rotatedAt, row.createdAt, row.lastUsedAt, row.expiresAt] {
             input += BigEndian.bytes(UInt64(bitPattern: time))
         }
@@ -195,7 +195,7 @@ public final class DatabaseSessionStore: SessionStore {
     /// inactive (1) ‖ checked (8)). The sealed Apple refresh token is bound to the user by its own AAD.
     func mac(_ row: StoredUser) -> [UInt8] {
         let input =
-            Self.userLabel + row.apple + row.user.id.sessionBytes + [row.user.inactive ? 1 : 0]
+            Self.userLabel + row.apple + row.user.id.bytes16 + [row.user.inactive ? 1 : 0]
             + BigEndian.bytes(UInt64(bitPattern: row.user.checkedAt))
         return Array(HMAC<SHA256>.authenticationCode(for: input, using: keys.row))
     }
@@ -212,7 +212,7 @@ public final class DatabaseSessionStore: SessionStore {
 
     func userRow(_ row: SQLRow, verify: Bool = true) throws -> StoredUser {
         guard let apple = row.blob("apple"), apple.count == 32,
-            let id = row.blob("user").flatMap(UUID.init(sessionBytes:)), let inactive = row.integer("inactive"),
+            let id = row.blob("user").flatMap(UUID.init(bytes16:)), let inactive = row.integer("inactive"),
             let checked = row.integer("checked_ms")
         else { throw SessionError(.corrupted, "a user row is malformed") }
         let stored = StoredUser(
@@ -236,7 +236,7 @@ public final class DatabaseSessionStore: SessionStore {
 
     func storedUser(_ user: UUID) async throws -> StoredUser? {
         try await database.read(
-            #"SELECT \#(Self.userColumns) FROM shadow_session_users WHERE "user" = ?"#, .blob(user.sessionBytes)
+            #"SELECT \#(Self.userColumns) FROM shadow_session_users WHERE "user" = ?"#, .blob(user.bytes16)
         ).first.map { try userRow($0) }
     }
 
@@ -254,9 +254,9 @@ public final class DatabaseSessionStore: SessionStore {
                 (?, ?, ?, 0, ?, ?) ON CONFLICT (apple) DO UPDATE SET apple_refresh = coalesce(excluded.apple_refresh, \
                 shadow_session_users.apple_refresh) WHERE shadow_session_users."user" = excluded."user" RETURNING "user"
                 """,
-                .blob(appleHash), .blob(candidate.sessionBytes), .optional(sealedAppleRefreshToken), .integer(now),
+                .blob(appleHash), .blob(candidate.bytes16), .optional(sealedAppleRefreshToken), .integer(now),
                 .blob(mac(fresh)))
-            if let user = rows.first?.blob("user").flatMap(UUID.init(sessionBytes:)) { return user }
+            if let user = rows.first?.blob("user").flatMap(UUID.init(bytes16:)) { return user }
             guard let existing = try await user(appleHash: appleHash) else {
                 throw SessionError(.corrupted, "a user mapping vanished while it was written")
             }
@@ -305,7 +305,7 @@ public final class DatabaseSessionStore: SessionStore {
 
     func sessionRow(_ row: SQLRow, verify: Bool = true) throws -> SessionRow {
         guard let id = row.blob("id").flatMap(SessionID.init(bytes:)),
-            let user = row.blob("user").flatMap(UUID.init(sessionBytes:)), let generation = row.integer("generation"),
+            let user = row.blob("user").flatMap(UUID.init(bytes16:)), let generation = row.integer("generation"),
             generation >= 1, let rotated = row.integer("rotated_ms"), let created = row.integer("created_ms"),
             let used = row.integer("used_ms"), let expires = row.integer("expires_ms"), let device = row.text("device")
         else { throw SessionError(.corrupted, "a session row is malformed") }
@@ -324,7 +324,7 @@ public final class DatabaseSessionStore: SessionStore {
                 INSERT INTO shadow_sessions (\(Self.sessionColumns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT \
                 (id) DO NOTHING
                 """,
-                .blob(row.id.bytes), .blob(row.user.sessionBytes), .integer(Int64(row.generation)),
+                .blob(row.id.bytes), .blob(row.user.bytes16), .integer(Int64(row.generation)),
                 .integer(row.rotatedAt), .integer(row.createdAt), .integer(row.lastUsedAt), .integer(row.expiresAt),
                 .optional(row.revokedAt), .text(row.device), .blob(mac(row)))
         }
@@ -409,7 +409,7 @@ public final class DatabaseSessionStore: SessionStore {
             try await database.read(
                 #"""
                 SELECT \#(Self.sessionColumns) FROM shadow_sessions WHERE "user" = ? ORDER BY created_ms DESC LIMIT 1000
-                """#, .blob(user.sessionBytes)
+                """#, .blob(user.bytes16)
             ).map { try sessionRow($0) }
         }
     }
@@ -523,15 +523,5 @@ public final class DatabaseSessionStore: SessionStore {
                 .integer("tat_ms")
             return (tat ?? now) - tolerance
         }
-    }
-}
-
-extension UUID {
-    /// The 16 bytes of the UUID, as the session tables store it.
-    package var sessionBytes: [UInt8] { withUnsafeBytes(of: uuid) { Array($0) } }
-
-    package init?(sessionBytes bytes: [UInt8]) {
-        guard bytes.count == 16 else { return nil }
-        self.init(uuid: bytes.withUnsafeBytes { $0.loadUnaligned(as: uuid_t.self) })
     }
 }

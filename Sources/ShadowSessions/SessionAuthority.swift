@@ -347,7 +347,8 @@ public final class SessionAuthority: Sendable {
 
     func seal(_ plaintext: [UInt8], user: UUID) throws -> [UInt8] {
         let nonce = SecretBytes.random(count: AES256GCM.nonceBytes).withUnsafeBytes { Array($0) }
-        return nonce + (try AES256GCM.seal(plaintext, key: keys.seal, nonce: nonce, aad: Self.appleLabel + user.bytes))
+        return nonce
+            + (try AES256GCM.seal(plaintext, key: keys.seal, nonce: nonce, aad: Self.appleLabel + user.bytes16))
     }
 
     func open(_ sealed: [UInt8], user: UUID) throws -> [UInt8] {
@@ -357,7 +358,7 @@ public final class SessionAuthority: Sendable {
         do {
             return try AES256GCM.open(
                 sealed[AES256GCM.nonceBytes...], key: keys.seal, nonce: sealed[..<AES256GCM.nonceBytes],
-                aad: Self.appleLabel + user.bytes)
+                aad: Self.appleLabel + user.bytes16)
         } catch {
             throw SessionError(.corrupted, "a sealed Apple refresh token does not open: it was edited or moved")
         }

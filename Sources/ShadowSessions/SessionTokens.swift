@@ -102,7 +102,7 @@ public struct RefreshToken: Sendable, Hashable, CustomStringConvertible {
 
     /// The token text.
     public func encoded(keys: SessionKeys) -> String {
-        let body = family.bytes + BigEndianBytes.of(generation)
+        let body = family.bytes + BigEndian.bytes(generation)
         return Self.prefix + Base64URL.encode(body + Self.mac(body, keys: keys))
     }
 
@@ -119,7 +119,7 @@ public struct RefreshToken: Sendable, Hashable, CustomStringConvertible {
         let body = Array(bytes[0..<24])
         guard ConstantTime.equals(Self.mac(body, keys: keys), Array(bytes[24...])) else { throw invalid() }
         family = SessionID(exactly: Array(body[0..<16]))
-        generation = body[16..<24].reduce(0) { $0 << 8 | UInt64($1) }
+        generation = BigEndian.uint64(body[16..<24])
     }
 
     public var description: String { "RefreshToken(family \(family), generation \(generation), redacted)" }
@@ -150,18 +150,4 @@ public struct SessionID: Sendable, Hashable, CustomStringConvertible {
     }
 
     public var description: String { Base64URL.encode(bytes) }
-}
-
-enum BigEndianBytes {
-    static func of(_ value: UInt64) -> [UInt8] { (0..<8).map { UInt8(truncatingIfNeeded: value >> (56 - 8 * $0)) } }
-}
-
-extension UUID {
-    var bytes: [UInt8] { withUnsafeBytes(of: uuid) { Array($0) } }
-
-    init?(bytes: [UInt8]) {
-        guard bytes.count == 16 else { return nil }
-        let tuple = bytes.withUnsafeBytes { $0.loadUnaligned(as: uuid_t.self) }
-        self.init(uuid: tuple)
-    }
 }

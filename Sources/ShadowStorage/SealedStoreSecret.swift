@@ -112,18 +112,6 @@ package enum SealedStoreSecret {
     }
 }
 
-/// Big-endian integers.
-package enum BigEndian {
-    package static func bytes(_ value: UInt64) -> [UInt8] {
-        (0..<8).map { UInt8(truncatingIfNeeded: value >> (56 - 8 * $0)) }
-    }
-    package static func bytes(_ value: UInt32) -> [UInt8] {
-        (0..<4).map { UInt8(truncatingIfNeeded: value >> (24 - 8 * $0)) }
-    }
-    package static func uint64(_ bytes: ArraySlice<UInt8>) -> UInt64 { bytes.reduce(0) { $0 << 8 | UInt64($1) } }
-    package static func uint32(_ bytes: ArraySlice<UInt8>) -> UInt32 { bytes.reduce(0) { $0 << 8 | UInt32($1) } }
-}
-
 extension Array {
     /// The array in consecutive pieces of at most `size` elements.
     package func chunked(_ size: Int) -> [ArraySlice<Element>] {

@@ -1,0 +1,30 @@
+#if canImport(FoundationEssentials)
+package import FoundationEssentials
+#else
+package import Foundation
+#endif
+
+/// Big-endian integers, as every format ShadowKeys owns writes them.
+package enum BigEndian {
+    package static func bytes(_ value: UInt64) -> [UInt8] {
+        (0..<8).map { UInt8(truncatingIfNeeded: value >> (56 - 8 * $0)) }
+    }
+    package static func bytes(_ value: UInt32) -> [UInt8] {
+        (0..<4).map { UInt8(truncatingIfNeeded: value >> (24 - 8 * $0)) }
+    }
+    package static func bytes(_ value: UInt16) -> [UInt8] { [UInt8(value >> 8), UInt8(truncatingIfNeeded: value)] }
+    package static func uint64(_ bytes: some Collection<UInt8>) -> UInt64 { bytes.reduce(0) { $0 << 8 | UInt64($1) } }
+    package static func uint32(_ bytes: some Collection<UInt8>) -> UInt32 { bytes.reduce(0) { $0 << 8 | UInt32($1) } }
+    package static func uint16(_ bytes: some Collection<UInt8>) -> UInt16 { bytes.reduce(0) { $0 << 8 | UInt16($1) } }
+}
+
+extension UUID {
+    /// The UUID's 16 bytes, as the session tables and tokens store it.
+    package var bytes16: [UInt8] { withUnsafeBytes(of: uuid) { Array($0) } }
+
+    /// The UUID of 16 bytes; nil for any other length.
+    package init?(bytes16 bytes: [UInt8]) {
+        guard bytes.count == 16 else { return nil }
+        self.init(uuid: bytes.withUnsafeBytes { $0.loadUnaligned(as: uuid_t.self) })
+    }
+}
