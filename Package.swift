@@ -199,7 +199,9 @@ let package = Package(
             name: "ShadowKeysServerCommands",
             dependencies: [
                 "ShadowKeysCommands", "ShadowCore", "ShadowJOSE", "ShadowApple", "ShadowVault", "ShadowCredentials",
-                "ShadowPostgres", "ShadowHummingbird", "ShadowServer", "ShadowSessions", "ShadowSQLite", argumentParser,
+                "ShadowOperationLog", "ShadowPostgres", "ShadowHummingbird", "ShadowServer", "ShadowSessions",
+                "ShadowSQLite",
+                argumentParser,
                 logging, metrics,
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
