@@ -160,7 +160,7 @@ extension VaultCommand.Token {
     /// tool runs it before every request.
     static func parsedDirectly(_ arguments: ArraySlice<String>) -> Self? {
         guard let given = LongOptions(arguments, kinds: longOptions, positionals: 1),
-            let vault = VaultOptions.direct(given), let skew = given.number("skew", default: 60)
+            let vault = VaultOptions.direct(given), let skew = given.number("skew", default: defaultSkew)
         else { return nil }
         var command = Self()
         command.name = given.positionals[0]

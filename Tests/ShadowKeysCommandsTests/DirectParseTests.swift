@@ -22,6 +22,35 @@ import Testing
         return names
     }
 
+    /// Every long option argument-parser declares for `command`, by kind: a flag, an option taking
+    /// one value, or an option that may repeat.
+    static func declaredKinds(_ command: any ParsableCommand.Type) throws -> [String: LongOptions.Kind] {
+        let help = try #require(
+            try StrictJSON.parse(Array(command._dumpHelp().utf8)).objectValue?["command"]?.objectValue)
+        var kinds: [String: LongOptions.Kind] = [:]
+        for argument in help["arguments"]?.arrayValue ?? [] {
+            guard let argument = argument.objectValue else { continue }
+            let kind: LongOptions.Kind? =
+                switch argument["kind"]?.stringValue {
+                case "flag": .flag
+                case "option": argument["isRepeating"] == .bool(true) ? .repeating : .value
+                default: nil
+                }
+            for name in argument["names"]?.arrayValue ?? [] where name.objectValue?["kind"]?.stringValue == "long" {
+                if let text = name.objectValue?["name"]?.stringValue, text != "help", let kind { kinds[text] = kind }
+            }
+        }
+        return kinds
+    }
+
+    /// The direct readers take each option as argument-parser does: a flag as a flag, a single
+    /// value as a single value (given twice, it declines), a repeating option as repeating.
+    @Test func theDirectReadersKnowEachOptionsKind() throws {
+        #expect(VerifyToken.longOptions == (try Self.declaredKinds(VerifyToken.self)))
+        #expect(VaultCommand.Get.longOptions == (try Self.declaredKinds(VaultCommand.Get.self)))
+        #expect(VaultCommand.Token.longOptions == (try Self.declaredKinds(VaultCommand.Token.self)))
+    }
+
     @Test func theDirectReadersKnowExactlyTheDeclaredOptions() throws {
         #expect(Set(VerifyToken.longOptions.keys) == (try Self.declaredLongNames(VerifyToken.self)))
         #expect(Set(VaultCommand.Get.longOptions.keys) == (try Self.declaredLongNames(VaultCommand.Get.self)))

@@ -27,8 +27,10 @@ extension VaultCommand {
         @Argument(help: "The token source's name (its refresh token's entry).") var name: String
         @OptionGroup var vault: VaultOptions
         @OptionGroup var network: NetworkOptions
+        /// `--skew`'s default, which the direct reader shares.
+        static let defaultSkew = 60
         @Option(help: "Refresh when the token has fewer than this many seconds left (0 to 86400).")
-        var skew: Int = 60
+        var skew: Int = defaultSkew
         @Flag(help: "Print JSON: the token, its expiry, its scopes, and whether it was refreshed.") var json = false
         @Flag(name: [.customShort("n"), .customLong("no-newline")], help: "Do not print a newline after the token.")
         var noNewline = false
