@@ -22,7 +22,8 @@ extension VerifyToken {
     /// parse and report. Equal, property for property, to what argument-parser makes of the
     /// same arguments (a test compares the two).
     static func parsedDirectly(_ arguments: ArraySlice<String>) -> VerifyToken? {
-        guard let given = LongOptions(arguments, kinds: longOptions),
+        // TOKEN (or `-`, stdin) is the one positional argument, and may be left out.
+        guard let given = LongOptions(arguments, kinds: longOptions, positionals: 0...1, dashIsPositional: true),
             let leeway = given.number("leeway", default: VerificationOptions.defaultLeeway),
             let maxTokenBytes = given.number("max-token-bytes", default: CompactJWS.defaultMaxBytes),
             let vault = VaultOptions.direct(given)
@@ -34,7 +35,7 @@ extension VerifyToken {
         }
         // Each option group is filled, then set whole: a group not yet set cannot be read.
         var token = TokenOptions()
-        token.token = nil
+        token.token = given.positionals.first
         token.file = given.value("token-file")
         token.environment = given.value("token-env")
         var network = NetworkOptions()
@@ -135,7 +136,7 @@ extension VaultCommand.Get {
 
     /// `vault get NAME` read as ``VerifyToken/parsedDirectly(_:)`` reads `verify-token`.
     static func parsedDirectly(_ arguments: ArraySlice<String>) -> Self? {
-        guard let given = LongOptions(arguments, kinds: longOptions, positionals: 1),
+        guard let given = LongOptions(arguments, kinds: longOptions, positionals: 1...1),
             let vault = VaultOptions.direct(given)
         else { return nil }
         var command = Self()
@@ -159,7 +160,7 @@ extension VaultCommand.Token {
     /// `vault token NAME` read as ``VerifyToken/parsedDirectly(_:)`` reads `verify-token`: a sync
     /// tool runs it before every request.
     static func parsedDirectly(_ arguments: ArraySlice<String>) -> Self? {
-        guard let given = LongOptions(arguments, kinds: longOptions, positionals: 1),
+        guard let given = LongOptions(arguments, kinds: longOptions, positionals: 1...1),
             let vault = VaultOptions.direct(given), let skew = given.number("skew", default: defaultSkew)
         else { return nil }
         var command = Self()

@@ -126,6 +126,12 @@ import Testing
         ["--token-file", "t", "--jwks", "k", "--max-token-bytes", "4096", "--nonce-sha256-env", "N"],
         ["--jwks", "k", "--each-line", "--aud", "x", "--nonce-file", "n.txt", "--json"],
         ["--token-file", "t", "--apple", "--aud", "com.example", "--jwks", "k"],
+        // The token as an argument, or `-` for stdin: the shapes scripts write most.
+        ["eyJhbGciOiJSUzI1NiJ9.e30.sig", "--jwks", "k", "--iss", "i", "--aud", "a", "--now", "1700000000", "--quiet"],
+        ["--jwks", "k", "TOKEN", "--json"],
+        ["-", "--jwks", "k", "--aud", "a"],
+        ["TOKEN", "--apple", "--aud", "com.example", "--jwks", "k", "--state", "--key-file", "key"],
+        ["--jwks", "k", "--apple", "--aud", "com.example", "--state", "--store", "sqlite:s", "--key-env", "K", "-"],
     ]
 
     @Test(arguments: accepted)
@@ -140,8 +146,10 @@ import Testing
     /// values any validation refuses.
     static let declined: [[String]] = [
         ["--token-file", "t", "--jwks", "k", "-q"],
-        ["TOKEN", "--jwks", "k"],
-        ["-", "--jwks", "k"],
+        ["TOKEN", "OTHER", "--jwks", "k"],
+        ["TOKEN", "--token-file", "t", "--jwks", "k"],
+        ["-", "-", "--jwks", "k"],
+        ["-x", "--jwks", "k"],
         ["--token-file", "t", "--jwks", "k", "--help"],
         ["--token-file", "t", "--jwks", "k", "--", "x"],
         ["--token-file", "t", "--token-file", "u", "--jwks", "k"],

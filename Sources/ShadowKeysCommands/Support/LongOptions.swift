@@ -1,10 +1,11 @@
 /// A command line of long options, read without argument-parser's reflection, for the commands
 /// scripts run once per token or secret (Docs/cli.md, "Start-up"): `--name value`,
-/// `--name=value`, flags, and as many positional arguments as the command takes. It declines
-/// (nil) anything it would have to interpret: a short option, `-` or anything else starting with
-/// `-` in a value or positional place, `--`, an unknown name, a single-value option or flag given
-/// twice, a value missing at the end, or a positional too many or too few. argument-parser then
-/// parses the whole command line as usual, so every message and exit code stays its own.
+/// `--name=value`, flags, and as many positional arguments as the command takes (a lone `-`
+/// among them, stdin, where the command says so). It declines (nil) anything it would have to
+/// interpret: a short option, anything else starting with `-` in a value or positional place,
+/// `--`, an unknown name, a single-value option or flag given twice, a value missing at the end,
+/// or a positional too many or too few. argument-parser then parses the whole command line as
+/// usual, so every message and exit code stays its own.
 struct LongOptions {
     enum Kind {
         case flag, value, repeating
@@ -17,13 +18,16 @@ struct LongOptions {
 
     /// Reads `arguments` against the names the command declares and the number of positional
     /// arguments it takes; nil when it declines.
-    init?(_ arguments: ArraySlice<String>, kinds: [String: Kind], positionals count: Int = 0) {
+    init?(
+        _ arguments: ArraySlice<String>, kinds: [String: Kind], positionals count: ClosedRange<Int> = 0...0,
+        dashIsPositional: Bool = false
+    ) {
         var index = arguments.startIndex
         while index < arguments.endIndex {
             let argument = arguments[index]
             index += 1
-            if !argument.hasPrefix("-") {
-                guard positionals.count < count else { return nil }
+            if !argument.hasPrefix("-") || (dashIsPositional && argument == "-") {
+                guard positionals.count < count.upperBound else { return nil }
                 positionals.append(argument)
                 continue
             }
@@ -50,7 +54,7 @@ struct LongOptions {
                 values[name, default: []].append(value)
             }
         }
-        guard positionals.count == count else { return nil }
+        guard count.contains(positionals.count) else { return nil }
     }
 
     func flag(_ name: String) -> Bool { flags.contains(name) }
