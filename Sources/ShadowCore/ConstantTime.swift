@@ -10,8 +10,15 @@ package enum ConstantTime {
     @inline(never)
     package static func equals(_ lhs: some Collection<UInt8>, _ rhs: some Collection<UInt8>) -> Bool {
         guard lhs.count == rhs.count else { return false }
+        // Index by index rather than through zip: a Zip2Sequence of two generic collections is
+        // built at run time, at the cost of a scan of every protocol conformance in the binary.
         var difference: UInt8 = 0
-        for (a, b) in zip(lhs, rhs) { difference |= a ^ b }
+        var left = lhs.startIndex, right = rhs.startIndex
+        while left != lhs.endIndex {
+            difference |= lhs[left] ^ rhs[right]
+            lhs.formIndex(after: &left)
+            rhs.formIndex(after: &right)
+        }
         return difference == 0
     }
 }

@@ -7,7 +7,11 @@ public struct SecretBytes: Sendable, CustomStringConvertible, CustomDebugStringC
 
     /// Wraps `bytes`. The caller's copy is the caller's to clear.
     public init(_ bytes: some Sequence<UInt8>) {
-        storage = SymmetricKey(data: Array(bytes))
+        // Through contiguous storage when there is one: copying a generic sequence into an array
+        // builds its types at run time, at the cost of a scan of every conformance in the binary.
+        storage =
+            bytes.withContiguousStorageIfAvailable { SymmetricKey(data: UnsafeRawBufferPointer($0)) }
+            ?? SymmetricKey(data: Array(bytes))
     }
 
     /// Wraps the UTF-8 of `text`.

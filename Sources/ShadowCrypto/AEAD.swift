@@ -34,14 +34,30 @@ public enum AES256GCM {
     ) throws -> [UInt8] {
         guard key.bitCount == 256 else { throw ShadowCryptoError(.invalidParameter, "AES-256-GCM needs a 32-byte key") }
         guard sealed.count >= tagBytes else { throw ShadowCryptoError.authenticationFailure }
+        guard nonce.count == nonceBytes else {
+            throw ShadowCryptoError(.invalidParameter, "AES-256-GCM nonces are 12 bytes")
+        }
         do {
-            let split = sealed.index(sealed.endIndex, offsetBy: -tagBytes)
-            let box = try AES.GCM.SealedBox(
-                nonce: try makeNonce(nonce), ciphertext: sealed[..<split], tag: sealed[split...])
+            // The box from its combined form, nonce ‖ ciphertext ‖ tag, in one Data: swift-crypto's
+            // generic initializers would otherwise build slice and iterator types at run time,
+            // each at the cost of a scan of every protocol conformance in the binary.
+            var combined = Data(capacity: nonceBytes + sealed.count)
+            append(nonce, to: &combined)
+            append(sealed, to: &combined)
+            let box = try AES.GCM.SealedBox(combined: combined)
             return Array(try AES.GCM.open(box, using: key, authenticating: aad))
         } catch {
             throw ShadowCryptoError.authenticationFailure
         }
+    }
+
+    /// Appends `bytes` through their contiguous storage when they have one (arrays, slices, Data),
+    /// without building an iterator type at run time.
+    private static func append(_ bytes: some DataProtocol, to data: inout Data) {
+        let appended = bytes.withContiguousStorageIfAvailable { buffer in
+            if let base = buffer.baseAddress { data.append(base, count: buffer.count) }
+        }
+        if appended == nil { data.append(contentsOf: Array(bytes)) }
     }
 
     private static func makeNonce(_ nonce: some DataProtocol) throws -> AES.GCM.Nonce {

@@ -1,4 +1,5 @@
 public import ArgumentParser
+import Dispatch
 import ShadowCore
 
 /// The commands of the ShadowKeys command line, shared by its two executables: `shadow-keys`
@@ -35,71 +36,134 @@ public enum ShadowKeysTool {
     /// `shadow-keys-server`.
     package static func main(_ root: any ParsableCommand.Type, postgres: (any PostgresStores)? = nil) async -> Never {
         await StoreBackends.$postgres.withValue(postgres) {
-            await parseAndRun(root)
+            await parsed(root).run(root: root)
         }
         root.exit()
     }
 
-    private static func parseAndRun(_ root: any ParsableCommand.Type) async {
+    /// ``main(_:postgres:)`` without PostgreSQL, for `shadow-keys`: the command line is read on
+    /// the main thread, and a command that does nothing that waits (``SynchronousCommand``) runs
+    /// there too, so the concurrency runtime starts no worker thread; any other command runs as
+    /// in ``main(_:postgres:)``.
+    package static func start(_ root: any ParsableCommand.Type) -> Never {
+        let command = parsed(root)
+        if let runIfSynchronous = command.runIfSynchronous {
+            do {
+                if try runIfSynchronous() { root.exit() }
+            } catch {
+                root.exit(withError: error)
+            }
+        }
+        let unchecked = UncheckedCommand(command: command)
+        Task {
+            await unchecked.command.run(root: root)
+            root.exit()
+        }
+        dispatchMain()
+    }
+
+    /// The command the process's arguments name, with `--quiet` applied; exits for `--version`,
+    /// `--help` and usage errors.
+    private static func parsed(_ root: any ParsableCommand.Type) -> ParsedCommand {
         let arguments = Array(CommandLine.arguments.dropFirst())
         if arguments == ["--version"] {
             // What argument-parser prints, without building the command tree to print it.
             Console.out(version)
-            return
+            root.exit()
         }
-        if let command = directlyParsed(arguments) { return await run(command, root: root) }
-        let command: any ParsableCommand
-        do {
-            command = try root.parseAsRoot(arguments)
-        } catch {
-            // --help and --version end parsing too; they are not errors.
-            guard root.exitCode(for: error) != .success else { root.exit(withError: error) }
-            let json = arguments.prefix { $0 != "--" }.contains("--json")
-            if let unknown = UnknownOptions.first(in: arguments, root: root) {
-                if json { Console.json(["error": .error(code: "usage", message: unknown.message)]) }
-                Console.err("Error: \(unknown.message)")
-                let name = root.configuration.commandName ?? "shadow-keys"
-                let help = ([name] + unknown.commandPath + ["--help"]).joined(separator: " ")
-                Console.err("  See '\(help)' for more information.")
-                root.exit(withError: ExitCode(ExitStatus.usage.rawValue))
+        let command: ParsedCommand
+        if let direct = directlyParsed(arguments) {
+            command = direct
+        } else {
+            do {
+                command = ParsedCommand(any: try root.parseAsRoot(arguments))
+            } catch {
+                reportUsage(error, arguments: arguments, root: root)
             }
-            if json {
-                Console.json(["error": .error(code: "usage", message: root.message(for: error))])
-            }
-            root.exit(withError: error)
         }
-        Console.setQuiet((command as? any QuietCommand)?.quiet ?? false)
-        do {
+        Console.setQuiet(command.quiet)
+        return command
+    }
+
+    /// Reports a parse failure and exits: 0 for `--help` and `--version`, else 64 (see ``main(_:postgres:)``).
+    private static func reportUsage(_ error: any Error, arguments: [String], root: any ParsableCommand.Type) -> Never {
+        // --help and --version end parsing too; they are not errors.
+        guard root.exitCode(for: error) != .success else { root.exit(withError: error) }
+        let json = arguments.prefix { $0 != "--" }.contains("--json")
+        if let unknown = UnknownOptions.first(in: arguments, root: root) {
+            if json { Console.json(["error": .error(code: "usage", message: unknown.message)]) }
+            Console.err("Error: \(unknown.message)")
+            let name = root.configuration.commandName ?? "shadow-keys"
+            let help = ([name] + unknown.commandPath + ["--help"]).joined(separator: " ")
+            Console.err("  See '\(help)' for more information.")
+            root.exit(withError: ExitCode(ExitStatus.usage.rawValue))
+        }
+        if json {
+            Console.json(["error": .error(code: "usage", message: root.message(for: error))])
+        }
+        root.exit(withError: error)
+    }
+
+    /// The commands scripts run once per token or secret, read without argument-parser's
+    /// reflection when their command line is plain enough (``LongOptions``); nil otherwise.
+    static func directlyParsed(_ arguments: [String]) -> ParsedCommand? {
+        switch arguments.first {
+        case "verify-token": return VerifyToken.parsedDirectly(arguments.dropFirst()).map(ParsedCommand.init)
+        case "vault" where arguments.dropFirst().first == "get":
+            return VaultCommand.Get.parsedDirectly(arguments.dropFirst(2)).map(ParsedCommand.init)
+        case "vault" where arguments.dropFirst().first == "token":
+            return VaultCommand.Token.parsedDirectly(arguments.dropFirst(2)).map(ParsedCommand.init)
+        default: return nil
+        }
+    }
+}
+
+/// A parsed command and how to run it. For the commands read directly, the ways are fixed when the
+/// type is known; for any other, they are found by casting. Each cast to a protocol the first time
+/// costs a scan of every protocol conformance in the binary, which is a large part of a plain
+/// command's start (Docs/cli.md, "Start-up").
+struct ParsedCommand {
+    let quiet: Bool
+    /// Set for a ``SynchronousCommand``.
+    let runIfSynchronous: (() throws -> Bool)?
+    private let body: () async throws -> Void
+
+    init<Command: AsyncParsableCommand & QuietCommand>(_ command: Command) {
+        quiet = command.quiet
+        runIfSynchronous = nil
+        body = {
+            var command = command
+            try await command.run()
+        }
+    }
+
+    init<Command: AsyncParsableCommand & QuietCommand & SynchronousCommand>(_ command: Command) {
+        quiet = command.quiet
+        runIfSynchronous = command.runIfSynchronous
+        body = {
+            var command = command
+            try await command.run()
+        }
+    }
+
+    /// A command argument-parser read.
+    init(any command: any ParsableCommand) {
+        quiet = (command as? any QuietCommand)?.quiet ?? false
+        runIfSynchronous = (command as? any SynchronousCommand)?.runIfSynchronous
+        body = {
             var command = command
             if var asynchronous = command as? any AsyncParsableCommand {
                 try await asynchronous.run()
             } else {
                 try command.run()
             }
-        } catch {
-            root.exit(withError: error)
         }
     }
 
-    /// The commands scripts run once per token or secret, read without argument-parser's
-    /// reflection when their command line is plain enough (``LongOptions``); nil otherwise.
-    static func directlyParsed(_ arguments: [String]) -> (any AsyncParsableCommand & QuietCommand)? {
-        switch arguments.first {
-        case "verify-token": return VerifyToken.parsedDirectly(arguments.dropFirst())
-        case "vault" where arguments.dropFirst().first == "get":
-            return VaultCommand.Get.parsedDirectly(arguments.dropFirst(2))
-        case "vault" where arguments.dropFirst().first == "token":
-            return VaultCommand.Token.parsedDirectly(arguments.dropFirst(2))
-        default: return nil
-        }
-    }
-
-    /// Runs a command read by ``directlyParsed(_:)``.
-    private static func run(_ command: any AsyncParsableCommand & QuietCommand, root: any ParsableCommand.Type) async {
-        Console.setQuiet(command.quiet)
+    /// Runs the command; exits with its error's code when it throws.
+    func run(root: any ParsableCommand.Type) async {
         do {
-            var command = command
-            try await command.run()
+            try await body()
         } catch {
             root.exit(withError: error)
         }
@@ -123,4 +187,15 @@ public struct ShadowKeysCommand: AsyncParsableCommand {
     public static func main() async {
         await ShadowKeysTool.main(Self.self)
     }
+
+    /// Parses and runs, as ``ShadowKeysTool/start(_:)`` says: `shadow-keys`'s entry point.
+    public static func start() -> Never {
+        ShadowKeysTool.start(Self.self)
+    }
+}
+
+/// A parsed command handed to the task that runs it. argument-parser's commands are plain values
+/// that are not declared `Sendable`; this one is read by that task alone.
+private struct UncheckedCommand: @unchecked Sendable {
+    let command: ParsedCommand
 }

@@ -106,12 +106,17 @@ struct VerifyToken: AsyncParsableCommand, QuietCommand {
     }
 
     func run() async throws {
+        if try runIfSynchronous() { return }
         try await reportingFailures(json: json, valid: true) {
-            if !apple && options.issuer == nil && options.audiences.isEmpty {
-                Console.warn("neither --iss nor --aud given; tokens from any issuer for any audience pass")
-            }
+            warnWithoutIssuerOrAudience()
             guard state else { return try await verifyAndPrint(try verification(store: nil)) }
             try await store.withStore(create: false) { try await verifyAndPrint(try verification(store: $0)) }
+        }
+    }
+
+    private func warnWithoutIssuerOrAudience() {
+        if !apple && options.issuer == nil && options.audiences.isEmpty {
+            Console.warn("neither --iss nor --aud given; tokens from any issuer for any audience pass")
         }
     }
 
@@ -196,5 +201,25 @@ extension VerificationOptions {
         validator.expectedType = type
         validator.maxTokenBytes = maxTokenBytes
         return validator
+    }
+}
+
+extension VerifyToken: SynchronousCommand {
+    /// One token against a key set from a file or stdin, no state store: nothing waits, and
+    /// ``run()``'s checks run in the same order on this thread.
+    func runIfSynchronous() throws -> Bool {
+        guard let source = keySource.jwks, !state, !eachLine, !KeySourceOptions.isURL(source) else { return false }
+        try reportingFailuresSynchronously(json: json, valid: true) {
+            warnWithoutIssuerOrAudience()
+            if apple {
+                let validator = try options.appleValidator(), keys = try readKeySet(source)
+                let identity = try validator.validate(try token.read(), keys: keys)
+                printVerified(identity.jwt, json: json, extra: [.init(name: "apple", value: .object(identity.json))])
+            } else {
+                let verifier = try options.verifier(), keys = try readKeySet(source)
+                printVerified(try verifier.verify(try token.read(), keys: keys), json: json)
+            }
+        }
+        return true
     }
 }

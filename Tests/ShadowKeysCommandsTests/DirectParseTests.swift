@@ -175,3 +175,38 @@ import Testing
         #expect(VerifyToken.parsedDirectly(arguments[...]) == nil, "\(arguments) was read directly")
     }
 }
+
+/// `shadow-keys` runs a command on the main thread only when nothing in it waits; the command
+/// lines that fetch, open a store or read many tokens go to the asynchronous path untouched.
+@Suite struct SynchronousPathTests {
+    @Test(arguments: [
+        ["--jwks", "https://keys.example.com/jwks.json", "--token-file", "t"],
+        ["--apple", "--aud", "com.example", "--token-file", "t"],
+        [
+            "--apple", "--aud", "com.example", "--jwks", "k", "--state", "--store", "sqlite:s", "--key-file", "key",
+            "--token-file", "t",
+        ],
+        ["--jwks", "k", "--each-line"],
+    ])
+    func waitingCommandLinesAreLeftToTheAsynchronousPath(_ arguments: [String]) throws {
+        // Every file named here is missing: running anything would throw.
+        let command = try VerifyToken.parse(arguments)
+        #expect(try command.runIfSynchronous() == false)
+    }
+}
+
+extension SynchronousPathTests {
+    /// The commands read directly keep their synchronous path, found without a cast.
+    @Test func directlyReadCommandsKeepTheirSynchronousPath() throws {
+        let verify = try #require(ShadowKeysTool.directlyParsed(["verify-token", "--jwks", "k", "--token-file", "t"]))
+        #expect(verify.runIfSynchronous != nil)
+        let get = try #require(
+            ShadowKeysTool.directlyParsed(["vault", "get", "NAME", "--vault", "v", "--key-file", "k"]))
+        #expect(get.runIfSynchronous != nil)
+        let token = try #require(
+            ShadowKeysTool.directlyParsed(["vault", "token", "NAME", "--vault", "v", "--key-file", "k"]))
+        #expect(token.runIfSynchronous == nil)
+        let quiet = try #require(ShadowKeysTool.directlyParsed(["verify-token", "--jwks", "k", "--quiet"]))
+        #expect(quiet.quiet)
+    }
+}

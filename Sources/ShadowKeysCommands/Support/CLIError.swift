@@ -198,12 +198,26 @@ package struct CLIError: Error, CustomStringConvertible {
 package func reportingFailures(json: Bool, valid: Bool = false, _ body: () async throws -> Void) async throws {
     do {
         try await body()
-    } catch let error as ExitCode {
-        throw error
-    } catch let error as ValidationError {
-        throw error
     } catch {
-        try fail(CLIError(reporting: error), json: json, valid: valid)
+        try report(error, json: json, valid: valid)
+    }
+}
+
+/// ``reportingFailures(json:valid:_:)`` for a body that runs on the calling thread
+/// (``SynchronousCommand``).
+func reportingFailuresSynchronously(json: Bool, valid: Bool = false, _ body: () throws -> Void) throws {
+    do {
+        try body()
+    } catch {
+        try report(error, json: json, valid: valid)
+    }
+}
+
+/// Rethrows an exit code or a usage error as it is; reports anything else and throws its exit code.
+private func report(_ error: any Error, json: Bool, valid: Bool) throws -> Never {
+    switch error {
+    case is ExitCode, is ValidationError: throw error
+    default: try fail(CLIError(reporting: error), json: json, valid: valid)
     }
 }
 

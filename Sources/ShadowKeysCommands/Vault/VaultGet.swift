@@ -9,7 +9,7 @@ import ShadowCrypto
 import ShadowVault
 
 extension VaultCommand {
-    struct Get: AsyncParsableCommand, QuietCommand {
+    struct Get: AsyncParsableCommand, QuietCommand, SynchronousCommand {
         static let configuration = CommandConfiguration(
             commandName: "get",
             abstract: "Print the secret stored under NAME (or with --json, the whole entry).",
@@ -31,8 +31,11 @@ extension VaultCommand {
 
         func validate() throws { try vault.requireKey() }
 
-        func run() async throws {
-            try await reportingFailures(json: json) {
+        func run() async throws { _ = try runIfSynchronous() }
+
+        /// The vault is read, opened and printed on this thread: nothing waits.
+        func runIfSynchronous() throws -> Bool {
+            try reportingFailuresSynchronously(json: json) {
                 let entry = try vault.open().entrySync(named: name)
                 if entry.expired, let expiresAt = entry.expiresAt {
                     Console.warn("the entry \(name.quotedForMessage) expired at \(Timestamp.rfc3339(expiresAt))")
@@ -49,6 +52,7 @@ extension VaultCommand {
                     entry.secret.withUnsafeBytes { Console.outBytes($0, newline: !noNewline) }
                 }
             }
+            return true
         }
     }
 }
