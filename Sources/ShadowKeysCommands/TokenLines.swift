@@ -10,31 +10,37 @@ import ShadowJOSE
 /// `verify-token --each-line`: every line of stdin is a token, verified on all cores with the
 /// keys and policy loaded once; one result is printed a line, in input order (Docs/cli.md).
 enum TokenLines {
-    /// Lines verified together: enough to keep every core busy, few enough to bound memory.
+    /// Lines read, verified and printed together: enough to keep every core busy, few enough to
+    /// bound memory. The next batch is read while this one is verified.
     static let batchSize = 2048
+    /// Lines one task verifies and formats: small enough that the cores finish a batch together.
+    static let chunkSize = 128
 
     /// Verifies every line of stdin and prints its result; returns the highest exit status among them.
     static func verifyAll(_ verify: @escaping TokenVerification, json: Bool) async throws -> ExitStatus {
         var reader = LineReader(fd: 0, name: "stdin", maxLineBytes: TokenOptions.readLimit)
-        let workers = max(1, ProcessInfo.processInfo.activeProcessorCount)
         var worst = ExitStatus.success
         var number = 0
-        while true {
-            var batch: [LineReader.Line] = []
-            while batch.count < batchSize, let line = try reader.next() { batch.append(line) }
-            if batch.isEmpty { break }
-            let results = try await verifyBatch(batch, workers: workers, verify: verify)
-            var output = ""
-            for result in results {
-                number += 1
-                output += format(result, line: number, json: json)
-                output += "\n"
-                if result.status.rawValue > worst.rawValue { worst = result.status }
+        var next = try readBatch(&reader)
+        while !next.isEmpty {
+            let batch = next, firstLine = number + 1
+            async let verified = verifyBatch(batch, firstLine: firstLine, json: json, verify: verify)
+            number += batch.count
+            next = batch.count < batchSize ? [] : try readBatch(&reader)
+            for chunk in try await verified {
+                Console.outRaw(chunk.output)
+                if chunk.worst.rawValue > worst.rawValue { worst = chunk.worst }
             }
-            Console.outRaw(output)
-            if batch.count < batchSize { break }
         }
         return worst
+    }
+
+    /// Up to ``batchSize`` lines; empty at the end of the input.
+    private static func readBatch(_ reader: inout LineReader) throws -> [LineReader.Line] {
+        var batch: [LineReader.Line] = []
+        batch.reserveCapacity(batchSize)
+        while batch.count < batchSize, let line = try reader.next() { batch.append(line) }
+        return batch
     }
 
     /// One token's outcome.
@@ -45,21 +51,34 @@ enum TokenLines {
         var error: CLIError?
     }
 
-    /// The batch, split into one contiguous slice per worker; results in input order.
+    /// Consecutive lines' printed results, and the highest exit status among them.
+    struct Chunk: Sendable {
+        var output = ""
+        var worst = ExitStatus.success
+    }
+
+    /// The batch in chunks of ``chunkSize`` lines, each verified and formatted by one task; the
+    /// chunks in input order. `firstLine` numbers the batch's first line (for `--json`).
     static func verifyBatch(
-        _ batch: [LineReader.Line], workers: Int, verify: @escaping TokenVerification
-    ) async throws -> [Result] {
-        let slice = (batch.count + workers - 1) / workers
-        return try await withThrowingTaskGroup(of: (Int, [Result]).self) { group in
-            for start in stride(from: 0, to: batch.count, by: slice) {
-                let lines = Array(batch[start..<min(start + slice, batch.count)])
-                group.addTask { (start, await lines.asyncMap { await check($0, verify) }) }
+        _ batch: [LineReader.Line], firstLine: Int, json: Bool, verify: @escaping TokenVerification
+    ) async throws -> [Chunk] {
+        try await withThrowingTaskGroup(of: (Int, Chunk).self) { group in
+            for start in stride(from: 0, to: batch.count, by: chunkSize) {
+                let lines = batch[start..<min(start + chunkSize, batch.count)]
+                group.addTask {
+                    var chunk = Chunk()
+                    for (offset, line) in zip(lines.indices, lines) {
+                        let result = await check(line, verify)
+                        chunk.output += format(result, line: firstLine + offset, json: json)
+                        chunk.output += "\n"
+                        if result.status.rawValue > chunk.worst.rawValue { chunk.worst = result.status }
+                    }
+                    return (start / chunkSize, chunk)
+                }
             }
-            var results = [Result?](repeating: nil, count: batch.count)
-            for try await (start, part) in group {
-                for (offset, result) in part.enumerated() { results[start + offset] = result }
-            }
-            return results.compactMap { $0 }
+            var chunks = [Chunk](repeating: Chunk(), count: (batch.count + chunkSize - 1) / chunkSize)
+            for try await (index, chunk) in group { chunks[index] = chunk }
+            return chunks
         }
     }
 
@@ -100,15 +119,5 @@ enum TokenLines {
             object.set("error", error.json)
         }
         return JSONValue.object(object).serializedForTerminal()
-    }
-}
-
-extension Array where Element: Sendable {
-    /// The elements mapped in order, one after another.
-    func asyncMap<T>(_ transform: (Element) async -> T) async -> [T] {
-        var results: [T] = []
-        results.reserveCapacity(count)
-        for element in self { results.append(await transform(element)) }
-        return results
     }
 }

@@ -32,8 +32,9 @@ import Testing
         return (0..<count).map { kinds[($0 * 7 + $0 / 5) % kinds.count] }
     }
 
+    /// Over two batches of 2,048 lines, each read while the one before is verified, in chunks.
     @Test func oneResultALineInInputOrderWithTheHighestCode() throws {
-        let log = try mixedLog(count: 3000)
+        let log = try mixedLog(count: 2 * 2048 + 5)
         let result = try run(log.map(\.0).joined(separator: "\n") + "\n", ["--json"])
         #expect(result.status == 12, "\(result.stderr)")
         let lines = result.stdout.split(separator: "\n", omittingEmptySubsequences: false).dropLast()
@@ -49,6 +50,19 @@ import Testing
                 #expect(object["exit"] as? Int == expected, "line \(index + 1): \(line)")
             }
         }
+    }
+
+    /// A log of exactly one batch ends at the batch's end, with no empty batch after it.
+    @Test func exactlyOneBatch() throws {
+        let good = try rsa.sign(claims: TokenFactory.claims(now: now))
+        var log = Array(repeating: good, count: 2048)
+        log[2047] = "last"
+        let result = try run(log.joined(separator: "\n") + "\n")
+        #expect(result.status == 10, "\(result.stderr)")
+        let lines = result.stdout.split(separator: "\n")
+        #expect(lines.count == 2048)
+        #expect(lines.dropLast().allSatisfy { $0 == "ok" })
+        #expect(lines.last?.hasPrefix("10 malformed_token: ") == true)
     }
 
     @Test func plainOutputAndTheExitCodeOfAllValid() throws {
