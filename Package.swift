@@ -50,6 +50,7 @@ let package = Package(
         .library(name: "ShadowTokenSource", targets: ["ShadowTokenSource"]),
         // First-party sessions after Sign in with Apple: access tokens, rotating refresh tokens.
         .library(name: "ShadowSessions", targets: ["ShadowSessions"]),
+        .library(name: "ShadowDPoP", targets: ["ShadowDPoP"]),
         // The framework-neutral server side: the notification receiver (HTTP statuses, JSON
         // bodies, metrics) and Apple's revoke call for the revocation worker.
         .library(name: "ShadowServer", targets: ["ShadowServer"]),
@@ -116,10 +117,15 @@ let package = Package(
             name: "ShadowTokenSource",
             dependencies: ["ShadowCore", "ShadowJWKS", "ShadowApple", "ShadowVault", crypto, httpTypes],
             swiftSettings: strictSettings),
+        // DPoP (RFC 9449): proofs made and checked, nonces, the replay cache's interface.
+        .target(
+            name: "ShadowDPoP", dependencies: ["ShadowCore", "ShadowJOSE", crypto, cryptoExtras],
+            swiftSettings: strictSettings),
         .target(
             name: "ShadowSessions",
             dependencies: [
-                "ShadowCore", "ShadowJOSE", "ShadowCrypto", "ShadowVault", "ShadowStorage", crypto, cryptoExtras,
+                "ShadowCore", "ShadowJOSE", "ShadowDPoP", "ShadowCrypto", "ShadowVault", "ShadowStorage", crypto,
+                cryptoExtras,
             ],
             swiftSettings: strictSettings),
         .target(
@@ -176,7 +182,7 @@ let package = Package(
             dependencies: [
                 "ShadowCore", "ShadowJOSE", "ShadowJWKS", "ShadowApple", "ShadowCrypto", "ShadowVault",
                 "ShadowCredentials", "ShadowPostgres", "ShadowHTTP", "ShadowOperationLog", "ShadowSessions",
-                "ShadowTokenSource", "ShadowStorage", crypto, httpTypes,
+                "ShadowTokenSource", "ShadowStorage", "ShadowDPoP", crypto, httpTypes,
             ],
             swiftSettings: strictSettings),
         .target(
@@ -184,7 +190,7 @@ let package = Package(
             dependencies: [
                 "ShadowCore", "ShadowJOSE", "ShadowJWKS", "ShadowHTTP", "ShadowApple", "ShadowCrypto", "ShadowVault",
                 "ShadowStorage", "ShadowCredentials", "ShadowServer", "ShadowOperationLog", "ShadowTokenSource",
-                "ShadowSessions", httpTypes,
+                "ShadowSessions", "ShadowDPoP", httpTypes,
             ], swiftSettings: strictSettings),
         // The commands, as libraries; each executable is a thin `main` that lists its commands.
         // ShadowKeysCommands holds everything `shadow-keys` does: no server, no PostgreSQL client,
@@ -240,6 +246,10 @@ let package = Package(
         .testTarget(
             name: "ShadowVaultTests",
             dependencies: ["ShadowVault", "ShadowCrypto", "ShadowCore", "ShadowSelfTest", "ShadowTestSupport"],
+            swiftSettings: strictSettings),
+        .testTarget(
+            name: "ShadowDPoPTests",
+            dependencies: ["ShadowDPoP", "ShadowJOSE", "ShadowCore", "ShadowTestSupport", crypto, cryptoExtras],
             swiftSettings: strictSettings),
         .testTarget(
             name: "ShadowSessionsTests",

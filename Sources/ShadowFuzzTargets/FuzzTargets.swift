@@ -52,6 +52,7 @@ public enum FuzzTargets {
             OperationLogTargets.oplog
         ),
         ("refresh-token", "session refresh tokens, authenticated and re-encoded", SessionTargets.refreshToken),
+        ("dpop", "DPoP proofs checked for one request, and HTTP target URIs normalized twice", DPoPTargets.proof),
         (
             "oauth", "token-endpoint answers and errors, Retry-After values, and pasted redirect URLs",
             SessionTargets.oauth

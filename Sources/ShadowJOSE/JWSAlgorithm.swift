@@ -22,7 +22,7 @@ public enum JWSAlgorithm: String, Sendable, Hashable, CaseIterable, CustomString
     }
 
     /// Refuses `none` and the HMAC algorithms, which are never accepted whatever is allowed.
-    static func refuseUnsecured(_ name: String) throws {
+    package static func refuseUnsecured(_ name: String) throws {
         if name.exactlyEquals("none") {
             throw JOSEError(.disallowedAlgorithm, "alg \"none\" (unsecured JWS) is never accepted")
         }
@@ -34,7 +34,7 @@ public enum JWSAlgorithm: String, Sendable, Hashable, CaseIterable, CustomString
     }
 
     /// Resolves a header `alg` value, refusing anything outside `allowed`.
-    static func resolve(_ name: String, allowed: Set<JWSAlgorithm>) throws -> JWSAlgorithm {
+    package static func resolve(_ name: String, allowed: Set<JWSAlgorithm>) throws -> JWSAlgorithm {
         if let algorithm = JWSAlgorithm(exactly: name), allowed.contains(algorithm) { return algorithm }
         try refuseUnsecured(name)
         guard let algorithm = JWSAlgorithm(exactly: name) else {

@@ -14,3 +14,4 @@
 @_exported public import ShadowOperationLog
 @_exported public import ShadowTokenSource
 @_exported public import ShadowSessions
+@_exported public import ShadowDPoP

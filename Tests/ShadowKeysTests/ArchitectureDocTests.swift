@@ -16,6 +16,7 @@ import Testing
         ("ShadowStorage", "StorageError", StorageError.self),
         ("ShadowCredentials", "CredentialError", CredentialError.self),
         ("ShadowSessions", "SessionError", SessionError.self),
+        ("ShadowDPoP", "DPoPError", DPoPError.self),
         ("ShadowOperationLog", "LogError", LogError.self),
         ("ShadowTokenSource", "TokenError", TokenError.self),
     ]

@@ -1,0 +1,276 @@
+import Crypto
+#if canImport(FoundationEssentials)
+public import FoundationEssentials
+#else
+public import Foundation
+#endif
+public import ShadowCore
+public import ShadowJOSE
+
+/// A DPoP proof that passed every check of RFC 9449 §4.3 but the replay check, which needs a
+/// store (``DPoPVerifier/verify(_:method:url:accessToken:boundTo:nonces:replay:)``).
+public struct DPoPProof: Sendable {
+    /// The public key's RFC 7638 thumbprint (`jkt`).
+    public let thumbprint: String
+    /// The public key from the header.
+    public let key: JWK
+    public let algorithm: JWSAlgorithm
+    /// `jti`.
+    public let id: String
+    /// `htm`.
+    public let method: String
+    /// `htu`, normalized (``HTTPTargetURI/normalized(_:)``).
+    public let targetURI: String
+    /// `iat`.
+    public let issuedAt: Date
+    /// `nonce`, when present.
+    public let nonce: String?
+    /// When the proof stops being accepted: `iat` plus the accepted age and the leeway.
+    public let acceptedUntil: Date
+
+    /// The replay cache's key (Docs/dpop.md, "Replay"): the first 16 bytes of
+    /// SHA-256("shadow-keys dpop v1 jti" ‖ 0x00 ‖ jkt ‖ 0x00 ‖ htu ‖ 0x00 ‖ jti).
+    public var replayKey: [UInt8] {
+        var input = Array("shadow-keys dpop v1 jti".utf8) + [0] + Array(thumbprint.utf8) + [0]
+        input += Array(targetURI.utf8) + [0] + Array(id.utf8)
+        return Array(SHA256.hash(data: input).prefix(16))
+    }
+}
+
+/// Checks DPoP proofs as RFC 9449 §4.3 says, each step with its own ``DPoPErrorCode`` (Docs/dpop.md).
+public struct DPoPVerifier: Sendable {
+    /// The algorithms a proof may use (asymmetric only: `none` and HMAC are never accepted).
+    public var algorithms: Set<JWSAlgorithm>
+    /// How old a proof's `iat` may be (default 60 s; 1 to 3600).
+    public var maxAge: TimeInterval
+    /// Clock difference allowed either way (default 10 s; 0 to 300).
+    public var leeway: TimeInterval
+    /// The largest proof read (default 8 KiB; 512 to 65536).
+    public var maxProofBytes: Int
+    public var clock: WallClock
+
+    public init(
+        algorithms: Set<JWSAlgorithm> = [.es256, .rs256], maxAge: TimeInterval = 60, leeway: TimeInterval = 10,
+        maxProofBytes: Int = 8192, clock: WallClock = .system
+    ) {
+        (self.algorithms, self.maxAge, self.leeway, self.maxProofBytes, self.clock) =
+            (algorithms, maxAge, leeway, maxProofBytes, clock)
+    }
+
+    /// The `algs` a `WWW-Authenticate: DPoP` challenge lists: the allowed algorithms, sorted.
+    public var challengeAlgorithms: String { algorithms.map(\.rawValue).sorted().joined(separator: " ") }
+
+    private func checkSettings() throws {
+        guard !algorithms.isEmpty, (1...3600).contains(maxAge), (0...300).contains(leeway),
+            (512...65536).contains(maxProofBytes)
+        else {
+            throw DPoPError(
+                .invalidParameter,
+                "a DPoP verifier allows at least one algorithm, an age of 1 to 3600 s, a leeway of 0 to 300 s and "
+                    + "proofs of 512 to 65536 bytes")
+        }
+    }
+
+    /// Checks the request's `DPoP` header values (all of them: more than one is refused).
+    /// - Parameters:
+    ///   - method: the request's method.
+    ///   - url: the request's URL as the client addressed it (scheme, host and path).
+    ///   - accessToken: the access token presented with the proof, if any: `ath` must be its hash.
+    ///   - thumbprint: the key the presented token is bound to (`cnf.jkt`), if any.
+    ///   - nonces: the server's nonces, when it requires one in every proof.
+    /// - Throws: ``DPoPError``, naming the first check that failed.
+    public func verify(
+        _ values: [String], method: String, url: String, accessToken: String? = nil, boundTo thumbprint: String? = nil,
+        nonces: DPoPNonces? = nil
+    ) throws -> DPoPProof {
+        guard let value = values.first else { throw DPoPError(.missingProof, "the request has no DPoP header") }
+        guard values.count == 1 else {
+            throw DPoPError(.multipleProofs, "the request has \(values.count) DPoP headers; exactly one is allowed")
+        }
+        return try verify(
+            value, method: method, url: url, accessToken: accessToken, boundTo: thumbprint, nonces: nonces)
+    }
+
+    /// Checks one proof (``verify(_:method:url:accessToken:boundTo:nonces:)-([String],_,_,_,_,_)`` for a
+    /// request's headers).
+    public func verify(
+        _ proof: String, method: String, url: String, accessToken: String? = nil, boundTo thumbprint: String? = nil,
+        nonces: DPoPNonces? = nil
+    ) throws -> DPoPProof {
+        try checkSettings()
+        guard let expectedURI = HTTPTargetURI.normalized(url) else {
+            throw DPoPError(.invalidParameter, "the request URL is not an absolute http(s) URL")
+        }
+        // Step 2: a well-formed JWS whose header and payload are JSON objects.
+        let jws: CompactJWS
+        do {
+            jws = try CompactJWS(proof, maxBytes: maxProofBytes)
+        } catch let error as JOSEError {
+            if error.code == .disallowedAlgorithm { throw DPoPError(.disallowedAlgorithm, error.reason) }
+            throw DPoPError(.malformedProof, error.reason)
+        }
+        // Step 4: typ.
+        guard jws.header.typeMatches("dpop+jwt") else {
+            let found = jws.header.type.map { $0.quotedForMessage } ?? "absent"
+            throw DPoPError(.wrongType, "typ is \(found); a DPoP proof's typ is \"dpop+jwt\"")
+        }
+        // Step 5: an asymmetric algorithm on the allowed list.
+        let algorithm: JWSAlgorithm
+        do {
+            algorithm = try JWSAlgorithm.resolve(jws.header.algorithm, allowed: algorithms)
+        } catch let error as JOSEError {
+            throw DPoPError(.disallowedAlgorithm, error.reason)
+        }
+        if let critical = jws.header.critical {
+            throw DPoPError(
+                .unsupportedCriticalHeader,
+                "crit lists \(critical.map(\.quotedForMessage).joined(separator: ", ")), which this verifier "
+                    + "does not understand")
+        }
+        // Step 7 (before the key is used): a public JWK that can verify the algorithm.
+        let key = try publicKey(jws.header, algorithm: algorithm)
+        // Step 3: the claims, present and of their types.
+        let claims = try Claims(try payload(jws))
+        // Step 6: the signature.
+        do {
+            try jws.withSigningInput { input in
+                try key.verifySignature(jws.signature, signingInput: input, algorithm: algorithm)
+            }
+        } catch let error as JOSEError {
+            throw DPoPError(.invalidSignature, error.reason)
+        }
+        // Step 8: htm, exactly (methods are case-sensitive).
+        guard claims.method.exactlyEquals(method) else {
+            throw DPoPError(
+                .methodMismatch, "htm is \(claims.method.quotedForMessage); the request's method is \(method)")
+        }
+        // Step 9: htu, normalized, without query and fragment.
+        guard let target = HTTPTargetURI.normalized(claims.target), target.exactlyEquals(expectedURI) else {
+            throw DPoPError(
+                .uriMismatch,
+                "htu is \(claims.target.quotedForMessage); the request's URI is \(expectedURI.quotedForMessage)")
+        }
+        // Step 10: the server's nonce.
+        if let nonces {
+            guard let nonce = claims.nonce, nonces.accepts(nonce) else {
+                throw DPoPError(
+                    .useNonce,
+                    claims.nonce == nil
+                        ? "the server requires a nonce in every DPoP proof: use the DPoP-Nonce header's"
+                        : "the proof's nonce is not the server's current one: use the DPoP-Nonce header's")
+            }
+        }
+        // Step 11: iat within the window.
+        let now = clock.now.timeIntervalSince1970
+        guard claims.issuedAt >= now - maxAge - leeway, claims.issuedAt <= now + leeway else {
+            let age = Int64((now - claims.issuedAt).rounded())
+            throw DPoPError(
+                .iatOutOfWindow,
+                age >= 0
+                    ? "the proof was made \(age) s ago; proofs are accepted for \(Int(maxAge)) s"
+                    : "the proof's iat is \(-age) s in the future; the leeway is \(Int(leeway)) s")
+        }
+        // Step 12: ath and the bound key.
+        if let accessToken {
+            guard let hash = claims.accessTokenHash else {
+                throw DPoPError(.missingClaim, "a proof sent with an access token carries ath, its hash")
+            }
+            guard ConstantTime.equals(Array(hash.utf8), Array(DPoPClaims.accessTokenHash(accessToken).utf8)) else {
+                throw DPoPError(.athMismatch, "ath is not the hash of the access token sent with the proof")
+            }
+        }
+        if let thumbprint, !ConstantTime.equals(Array(thumbprint.utf8), Array(key.thumbprint.utf8)) {
+            throw DPoPError(.keyMismatch, "the proof is signed by another key than the one the token is bound to")
+        }
+        return DPoPProof(
+            thumbprint: key.thumbprint, key: key, algorithm: algorithm, id: claims.id, method: claims.method,
+            targetURI: target, issuedAt: Date(timeIntervalSince1970: claims.issuedAt),
+            nonce: claims.nonce,
+            acceptedUntil: Date(timeIntervalSince1970: claims.issuedAt + maxAge + leeway))
+    }
+
+    /// ``verify(_:method:url:accessToken:boundTo:nonces:)-([String],_,_,_,_,_)``, then the replay
+    /// check (§11.1): the proof's ``DPoPProof/replayKey`` recorded in `replay` until it would stop
+    /// being accepted. Nothing is written for a proof that fails any other check.
+    public func verify(
+        _ values: [String], method: String, url: String, accessToken: String? = nil, boundTo thumbprint: String? = nil,
+        nonces: DPoPNonces? = nil, replay: some DPoPReplayCache
+    ) async throws -> DPoPProof {
+        let proof = try verify(
+            values, method: method, url: url, accessToken: accessToken, boundTo: thumbprint, nonces: nonces)
+        let now = Int64((clock.now.timeIntervalSince1970 * 1000).rounded(.down))
+        let until = Int64((proof.acceptedUntil.timeIntervalSince1970 * 1000).rounded(.up))
+        let first: Bool
+        do {
+            first = try await replay.firstUse(of: proof.replayKey, until: until, now: now)
+        } catch let error as DPoPError {
+            throw error
+        } catch {
+            throw DPoPError(.unavailable, "the DPoP replay cache cannot be reached: try again")
+        }
+        guard first else { throw DPoPError(.replayed, "this proof (its jti) was used before") }
+        return proof
+    }
+
+    private func publicKey(_ header: JOSEHeader, algorithm: JWSAlgorithm) throws -> JWK {
+        guard let value = header.json["jwk"] else {
+            throw DPoPError(.invalidKey, "the header has no jwk: a DPoP proof carries its public key")
+        }
+        guard let object = value.objectValue else {
+            throw DPoPError(.invalidKey, "jwk must be a JSON object, found \(value.typeName)")
+        }
+        let key: JWK
+        do {
+            key = try JWK(json: object)
+        } catch let error as JOSEError {
+            throw DPoPError(.invalidKey, error.reason)
+        }
+        if let refusal = key.refusal(for: algorithm) { throw DPoPError(.invalidKey, refusal) }
+        return key
+    }
+
+    private func payload(_ jws: CompactJWS) throws -> JSONObject {
+        do {
+            return try jws.unverifiedPayload()
+        } catch let error as JOSEError {
+            throw DPoPError(.malformedProof, error.reason)
+        }
+    }
+
+    /// The claims §4.2 defines, read and typed.
+    private struct Claims {
+        let id: String
+        let method: String
+        let target: String
+        let issuedAt: Double
+        let accessTokenHash: String?
+        let nonce: String?
+
+        init(_ json: JSONObject) throws {
+            func string(_ name: String, required: Bool) throws -> String? {
+                guard let value = json[name] else {
+                    if required { throw DPoPError(.missingClaim, "the proof has no \(name) claim") }
+                    return nil
+                }
+                guard let text = value.stringValue else {
+                    throw DPoPError(.malformedProof, "\(name) must be a string, found \(value.typeName)")
+                }
+                return text
+            }
+            let id = try string("jti", required: true) ?? ""
+            guard (1...DPoPClaims.maxIDBytes).contains(id.utf8.count) else {
+                throw DPoPError(.malformedProof, "jti must be 1 to \(DPoPClaims.maxIDBytes) bytes")
+            }
+            self.id = id
+            method = try string("htm", required: true) ?? ""
+            target = try string("htu", required: true) ?? ""
+            guard let iat = json["iat"] else { throw DPoPError(.missingClaim, "the proof has no iat claim") }
+            guard let number = iat.numberValue, (0...DPoPClaims.maxTime).contains(number.doubleValue) else {
+                throw DPoPError(.malformedProof, "iat must be a number of seconds between 1970 and 9999")
+            }
+            issuedAt = number.doubleValue
+            accessTokenHash = try string("ath", required: false)
+            nonce = try string("nonce", required: false)
+        }
+    }
+}

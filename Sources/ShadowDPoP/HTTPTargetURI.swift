@@ -1,0 +1,163 @@
+/// HTTP target URIs as RFC 9449 §4.3 compares `htu` with the request: the query and fragment
+/// dropped, then RFC 3986's syntax- and scheme-based normalization (§6.2.2, §6.2.3). Only
+/// absolute `http` and `https` URIs in printable ASCII, with no user information, are accepted.
+public enum HTTPTargetURI {
+    /// The longest URI read, in bytes.
+    public static let maxBytes = 8192
+
+    /// `uri` normalized: the scheme and host lowercased, the default port (80, 443) and an empty
+    /// port dropped, percent-encodings uppercased and those of unreserved characters decoded, dot
+    /// segments removed, an empty path made `/`; the query and fragment dropped. Nil for anything
+    /// that is not an absolute http(s) URI as above.
+    public static func normalized(_ uri: String) -> String? {
+        let bytes = Array(uri.utf8)
+        guard !bytes.isEmpty, bytes.count <= maxBytes, bytes.allSatisfy({ (0x21...0x7E).contains($0) }) else {
+            return nil
+        }
+        let beforeFragment = bytes.firstIndex(of: UInt8(ascii: "#")) ?? bytes.endIndex
+        let end = bytes[..<beforeFragment].firstIndex(of: UInt8(ascii: "?")) ?? beforeFragment
+        let main = bytes[..<end]
+        guard let colon = main.firstIndex(of: UInt8(ascii: ":")) else { return nil }
+        let scheme = String(decoding: main[..<colon].map(lowercased), as: UTF8.self)
+        guard scheme == "http" || scheme == "https" else { return nil }
+        let rest = main[(colon + 1)...]
+        guard rest.starts(with: "//".utf8) else { return nil }
+        let authorityStart = rest.startIndex + 2
+        let pathStart = rest[authorityStart...].firstIndex(of: UInt8(ascii: "/")) ?? rest.endIndex
+        guard let authority = self.authority(rest[authorityStart..<pathStart], scheme: scheme),
+            let path = self.path(rest[pathStart...])
+        else { return nil }
+        return scheme + "://" + authority + path
+    }
+
+    private static func lowercased(_ byte: UInt8) -> UInt8 {
+        (0x41...0x5A).contains(byte) ? byte + 0x20 : byte
+    }
+
+    private static func isUnreserved(_ byte: UInt8) -> Bool {
+        switch byte {
+        case 0x41...0x5A, 0x61...0x7A, 0x30...0x39, UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"),
+            UInt8(ascii: "~"):
+            return true
+        default: return false
+        }
+    }
+
+    /// Host and port, lowercased, the default port dropped; nil with user information, an
+    /// empty or invalid host, or a port that is not 0 to 65535.
+    private static func authority(_ bytes: ArraySlice<UInt8>, scheme: String) -> String? {
+        guard !bytes.contains(UInt8(ascii: "@")) else { return nil }
+        var host: ArraySlice<UInt8>
+        var port: ArraySlice<UInt8> = []
+        if bytes.first == UInt8(ascii: "[") {
+            guard let close = bytes.firstIndex(of: UInt8(ascii: "]")) else { return nil }
+            host = bytes[bytes.startIndex...close]
+            let inside = bytes[(bytes.startIndex + 1)..<close]
+            guard !inside.isEmpty,
+                inside.allSatisfy({ isHexDigit($0) || $0 == UInt8(ascii: ":") || $0 == UInt8(ascii: ".") })
+            else { return nil }
+            let after = bytes[(close + 1)...]
+            if !after.isEmpty {
+                guard after.first == UInt8(ascii: ":") else { return nil }
+                port = after.dropFirst()
+            }
+        } else {
+            if let colon = bytes.lastIndex(of: UInt8(ascii: ":")) {
+                host = bytes[..<colon]
+                port = bytes[(colon + 1)...]
+            } else {
+                host = bytes
+            }
+            guard !host.isEmpty, host.allSatisfy(isUnreserved) else { return nil }
+        }
+        host = ArraySlice(host.map(lowercased))
+        var text = String(decoding: host, as: UTF8.self)
+        if !port.isEmpty {
+            guard port.count <= 5, port.allSatisfy({ (0x30...0x39).contains($0) }),
+                let number = Int(String(decoding: port, as: UTF8.self)), number <= 65535
+            else { return nil }
+            if !(scheme == "http" && number == 80) && !(scheme == "https" && number == 443) {
+                text += ":" + String(number)
+            }
+        }
+        return text
+    }
+
+    private static func isHexDigit(_ byte: UInt8) -> Bool {
+        (0x30...0x39).contains(byte) || (0x41...0x46).contains(byte) || (0x61...0x66).contains(byte)
+    }
+
+    private static func hexValue(_ byte: UInt8) -> UInt8 {
+        switch byte {
+        case 0x30...0x39: return byte - 0x30
+        case 0x41...0x46: return byte - 0x41 + 10
+        default: return byte - 0x61 + 10
+        }
+    }
+
+    /// The path with percent-encodings normalized and dot segments removed; `/` for an empty
+    /// one. Nil for a character a path may not hold, or a `%` not followed by two hex digits.
+    private static func path(_ bytes: ArraySlice<UInt8>) -> String? {
+        var out: [UInt8] = []
+        out.reserveCapacity(bytes.count)
+        var index = bytes.startIndex
+        while index < bytes.endIndex {
+            let byte = bytes[index]
+            if byte == UInt8(ascii: "%") {
+                guard index + 2 < bytes.endIndex, isHexDigit(bytes[index + 1]), isHexDigit(bytes[index + 2]) else {
+                    return nil
+                }
+                let value = hexValue(bytes[index + 1]) << 4 | hexValue(bytes[index + 2])
+                if isUnreserved(value) {
+                    out.append(value)
+                } else {
+                    out += [UInt8(ascii: "%"), uppercaseHex(bytes[index + 1]), uppercaseHex(bytes[index + 2])]
+                }
+                index += 3
+                continue
+            }
+            guard isPathCharacter(byte) else { return nil }
+            out.append(byte)
+            index += 1
+        }
+        let path = removingDotSegments(out)
+        return path.isEmpty ? "/" : String(decoding: path, as: UTF8.self)
+    }
+
+    private static func uppercaseHex(_ byte: UInt8) -> UInt8 { (0x61...0x66).contains(byte) ? byte - 0x20 : byte }
+
+    /// pchar (RFC 3986 §3.3) and `/`: unreserved, sub-delims, `:` and `@`.
+    private static func isPathCharacter(_ byte: UInt8) -> Bool {
+        if isUnreserved(byte) { return true }
+        switch byte {
+        case UInt8(ascii: "!"), UInt8(ascii: "$"), UInt8(ascii: "&"), UInt8(ascii: "'"), UInt8(ascii: "("),
+            UInt8(ascii: ")"), UInt8(ascii: "*"), UInt8(ascii: "+"), UInt8(ascii: ","), UInt8(ascii: ";"),
+            UInt8(ascii: "="), UInt8(ascii: ":"), UInt8(ascii: "@"), UInt8(ascii: "/"):
+            return true
+        default: return false
+        }
+    }
+
+    /// RFC 3986 §5.2.4, on segments: `.` dropped, `..` removing the segment before it.
+    private static func removingDotSegments(_ path: [UInt8]) -> [UInt8] {
+        guard !path.isEmpty else { return path }
+        let segments = path.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false).dropFirst()
+        var kept: [ArraySlice<UInt8>] = []
+        var trailingSlash = false
+        for segment in segments {
+            trailingSlash = false
+            if segment.elementsEqual(".".utf8) {
+                trailingSlash = true
+            } else if segment.elementsEqual("..".utf8) {
+                if !kept.isEmpty { kept.removeLast() }
+                trailingSlash = true
+            } else {
+                kept.append(segment)
+            }
+        }
+        var out: [UInt8] = []
+        for segment in kept { out += [UInt8(ascii: "/")] + segment }
+        if trailingSlash || out.isEmpty { out.append(UInt8(ascii: "/")) }
+        return out
+    }
+}
