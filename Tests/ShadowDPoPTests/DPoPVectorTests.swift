@@ -138,11 +138,9 @@ func clock(at seconds: Int64) -> WallClock { WallClock { Date(timeIntervalSince1
     /// The replay key, byte for byte.
     @Test func replayKey() throws {
         let vector = try #require(Self.document["replay"]?.objectValue)
-        let key = try #require(
-            try JWK(
-                jsonText:
-                    #"{"kty":"EC","crv":"P-256","x":"l8tFrhx-34tV3hRICRDY9zCkDlpBhF42UQUfWVAWBFs","y":"9VE4jf_Ok_o64zbTTlcuNJajHmt6v9TDVrU0CdvGRDA"}"#
-            ))
+        let key = try JWK(
+            jsonText: #"{"kty":"EC","crv":"P-256","x":"l8tFrhx-34tV3hRICRDY9zCkDlpBhF42UQUfWVAWBFs","#
+                + #""y":"9VE4jf_Ok_o64zbTTlcuNJajHmt6v9TDVrU0CdvGRDA"}"#)
         let proof = DPoPProof(
             thumbprint: try #require(vector["thumbprint"]?.stringValue), key: key, algorithm: .es256,
             id: try #require(vector["jti"]?.stringValue), method: "POST",
