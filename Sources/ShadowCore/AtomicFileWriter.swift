@@ -11,6 +11,9 @@ import Glibc
 /// so an error, a crash or a `SIGKILL` leaves nothing behind (the kernel frees it). Where the
 /// file system cannot make unnamed files (and on other systems) a dot-named temporary file from
 /// `mkstemp` is used instead, removed on any failure.
+///
+/// A path that names an existing device, FIFO or socket (`/dev/null`, `/dev/stdout`, a named
+/// pipe) is written to directly: a file renamed over it would replace the device itself.
 package final class AtomicFileWriter {
     package let path: String
     /// The staging file's name, when it has one (the fallback), for error messages and cleanup.
@@ -18,10 +21,27 @@ package final class AtomicFileWriter {
     /// The staging file's descriptor, for writers that write to it directly.
     package private(set) var fd: Int32
     private var finished = false
+    /// True when writing straight to an existing device, FIFO or socket.
+    private var direct = false
 
-    /// Starts a file that will become `path`, with permission bits `mode`.
-    package init(path: String, mode: UInt32 = 0o600) throws {
+    /// Starts a file that will become `path`, with permission bits `mode`. With `exclusive`, an
+    /// existing path of any kind is refused here, before a byte is written (EEXIST).
+    package init(path: String, mode: UInt32 = 0o600, exclusive: Bool = false) throws {
         self.path = path
+        var info = stat()
+        if stat(path, &info) == 0 {
+            if exclusive { throw FileError("create", path, errno: EEXIST) }
+            switch info.st_mode & S_IFMT {
+            case S_IFDIR: throw FileError("write", path, errno: EISDIR)
+            case S_IFCHR, S_IFIFO, S_IFSOCK:
+                let device = open(path, O_WRONLY | O_CLOEXEC | O_NOCTTY)
+                guard device >= 0 else { throw FileError("open", path) }
+                fd = device
+                direct = true
+                return
+            default: break
+            }
+        }
         let directory = Files.parentDirectory(path)
         #if os(Linux)
         let unnamed = open(directory, Self.unnamedFileFlags | O_RDWR | O_CLOEXEC, mode_t(mode))
@@ -63,7 +83,7 @@ package final class AtomicFileWriter {
     }
 
     /// Where errors say the bytes were going.
-    private var stagingName: String { temporary ?? "a staging file for \(path)" }
+    private var stagingName: String { direct ? path : temporary ?? "a staging file for \(path)" }
 
     /// Appends bytes.
     package func write(_ bytes: some Collection<UInt8>) throws {
@@ -79,6 +99,13 @@ package final class AtomicFileWriter {
     /// file at the path is left alone and the commit fails with EEXIST (the staging file is discarded).
     package func commit(replacing: Bool = true) throws {
         guard !finished else { return }
+        if direct {
+            guard replacing else { throw FileError("create", path, errno: EEXIST) }
+            close(fd)
+            fd = -1
+            finished = true
+            return
+        }
         guard fsync(fd) == 0 else { throw FileError("fsync", stagingName) }
         let directory = Files.parentDirectory(path)
         if !replacing {
@@ -128,7 +155,7 @@ package final class AtomicFileWriter {
 
     /// Copies the finished staging file's bytes to a descriptor, then discards it.
     package func copyContents(to output: Int32) throws {
-        guard lseek(fd, 0, SEEK_SET) == 0 else { throw FileError("seek", stagingName) }
+        guard !direct, lseek(fd, 0, SEEK_SET) == 0 else { throw FileError("seek", stagingName) }
         var reader = InputReader(fd: fd, name: stagingName)
         try reader.copyAll(to: output, path: "output")
         abort()

@@ -66,32 +66,13 @@ package enum Files {
         }
     }
 
-    /// Writes `bytes` to `path` so that readers see either the old file or the whole new one:
-    /// a temporary file in the same directory, created with `mode`, written and fsynced, renamed
-    /// over `path`, then the directory fsynced. The temporary file is removed on any failure.
+    /// Writes `bytes` to `path` so that readers see either the old file or the whole new one
+    /// (``AtomicFileWriter``: a staging file in the same directory with `mode`, written, fsynced
+    /// and renamed over `path`, then the directory fsynced; nothing left behind on failure).
     package static func writeAtomically(_ path: String, _ bytes: some Collection<UInt8>, mode: UInt32 = 0o600) throws {
-        let directory = parentDirectory(path)
-        var template = Array((directory + "/." + baseName(path) + ".tmp-XXXXXX").utf8CString)
-        let fd = template.withUnsafeMutableBufferPointer { $0.baseAddress.map { mkstemp($0) } ?? -1 }
-        guard fd >= 0 else { throw FileError("create temporary file in", directory) }
-        let temporary = String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-        var committed = false
-        defer {
-            if !committed { unlink(temporary) }
-        }
-        do {
-            defer { close(fd) }
-            guard fchmod(fd, mode_t(mode)) == 0 else { throw FileError("chmod", temporary) }
-            if try bytes.withContiguousStorageIfAvailable({
-                try writeAll(fd, UnsafeRawBufferPointer($0), path: temporary)
-            }) == nil {
-                try writeAll(fd, Array(bytes), path: temporary)
-            }
-            guard fsync(fd) == 0 else { throw FileError("fsync", temporary) }
-        }
-        guard rename(temporary, path) == 0 else { throw FileError("rename into", path) }
-        committed = true
-        try syncDirectory(directory)
+        let writer = try AtomicFileWriter(path: path, mode: mode)
+        try writer.write(bytes)
+        try writer.commit()
     }
 
     /// Writes every byte, retrying short writes and interruptions.

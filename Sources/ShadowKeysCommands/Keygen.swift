@@ -50,7 +50,7 @@ func writeNewKey(to path: String) throws {
     var text = key.withUnsafeBytes { Array(Hex.encode($0).utf8) } + [0x0A]
     defer { for index in text.indices { text[index] = 0 } }
     do {
-        let writer = try AtomicFileWriter(path: path)
+        let writer = try AtomicFileWriter(path: path, exclusive: true)
         try text.withUnsafeBytes { try writer.write($0) }
         try writer.commit(replacing: false)
     } catch let error as FileError {
