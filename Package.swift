@@ -132,7 +132,7 @@ let package = Package(
             name: "ShadowServer",
             dependencies: [
                 "ShadowCore", "ShadowJOSE", "ShadowApple", "ShadowCredentials", "ShadowSessions", "ShadowOperationLog",
-                logging, metrics, httpTypes,
+                "ShadowDPoP", logging, metrics, httpTypes,
             ],
             swiftSettings: strictSettings),
         // SQLite through sqlite-nio (which bundles SQLite), PostgreSQL through postgres-nio.
@@ -156,6 +156,7 @@ let package = Package(
             name: "ShadowHummingbird",
             dependencies: [
                 "ShadowCore", "ShadowJOSE", "ShadowApple", "ShadowCredentials", "ShadowServer", "ShadowSessions",
+                "ShadowDPoP",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "NIOHTTPTypes", package: "swift-nio-extras"), logging,
@@ -208,7 +209,7 @@ let package = Package(
             dependencies: [
                 "ShadowKeysCommands", "ShadowCore", "ShadowJOSE", "ShadowApple", "ShadowVault", "ShadowCredentials",
                 "ShadowOperationLog", "ShadowPostgres", "ShadowHummingbird", "ShadowServer", "ShadowSessions",
-                "ShadowSQLite",
+                "ShadowSQLite", "ShadowDPoP",
                 argumentParser,
                 logging, metrics,
                 .product(name: "Hummingbird", package: "hummingbird"),
@@ -255,7 +256,7 @@ let package = Package(
             name: "ShadowSessionsTests",
             dependencies: [
                 "ShadowSessions", "ShadowSQLite", "ShadowPostgres", "ShadowCore", "ShadowJOSE", "ShadowVault",
-                "ShadowStorage", "ShadowTestSupport",
+                "ShadowStorage", "ShadowDPoP", "ShadowTestSupport", crypto,
             ],
             swiftSettings: strictSettings),
         .testTarget(
@@ -301,8 +302,9 @@ let package = Package(
         .testTarget(
             name: "ShadowServerTests",
             dependencies: [
-                "ShadowServer", "ShadowSessions", "ShadowSQLite", "ShadowCredentials", "ShadowApple", "ShadowJOSE",
-                "ShadowJWKS", "ShadowHTTP", "ShadowCore", "ShadowVault", "ShadowTestSupport", crypto, httpTypes,
+                "ShadowServer", "ShadowSessions", "ShadowSQLite", "ShadowPostgres", "ShadowCredentials", "ShadowApple",
+                "ShadowJOSE", "ShadowJWKS", "ShadowHTTP", "ShadowCore", "ShadowVault", "ShadowDPoP", "ShadowTestSupport",
+                crypto, httpTypes,
             ],
             swiftSettings: strictSettings),
         // The DocC articles' examples, through `import ShadowKeys` alone, as a user writes them.

@@ -1,6 +1,7 @@
 public import Hummingbird
 import HTTPTypes
 public import NIOCore
+public import ShadowDPoP
 import ShadowCore
 import ShadowJOSE
 public import ShadowServer
@@ -28,38 +29,46 @@ public struct ShadowRequestContext: SessionRequestContext, RemoteAddressRequestC
 }
 
 /// Verifies the access token of every request against the ring's public keys (refreshed from
-/// the store every 30 s, never read per request) and puts its typed claims into the context.
-/// Revocation reaches it within one access-token lifetime; `checkSession` adds a read of the
-/// session's row per request, so a revoked session is refused at once.
+/// the store every 30 s, never read per request) and puts its typed claims into the context. A
+/// token bound to a DPoP key is accepted only as `Authorization: DPoP` with a proof by that key
+/// for this request (RFC 9449 §7; replays are caught in this process's memory), never as a bearer
+/// token (Docs/dpop.md). Revocation reaches it within one access-token lifetime; `checkSession`
+/// adds a read of the session's row per request, so a revoked session is refused at once.
 public struct SessionMiddleware<Context: SessionRequestContext>: RouterMiddleware {
-    public let authority: SessionAuthority
+    public let access: ProtectedRouteAccess
     public let checkSession: Bool
+    public var authority: SessionAuthority { access.authority }
 
-    public init(authority: SessionAuthority, checkSession: Bool = false) {
-        self.authority = authority
+    public init(authority: SessionAuthority, checkSession: Bool = false, dpop: DPoPPolicy = DPoPPolicy()) {
+        self.init(access: ProtectedRouteAccess(authority: authority, policy: dpop), checkSession: checkSession)
+    }
+
+    /// A middleware sharing the session routes' check (``SessionEndpoints/access``) and replay cache.
+    public init(access: ProtectedRouteAccess, checkSession: Bool = false) {
+        self.access = access
         self.checkSession = checkSession
     }
 
     public func handle(
         _ request: Request, context: Context, next: (Request, Context) async throws -> Response
     ) async throws -> Response {
-        guard let header = request.headers[.authorization], let bearer = BearerToken.from(header: header) else {
-            return jsonError(
-                .unauthorized, "missing_token", "send the access token as Authorization: Bearer <token>",
-                challenge: #"Bearer realm="shadow-keys""#)
-        }
+        let proofs = request.headers[values: DPoPPolicy.proofHeader]
         let claims: SessionClaims
+        switch await access.caller(
+            authorization: request.headers[.authorization], dpop: proofs, method: request.method.rawValue,
+            path: request.uri.path)
+        {
+        case .failure(let answer): return SessionRouteSupport.respond(answer)
+        case .success(let value): claims = value
+        }
         do {
-            claims = try await authority.verifier().verify(bearer)
             if checkSession, try await !authority.isLive(claims) {
-                throw SessionError(.invalidToken, "the session was revoked")
+                return jsonError(
+                    .unauthorized, "invalid_token", "the session was revoked",
+                    challenge: #"Bearer realm="shadow-keys", error="invalid_token""#)
             }
-        } catch let error as SessionError where error.code == .invalidToken {
-            return jsonError(
-                .unauthorized, "invalid_token", error.reason,
-                challenge: #"Bearer realm="shadow-keys", error="invalid_token""#)
         } catch {
-            return jsonError(.serviceUnavailable, "store_unavailable", "the session keys could not be read")
+            return jsonError(.serviceUnavailable, "store_unavailable", "the session store could not be read")
         }
         var context = context
         context.session = claims
@@ -77,7 +86,8 @@ extension RouterMethods where Context: RemoteAddressRequestContext {
     public func addSessionRoutes(
         _ endpoints: SessionEndpoints, bodyTimeout: Duration = .seconds(10), trustedProxies: TrustedProxies = .none
     ) -> Self {
-        typealias Handler = @Sendable ([UInt8], String?, String, String?) async -> SessionHTTPResponse
+        /// A POST route's body, type, client address, `Authorization` and `DPoP` values.
+        typealias Handler = @Sendable ([UInt8], String?, String, String?, [String]) async -> SessionHTTPResponse
         func post(_ path: RouterPath, _ handler: @escaping Handler) {
             self.post(path) { request, context -> Response in
                 let read = await SessionRouteSupport.body(request, bodyTimeout: bodyTimeout)
@@ -86,32 +96,37 @@ extension RouterMethods where Context: RemoteAddressRequestContext {
                     await handler(
                         bytes, request.headers[.contentType],
                         SessionRouteSupport.ip(request, context, trusted: trustedProxies),
-                        request.headers[.authorization]))
+                        request.headers[.authorization], request.headers[values: DPoPPolicy.proofHeader]))
             }
         }
-        post("/auth/apple") { body, type, ip, _ in await endpoints.signIn(body: body, contentType: type, clientIP: ip) }
-        post("/auth/refresh") { body, type, ip, _ in
-            await endpoints.refresh(body: body, contentType: type, clientIP: ip)
+        post("/auth/apple") { body, type, ip, _, proofs in
+            await endpoints.signIn(body: body, contentType: type, clientIP: ip, dpop: proofs)
         }
-        post("/auth/logout") { body, type, ip, _ in await endpoints.logout(body: body, contentType: type, clientIP: ip)
+        post("/auth/refresh") { body, type, ip, _, proofs in
+            await endpoints.refresh(body: body, contentType: type, clientIP: ip, dpop: proofs)
         }
-        post("/auth/revoke") { body, type, _, authorization in
+        post("/auth/logout") { body, type, ip, _, _ in
+            await endpoints.logout(body: body, contentType: type, clientIP: ip)
+        }
+        post("/auth/revoke") { body, type, _, authorization, _ in
             await endpoints.revoke(body: body, contentType: type, authorization: authorization)
         }
-        post("/auth/introspect") { body, type, _, authorization in
+        post("/auth/introspect") { body, type, _, authorization, _ in
             await endpoints.introspect(body: body, contentType: type, authorization: authorization)
         }
         get("/auth/sessions") { request, context -> Response in
             SessionRouteSupport.respond(
                 await endpoints.sessions(
                     authorization: request.headers[.authorization],
-                    clientIP: SessionRouteSupport.ip(request, context, trusted: trustedProxies)))
+                    clientIP: SessionRouteSupport.ip(request, context, trusted: trustedProxies),
+                    dpop: request.headers[values: DPoPPolicy.proofHeader], path: request.uri.path))
         }
         delete("/auth/sessions/:id") { request, context -> Response in
             SessionRouteSupport.respond(
                 await endpoints.deleteSession(
                     context.parameters.get("id") ?? "", authorization: request.headers[.authorization],
-                    clientIP: SessionRouteSupport.ip(request, context, trusted: trustedProxies)))
+                    clientIP: SessionRouteSupport.ip(request, context, trusted: trustedProxies),
+                    dpop: request.headers[values: DPoPPolicy.proofHeader], path: request.uri.path))
         }
         get("/.well-known/jwks.json") { _, _ -> Response in SessionRouteSupport.respond(await endpoints.jwks()) }
         return self

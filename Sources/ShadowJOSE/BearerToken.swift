@@ -1,13 +1,17 @@
-/// The `Authorization: Bearer <token>` header (RFC 6750 §2.1), read as bytes: the scheme in any
-/// case, one space, then the token. Counting a kilobyte header's Characters would cost more than
-/// the rest of the check.
+/// The `Authorization: <scheme> <token>` header (RFC 6750 §2.1; RFC 9449 §7.1 for `DPoP`), read
+/// as bytes: the scheme in any case, one space, then the token. Counting a kilobyte header's
+/// Characters would cost more than the rest of the check.
 package enum BearerToken {
     /// The token after `Bearer `, or nil when the header is another scheme or has no token.
-    package static func from(header: String) -> String? {
+    package static func from(header: String) -> String? { token(in: header, scheme: "bearer") }
+
+    /// The token after `<scheme> ` (`scheme` in lowercase), or nil for another scheme or no token.
+    package static func token(in header: String, scheme: String) -> String? {
         let bytes = header.utf8
-        guard bytes.count > 7 else { return nil }
-        let scheme = bytes.prefix(7).map { (0x41...0x5A).contains($0) ? $0 | 0x20 : $0 }
-        guard scheme.elementsEqual("bearer ".utf8) else { return nil }
-        return String(decoding: bytes.dropFirst(7), as: UTF8.self)
+        let prefix = scheme.utf8.count + 1
+        guard bytes.count > prefix else { return nil }
+        let lowered = bytes.prefix(prefix).map { (0x41...0x5A).contains($0) ? $0 | 0x20 : $0 }
+        guard lowered.dropLast().elementsEqual(scheme.utf8), lowered.last == UInt8(ascii: " ") else { return nil }
+        return String(decoding: bytes.dropFirst(prefix), as: UTF8.self)
     }
 }

@@ -9,6 +9,7 @@ import ServiceLifecycle
 import ShadowApple
 import ShadowCore
 import ShadowCredentials
+import ShadowDPoP
 import ShadowJOSE
 import ShadowKeysCommands
 import ShadowServer
@@ -42,12 +43,22 @@ struct SessionOptions: ParsableArguments {
     var ipLimit = 60
     @Option(name: .customLong("rate-limit-user"), help: "Requests a minute per user or session (1 to 100000).")
     var userLimit = 30
+    @Flag(
+        name: .customLong("require-dpop"),
+        help: "Bind every session to a DPoP key: refuse sign-ins without a proof and bearer access tokens.")
+    var requireDPoP = false
+    @Flag(
+        name: .customLong("dpop-nonce"),
+        help: "Require the server's DPoP-Nonce in every proof (RFC 9449 §8, §9).")
+    var dpopNonce = false
+    @Option(name: .customLong("dpop-max-age"), help: "Seconds a DPoP proof is accepted after its iat (1 to 3600).")
+    var dpopMaxAge: Double = 60
 
     var enabled: Bool { issuer != nil }
 
     func validate(clientIDs: [String], revokes: Bool) throws {
         guard let issuer else {
-            if introspectionFile != nil || audience != nil || clientID != nil {
+            if introspectionFile != nil || audience != nil || clientID != nil || requireDPoP || dpopNonce {
                 throw ValidationError("the session options need --sessions-issuer")
             }
             return
@@ -62,6 +73,7 @@ struct SessionOptions: ParsableArguments {
         guard (1...100_000).contains(ipLimit), (1...100_000).contains(userLimit) else {
             throw ValidationError("--rate-limit-ip and --rate-limit-user: 1 to 100000 a minute")
         }
+        guard (1...3600).contains(dpopMaxAge) else { throw ValidationError("--dpop-max-age: 1 to 3600 seconds") }
     }
 
     func configuration(clientIDs: [String]) throws -> SessionConfiguration {
@@ -74,6 +86,7 @@ struct SessionOptions: ParsableArguments {
         configuration.algorithm = algorithm
         configuration.accessTokenLifetime = accessLifetime
         configuration.grace = grace
+        configuration.requireDPoP = requireDPoP
         do { try configuration.validate() } catch let error as SessionError {
             throw ValidationError("the session options: \(error.reason)")
         }
@@ -115,10 +128,12 @@ struct SessionOptions: ParsableArguments {
         var limits = SessionEndpoints.Limits()
         limits.perIP = .perMinute(ipLimit)
         limits.perUser = .perMinute(userLimit)
+        let dpop = DPoPPolicy(
+            verifier: DPoPVerifier(maxAge: dpopMaxAge), nonces: dpopNonce ? try authority.dpopNonces() : nil)
         let endpoints = SessionEndpoints(
             authority: authority, validator: AppleIdentityTokenValidator(clientIDs: clientIDs), appleKeys: keys,
             appleClients: appleClients, limits: limits, introspectionClients: try introspectionClients(),
-            states: states, logger: logger)
+            states: states, dpop: dpop, logger: logger)
         return (
             endpoints,
             SessionService(authority: authority, appleClients: appleClients, logger: logger)

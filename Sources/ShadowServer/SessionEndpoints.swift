@@ -7,6 +7,7 @@ public import Logging
 public import ShadowApple
 public import ShadowCore
 public import ShadowCredentials
+public import ShadowDPoP
 public import HTTPTypes
 public import ShadowJOSE
 public import ShadowSessions
@@ -60,6 +61,11 @@ public final class SessionEndpoints: Sendable {
     let limits: Limits
     let introspectionClients: [String: SecretBytes]
     let logger: Logger
+    /// How proofs are checked: at the token routes against the store's replay table, at the
+    /// protected routes by ``access``.
+    public let dpop: DPoPPolicy
+    /// The check of a protected route's caller (also `SessionMiddleware`'s).
+    public let access: ProtectedRouteAccess
 
     /// The largest body read.
     public static let maxBodyBytes = 16 << 10
@@ -70,12 +76,15 @@ public final class SessionEndpoints: Sendable {
     ///   - introspectionClients: confidential clients (ID and secret) allowed RFC 7009 revocation
     ///     and RFC 7662 introspection with HTTP Basic.
     ///   - states: the credential-state store a sign-in is recorded in (see ``SessionStateRules``).
+    ///   - dpop: how DPoP proofs are checked (Docs/dpop.md).
     public init(
         authority: SessionAuthority, validator: AppleIdentityTokenValidator, appleKeys: any JWKSource,
         appleClients: [String: AppleAuthClient], limits: Limits = Limits(),
         introspectionClients: [String: SecretBytes] = [:], states: (any CredentialStateStore)? = nil,
-        logger: Logger = Logger(label: "shadow-keys.sessions")
+        dpop: DPoPPolicy = DPoPPolicy(), logger: Logger = Logger(label: "shadow-keys.sessions")
     ) {
+        self.dpop = dpop
+        self.access = ProtectedRouteAccess(authority: authority, policy: dpop)
         self.authority = authority
         self.rules = states.map { SessionStateRules(authority: authority, states: $0) }
         self.validator = validator
@@ -113,13 +122,44 @@ public final class SessionEndpoints: Sendable {
         }
     }
 
-    static func tokens(_ issued: IssuedTokens, withUser: Bool) -> SessionHTTPResponse {
+    func tokens(_ issued: IssuedTokens, withUser: Bool) -> SessionHTTPResponse {
         var object: JSONObject = [
             "accessToken": .string(issued.accessToken), "refreshToken": .string(issued.refreshToken),
-            "tokenType": "Bearer", "expiresIn": .int(issued.expiresIn),
+            "tokenType": .string(issued.tokenType), "expiresIn": .int(issued.expiresIn),
         ]
         if withUser { object.set("userId", .string(issued.userID.uuidString.lowercased())) }
-        return .json(200, .object(object))
+        return .json(200, .object(object), headers: dpop.nonceFields)
+    }
+
+    /// The URL a request's proof names: the issuer without a trailing `/`, then the path.
+    static func url(issuer: String, path: String) -> String {
+        (issuer.hasSuffix("/") ? String(issuer.dropLast()) : issuer) + path
+    }
+
+    /// The request's DPoP proof at a token route (`path`), checked and recorded in the store's
+    /// replay table, or nil when there is none; or the answer to give: 400 `invalid_dpop_proof`,
+    /// 400 `use_dpop_nonce` with the current nonce, 503 when the store is down. Every check but
+    /// the replay's reads and writes nothing.
+    func tokenRouteProof(_ values: [String], path: String) async -> Result<DPoPProof?, SessionHTTPResponse> {
+        guard !values.isEmpty else { return .success(nil) }
+        do {
+            return .success(
+                try await dpop.verifier.verify(
+                    values, method: "POST", url: Self.url(issuer: authority.configuration.issuer, path: path),
+                    nonces: dpop.nonces, replay: authority.replayCache))
+        } catch let error as DPoPError {
+            switch error.code {
+            case .useNonce:
+                return .failure(.error(400, "use_dpop_nonce", error.reason, headers: dpop.nonceFields))
+            case .unavailable:
+                return .failure(.error(503, "store_unavailable", "the session store is unavailable"))
+            default:
+                return .failure(
+                    .error(400, "invalid_dpop_proof", "\(error.codeName): \(error.reason)", headers: dpop.nonceFields))
+            }
+        } catch {
+            return .failure(.error(503, "store_unavailable", "the session store is unavailable"))
+        }
     }
 
     func failure(_ error: any Error) -> SessionHTTPResponse {
@@ -128,6 +168,8 @@ public final class SessionEndpoints: Sendable {
             switch error.code {
             case .invalidGrant, .reuseDetected:
                 return .error(401, error.codeName, error.reason)
+            case .invalidProof:
+                return .error(400, error.codeName, error.reason, headers: dpop.nonceFields)
             case .invalidParameter:
                 return .error(400, "invalid_request", error.reason)
             default:
@@ -140,13 +182,26 @@ public final class SessionEndpoints: Sendable {
         }
     }
 
-    /// `POST /auth/apple`: `{"identityToken","authorizationCode","nonce"?,"deviceName"?}`.
-    public func signIn(body: [UInt8], contentType: String?, clientIP: String) async -> SessionHTTPResponse {
+    /// `POST /auth/apple`: `{"identityToken","authorizationCode","nonce"?,"deviceName"?}`. With a
+    /// `DPoP` header (`dpop`, every value), the session is bound to the proof's key.
+    public func signIn(
+        body: [UInt8], contentType: String?, clientIP: String, dpop proofs: [String] = []
+    ) async -> SessionHTTPResponse {
         if let refused = await limited("ip:" + clientIP, limits.perIP) { return refused }
         let object: JSONObject
         switch Self.jsonBody(body, contentType: contentType) {
         case .failure(let response): return response
         case .success(let value): object = value
+        }
+        if proofs.isEmpty, authority.configuration.requireDPoP {
+            return .error(
+                400, "invalid_dpop_proof", "missing_proof: this server binds every session to a DPoP key",
+                headers: dpop.nonceFields)
+        }
+        let proof: DPoPProof?
+        switch await tokenRouteProof(proofs, path: "/auth/apple") {
+        case .failure(let response): return response
+        case .success(let value): proof = value
         }
         guard let identityToken = object["identityToken"]?.stringValue,
             let code = object["authorizationCode"]?.stringValue, !code.isEmpty, code.utf8.count <= 1024
@@ -194,8 +249,8 @@ public final class SessionEndpoints: Sendable {
         do {
             let issued = try await authority.signIn(
                 appleSubject: identity.subject, appleClientID: identity.audience,
-                appleRefreshToken: exchanged.refreshToken, device: device)
-            return Self.tokens(issued, withUser: true)
+                appleRefreshToken: exchanged.refreshToken, device: device, keyThumbprint: proof?.thumbprint)
+            return tokens(issued, withUser: true)
         } catch {
             return failure(error)
         }
@@ -237,8 +292,11 @@ public final class SessionEndpoints: Sendable {
         return .success((text, token))
     }
 
-    /// `POST /auth/refresh`: `{"refreshToken"}`.
-    public func refresh(body: [UInt8], contentType: String?, clientIP: String) async -> SessionHTTPResponse {
+    /// `POST /auth/refresh`: `{"refreshToken"}`, with a `DPoP` proof by the session's key when
+    /// it is bound to one (`dpop`, every value).
+    public func refresh(
+        body: [UInt8], contentType: String?, clientIP: String, dpop proofs: [String] = []
+    ) async -> SessionHTTPResponse {
         let text: String
         let token: RefreshToken
         switch await refreshTokenRequest(body, contentType: contentType, clientIP: clientIP) {
@@ -250,8 +308,13 @@ public final class SessionEndpoints: Sendable {
             (text, token) = (value.text, checked)
         }
         if let refused = await limited("session:" + token.family.description, limits.perUser) { return refused }
+        let proof: DPoPProof?
+        switch await tokenRouteProof(proofs, path: "/auth/refresh") {
+        case .failure(let response): return response
+        case .success(let value): proof = value
+        }
         do {
-            return Self.tokens(try await authority.refresh(text), withUser: false)
+            return tokens(try await authority.refresh(text, proof: proof), withUser: false)
         } catch {
             return failure(error)
         }
@@ -333,26 +396,27 @@ public final class SessionEndpoints: Sendable {
         }
         do {
             if let row = try await authority.introspect(refreshToken: token) {
-                return .json(
-                    200,
-                    [
-                        "active": true, "token_type": "refresh_token", "sub": .string(row.user.uuidString.lowercased()),
-                        "sid": .string(row.id.description), "exp": .int(row.expiresAt / 1000),
-                        "iat": .int(row.rotatedAt / 1000), "client_id": .string(authority.configuration.clientID),
-                    ])
+                var object: JSONObject = [
+                    "active": true, "token_type": "refresh_token", "sub": .string(row.user.uuidString.lowercased()),
+                    "sid": .string(row.id.description), "exp": .int(row.expiresAt / 1000),
+                    "iat": .int(row.rotatedAt / 1000), "client_id": .string(authority.configuration.clientID),
+                ]
+                if let thumbprint = row.keyThumbprint { object.set("cnf", ["jkt": .string(thumbprint)]) }
+                return .json(200, .object(object))
             }
             if let claims = try? await authority.verifier().verify(token), try await authority.isLive(claims) {
-                return .json(
-                    200,
-                    [
-                        "active": true, "token_type": "access_token",
-                        "sub": .string(claims.userID.uuidString.lowercased()),
-                        "sid": .string(claims.session.description),
-                        "exp": .int(Int64(claims.expiresAt.timeIntervalSince1970)),
-                        "iat": .int(Int64(claims.issuedAt.timeIntervalSince1970)),
-                        "client_id": .string(claims.clientID),
-                        "jti": .string(claims.tokenID),
-                    ])
+                var object: JSONObject = [
+                    "active": true, "token_type": claims.keyThumbprint == nil ? "Bearer" : "DPoP",
+                    "sub": .string(claims.userID.uuidString.lowercased()),
+                    "sid": .string(claims.session.description),
+                    "exp": .int(Int64(claims.expiresAt.timeIntervalSince1970)),
+                    "iat": .int(Int64(claims.issuedAt.timeIntervalSince1970)),
+                    "client_id": .string(claims.clientID),
+                    "jti": .string(claims.tokenID),
+                ]
+                // RFC 9449 §6.2: the key the token is bound to.
+                if let thumbprint = claims.keyThumbprint { object.set("cnf", ["jkt": .string(thumbprint)]) }
+                return .json(200, .object(object))
             }
             return .json(200, ["active": false])
         } catch {
@@ -360,31 +424,13 @@ public final class SessionEndpoints: Sendable {
         }
     }
 
-    /// The caller of a bearer-protected route, or a 401 with `WWW-Authenticate` (RFC 6750).
-    public func caller(_ authorization: String?) async -> Result<SessionClaims, SessionHTTPResponse> {
-        guard let authorization, let token = BearerToken.from(header: authorization) else {
-            return .failure(
-                .error(
-                    401, "missing_token", "send the access token as Authorization: Bearer <token>",
-                    headers: [.wwwAuthenticate: #"Bearer realm="shadow-keys""#]))
-        }
-        do {
-            return .success(try await authority.verifier().verify(token))
-        } catch let error as SessionError {
-            return .failure(
-                .error(
-                    401, "invalid_token", error.reason,
-                    headers: [.wwwAuthenticate: #"Bearer realm="shadow-keys", error="invalid_token""#]))
-        } catch {
-            return .failure(failure(error))
-        }
-    }
-
-    /// `GET /auth/sessions`: the caller's devices.
-    public func sessions(authorization: String?, clientIP: String) async -> SessionHTTPResponse {
+    /// `GET /auth/sessions`: the caller's devices. `dpop`: the request's `DPoP` header values.
+    public func sessions(
+        authorization: String?, clientIP: String, dpop proofs: [String] = [], path: String = "/auth/sessions"
+    ) async -> SessionHTTPResponse {
         if let refused = await limited("ip:" + clientIP, limits.perIP) { return refused }
         let claims: SessionClaims
-        switch await caller(authorization) {
+        switch await access.caller(authorization: authorization, dpop: proofs, method: "GET", path: path) {
         case .failure(let response): return response
         case .success(let value): claims = value
         }
@@ -412,10 +458,14 @@ public final class SessionEndpoints: Sendable {
     }
 
     /// `DELETE /auth/sessions/{id}`: revokes one of the caller's sessions (404 when it is not theirs).
-    public func deleteSession(_ id: String, authorization: String?, clientIP: String) async -> SessionHTTPResponse {
+    public func deleteSession(
+        _ id: String, authorization: String?, clientIP: String, dpop proofs: [String] = [], path: String? = nil
+    ) async -> SessionHTTPResponse {
         if let refused = await limited("ip:" + clientIP, limits.perIP) { return refused }
         let claims: SessionClaims
-        switch await caller(authorization) {
+        switch await access.caller(
+            authorization: authorization, dpop: proofs, method: "DELETE", path: path ?? "/auth/sessions/\(id)")
+        {
         case .failure(let response): return response
         case .success(let value): claims = value
         }

@@ -78,6 +78,19 @@ public final class DatabaseSessionStore: SessionStore {
                 ELSE 0 END)
                 """,
             ]),
+        Migration(
+            3, "DPoP",
+            sqlite: [
+                "ALTER TABLE shadow_sessions ADD COLUMN jkt BLOB",
+                """
+                CREATE TABLE IF NOT EXISTS shadow_dpop_proofs (key BLOB PRIMARY KEY, expires_ms INTEGER NOT NULL) \
+                WITHOUT ROWID
+                """,
+            ],
+            postgres: [
+                "ALTER TABLE shadow_sessions ADD COLUMN jkt bytea",
+                "CREATE TABLE IF NOT EXISTS shadow_dpop_proofs (key bytea PRIMARY KEY, expires_ms bigint NOT NULL)",
+            ]),
     ]
 
     private init(database: any SQLDatabase, secret: [UInt8], closing: (@Sendable () async -> Void)?) throws {
@@ -172,7 +185,8 @@ public final class DatabaseSessionStore: SessionStore {
 
     /// HMAC-SHA-256(row key, "shadow-keys session v1 row" ‖ id (16) ‖ user (16) ‖ generation (8)
     /// ‖ rotated (8) ‖ created (8) ‖ used (8) ‖ expires (8) ‖ revoked flag (1) ‖ revoked (8, 0 when
-    /// live) ‖ device length (2) ‖ device (UTF-8)); integers big-endian, times as signed 64-bit.
+    /// live) ‖ device length (2) ‖ device (UTF-8) [‖ 0x01 ‖ DPoP key thumbprint (32), for a bound
+    /// session]); integers big-endian, times as signed 64-bit.
     func mac(_ row: SessionRow) -> [UInt8] {
         var input = Self.sessionLabel + row.id.bytes + row.user.bytes16 + BigEndian.bytes(row.generation)
         for time in [row.rotatedAt, row.createdAt, row.lastUsedAt, row.expiresAt] {
@@ -181,7 +195,14 @@ public final class DatabaseSessionStore: SessionStore {
         input += [row.revokedAt == nil ? 0 : 1] + BigEndian.bytes(UInt64(bitPattern: row.revokedAt ?? 0))
         let device = Array(row.device.utf8)
         input += [UInt8(device.count >> 8), UInt8(device.count & 0xFF)] + device
+        if let thumbprint = row.keyThumbprint.flatMap(Self.thumbprintBytes) { input += [1] + thumbprint }
         return Array(HMAC<SHA256>.authenticationCode(for: input, using: keys.row))
+    }
+
+    /// A thumbprint's 32 bytes, from its base64url text (43 characters).
+    static func thumbprintBytes(_ text: String) -> [UInt8]? {
+        guard text.utf8.count == 43, let bytes = try? Base64URL.decode(text), bytes.count == 32 else { return nil }
+        return bytes
     }
 
     /// A user row as stored: the Apple hash, the user, and what the MAC covers.
@@ -301,7 +322,7 @@ public final class DatabaseSessionStore: SessionStore {
     // MARK: Sessions
 
     static let sessionColumns =
-        #"id, "user", generation, rotated_ms, created_ms, used_ms, expires_ms, revoked_ms, device, mac"#
+        #"id, "user", generation, rotated_ms, created_ms, used_ms, expires_ms, revoked_ms, device, mac, jkt"#
 
     func sessionRow(_ row: SQLRow, verify: Bool = true) throws -> SessionRow {
         guard let id = row.blob("id").flatMap(SessionID.init(bytes:)),
@@ -309,9 +330,17 @@ public final class DatabaseSessionStore: SessionStore {
             generation >= 1, let rotated = row.integer("rotated_ms"), let created = row.integer("created_ms"),
             let used = row.integer("used_ms"), let expires = row.integer("expires_ms"), let device = row.text("device")
         else { throw SessionError(.corrupted, "a session row is malformed") }
+        var thumbprint: String?
+        if let bytes = row.blob("jkt") {
+            guard bytes.count == 32 else {
+                throw SessionError(.corrupted, "session \(id)'s key thumbprint is malformed")
+            }
+            thumbprint = Base64URL.encode(bytes)
+        }
         var session = SessionRow(
             id: id, user: user, generation: UInt64(generation), rotatedAt: rotated, createdAt: created,
-            lastUsedAt: used, expiresAt: expires, revokedAt: row.integer("revoked_ms"), device: device)
+            lastUsedAt: used, expiresAt: expires, revokedAt: row.integer("revoked_ms"), device: device,
+            keyThumbprint: thumbprint)
         if verify { try verified(mac(session), row.blob("mac"), "session \(id)'s row") }
         session.mac = row.blob("mac") ?? []
         return session
@@ -321,12 +350,13 @@ public final class DatabaseSessionStore: SessionStore {
         try await Self.storing {
             _ = try await database.write(
                 """
-                INSERT INTO shadow_sessions (\(Self.sessionColumns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT \
-                (id) DO NOTHING
+                INSERT INTO shadow_sessions (\(Self.sessionColumns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON \
+                CONFLICT (id) DO NOTHING
                 """,
                 .blob(row.id.bytes), .blob(row.user.bytes16), .integer(Int64(row.generation)),
                 .integer(row.rotatedAt), .integer(row.createdAt), .integer(row.lastUsedAt), .integer(row.expiresAt),
-                .optional(row.revokedAt), .text(row.device), .blob(mac(row)))
+                .optional(row.revokedAt), .text(row.device), .blob(mac(row)),
+                .optional(row.keyThumbprint.flatMap(Self.thumbprintBytes)))
         }
     }
 
@@ -432,6 +462,12 @@ public final class DatabaseSessionStore: SessionStore {
                 ?\(skip))
                 """,
                 .integer(expiredBefore), .integer(limit))
+            _ = try await database.write(
+                """
+                DELETE FROM shadow_dpop_proofs WHERE key IN (SELECT key FROM shadow_dpop_proofs WHERE expires_ms < ? \
+                LIMIT ?\(skip))
+                """,
+                .integer(expiredBefore), .integer(limit))
             return deleted
         }
     }
@@ -502,6 +538,21 @@ public final class DatabaseSessionStore: SessionStore {
     public func deleteSigningKey(_ keyID: String) async throws {
         try await Self.storing {
             _ = try await database.write("DELETE FROM shadow_session_keys WHERE kid = ?", .text(keyID))
+        }
+    }
+
+    // MARK: DPoP proofs
+
+    /// The replay check of a DPoP proof in one statement (Docs/dpop.md, "Replay"): the key is
+    /// inserted, or an expired row of it renewed; no row back means it was seen and is still live.
+    public func firstUse(of key: [UInt8], until expiresAt: Int64, now: Int64) async throws -> Bool {
+        try await Self.storing {
+            try await !database.write(
+                """
+                INSERT INTO shadow_dpop_proofs (key, expires_ms) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET \
+                expires_ms = excluded.expires_ms WHERE shadow_dpop_proofs.expires_ms < ? RETURNING key
+                """, .blob(key), .integer(expiresAt), .integer(now)
+            ).isEmpty
         }
     }
 

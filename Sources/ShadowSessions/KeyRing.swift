@@ -199,8 +199,16 @@ public struct AccessTokenVerifier: Sendable {
         else {
             throw SessionError(.invalidToken, "the access token's sub, sid, jti, client_id, iat or exp is malformed")
         }
+        var thumbprint: String?
+        if let confirmation = claims["cnf"] {
+            guard let jkt = confirmation.objectValue?["jkt"]?.stringValue,
+                DatabaseSessionStore.thumbprintBytes(jkt) != nil
+            else { throw SessionError(.invalidToken, "the access token's cnf is not {\"jkt\": a key thumbprint}") }
+            thumbprint = jkt
+        }
         return SessionClaims(
-            userID: user, session: session, tokenID: jti, clientID: clientID, issuedAt: issuedAt, expiresAt: expiresAt)
+            userID: user, session: session, tokenID: jti, clientID: clientID, issuedAt: issuedAt, expiresAt: expiresAt,
+            keyThumbprint: thumbprint)
     }
 }
 

@@ -6,6 +6,7 @@ public import FoundationEssentials
 public import Foundation
 #endif
 public import ShadowCore
+public import ShadowDPoP
 public import ShadowJOSE
 import ShadowCrypto
 import Synchronization
@@ -36,6 +37,9 @@ public struct SessionConfiguration: Sendable {
     public var publishLead: TimeInterval = 600
     /// The JWKS document's `Cache-Control: max-age` (default 300 s).
     public var jwksMaxAge: Int = 300
+    /// Refuse sessions without DPoP: a sign-in without a proof, the refresh of a session not
+    /// bound to a key (`serve --require-dpop`; Docs/dpop.md, "Sessions").
+    public var requireDPoP = false
 
     public init(issuer: String, audience: String, clientID: String) {
         self.issuer = issuer
@@ -70,6 +74,11 @@ public struct IssuedTokens: Sendable, CustomStringConvertible {
     public let refreshToken: String
     /// Seconds the access token lives.
     public let expiresIn: Int
+    /// The thumbprint of the DPoP key the tokens are bound to, or nil for bearer tokens.
+    public let keyThumbprint: String?
+
+    /// `DPoP` for tokens bound to a key, `Bearer` otherwise (RFC 9449 §5).
+    public var tokenType: String { keyThumbprint == nil ? "Bearer" : "DPoP" }
 
     public var description: String { "IssuedTokens(user \(userID), session \(session), redacted)" }
 }
@@ -82,6 +91,8 @@ public struct SessionClaims: Sendable, Hashable {
     public let clientID: String
     public let issuedAt: Date
     public let expiresAt: Date
+    /// `cnf.jkt`: the thumbprint of the DPoP key the token is bound to, or nil for a bearer token.
+    public let keyThumbprint: String?
 }
 
 /// What happened, for the authentication log.
@@ -134,11 +145,22 @@ public final class SessionAuthority: Sendable {
     /// Maps Apple's `sub` to an internal user (a repeat sign-in finds the same one), keeps Apple's
     /// refresh token sealed, and opens a new session. The identity token and the code exchange
     /// are the caller's (ShadowApple), done before.
+    ///
+    /// `keyThumbprint` binds the session to a DPoP key (Docs/dpop.md, "Sessions"): the caller
+    /// checked the request's proof; from then on every refresh needs a proof by the same key.
     public func signIn(
-        appleSubject: String, appleClientID: String, appleRefreshToken: SecretBytes?, device: String
+        appleSubject: String, appleClientID: String, appleRefreshToken: SecretBytes?, device: String,
+        keyThumbprint: String? = nil
     ) async throws -> IssuedTokens {
         guard !appleSubject.isEmpty, appleSubject.utf8.count <= 255 else {
             throw SessionError(.invalidParameter, "an Apple subject is 1 to 255 bytes")
+        }
+        if let keyThumbprint {
+            guard keyThumbprint.utf8.count == 43, (try? Base64URL.decode(keyThumbprint))?.count == 32 else {
+                throw SessionError(.invalidParameter, "a key thumbprint is 32 bytes, base64url")
+            }
+        } else if configuration.requireDPoP {
+            throw SessionError(.invalidProof, "this server binds every session to a DPoP key: send a DPoP proof")
         }
         let device = Self.deviceName(device)
         let now = self.now
@@ -160,7 +182,8 @@ public final class SessionAuthority: Sendable {
         }
         let row = SessionRow(
             id: SessionID.random(), user: user, generation: 1, rotatedAt: now, createdAt: now, lastUsedAt: now,
-            expiresAt: now + milliseconds(configuration.absoluteLifetime), revokedAt: nil, device: device)
+            expiresAt: now + milliseconds(configuration.absoluteLifetime), revokedAt: nil, device: device,
+            keyThumbprint: keyThumbprint)
         try await store.insertSession(row)
         await events?(SessionEvent(kind: .signIn, user: user, session: row.id, time: now))
         return try await issue(row, generation: 1)
@@ -176,15 +199,21 @@ public final class SessionAuthority: Sendable {
     /// Rotates a refresh token: the family's current generation gets the next one (one
     /// compare-and-set); the generation before it, within the grace interval, gets the current one
     /// back; any other generation revokes the family.
+    ///
+    /// `proof` is the request's DPoP proof, checked by the caller (``DPoPVerifier``). A session
+    /// bound to a key is refreshed only with a proof by that key: without one, or with another
+    /// key, the request is refused before anything else and changes nothing, not even reuse
+    /// detection (the holder of a stolen token cannot revoke the session either).
     /// - Throws: ``SessionErrorCode/invalidGrant``; ``SessionErrorCode/reuseDetected`` (the
-    ///   family is revoked).
-    public func refresh(_ text: String) async throws -> IssuedTokens {
+    ///   family is revoked); ``SessionErrorCode/invalidProof``.
+    public func refresh(_ text: String, proof: DPoPProof? = nil) async throws -> IssuedTokens {
         let token = try RefreshToken(parsing: text, keys: keys)
         let now = self.now
         for _ in 0..<3 {
             guard let row = try await store.session(token.family) else {
                 throw SessionError(.invalidGrant, "the session does not exist")
             }
+            try checkBinding(row, proof: proof)
             try check(row, now: now)
             if token.generation == row.generation {
                 if try await store.rotate(row, now: now) {
@@ -217,6 +246,22 @@ public final class SessionAuthority: Sendable {
         try RefreshToken(parsing: text, keys: keys)
     }
 
+    /// A bound session needs a proof by its key; with DPoP required, an unbound one is refused.
+    private func checkBinding(_ row: SessionRow, proof: DPoPProof?) throws {
+        guard let bound = row.keyThumbprint else {
+            if configuration.requireDPoP {
+                throw SessionError(.invalidProof, "this server requires DPoP, and this session is not bound to a key")
+            }
+            return
+        }
+        guard let proof else {
+            throw SessionError(.invalidProof, "this session is bound to a DPoP key: send a DPoP proof by that key")
+        }
+        guard ConstantTime.equals(Array(bound.utf8), Array(proof.thumbprint.utf8)) else {
+            throw SessionError(.invalidProof, "the DPoP proof is signed by another key than the session's")
+        }
+    }
+
     private func check(_ row: SessionRow, now: Int64) throws {
         guard row.revokedAt == nil else { throw SessionError(.invalidGrant, "the session was revoked") }
         guard now < row.expiresAt else { throw SessionError(.invalidGrant, "the session reached its 30-day end") }
@@ -233,17 +278,19 @@ public final class SessionAuthority: Sendable {
         let lifetime = Int64(configuration.accessTokenLifetime)
         // Never past the session's own end.
         let expiresAt = min(now / 1000 + lifetime, row.expiresAt / 1000)
-        let claims: JSONObject = [
+        var claims: JSONObject = [
             "iss": .string(configuration.issuer), "sub": .string(row.user.uuidString.lowercased()),
             "aud": .string(configuration.audience), "exp": .int(expiresAt), "iat": .int(now / 1000),
             "jti": .string(Base64URL.encode(SecretBytes.random(count: 16).withUnsafeBytes { Array($0) })),
             "client_id": .string(configuration.clientID), "sid": .string(row.id.description),
         ]
+        // RFC 9449 §6.1: a bound token confirms its key's thumbprint.
+        if let thumbprint = row.keyThumbprint { claims.set("cnf", ["jkt": .string(thumbprint)]) }
         let accessToken = try ring.signer(at: now).sign(claims: claims, header: ["typ": "at+jwt"])
         return IssuedTokens(
             userID: row.user, session: row.id, accessToken: accessToken,
             refreshToken: RefreshToken(family: row.id, generation: generation).encoded(keys: keys),
-            expiresIn: Int(expiresAt - now / 1000))
+            expiresIn: Int(expiresAt - now / 1000), keyThumbprint: row.keyThumbprint)
     }
 
     // MARK: Ending sessions
@@ -294,7 +341,16 @@ public final class SessionAuthority: Sendable {
         return row
     }
 
-    /// Deletes up to `limit` dead sessions (revoked, past their end, or idle too long).
+    /// The DPoP nonces every instance over this store gives and accepts (Docs/dpop.md, "Nonces").
+    public func dpopNonces(period: Int64 = 300) throws -> DPoPNonces {
+        try DPoPNonces(key: keys.dpopNonce, period: period, clock: clock)
+    }
+
+    /// The replay cache the session routes check proofs against: the store, shared by every instance.
+    public var replayCache: any DPoPReplayCache { store }
+
+    /// Deletes up to `limit` dead sessions (revoked, past their end, or idle too long), and
+    /// expired rate-limit and DPoP replay rows.
     public func sweep(limit: Int = 1000) async throws -> Int {
         let now = self.now
         return try await store.deleteDead(

@@ -3,6 +3,7 @@ public import FoundationEssentials
 #else
 public import Foundation
 #endif
+public import ShadowDPoP
 
 /// One session: a refresh-token family, one row (Docs/sessions.md, "Tables").
 public struct SessionRow: Sendable, Hashable {
@@ -20,17 +21,21 @@ public struct SessionRow: Sendable, Hashable {
     public var revokedAt: Int64?
     /// The device's name, as the app gave it (at most 64 bytes).
     public let device: String
+    /// The RFC 7638 thumbprint (`jkt`, base64url) of the DPoP key the session is bound to, set at
+    /// sign-in and never changed; nil for a session without DPoP (Docs/dpop.md, "Sessions").
+    public let keyThumbprint: String?
     /// The row's MAC as stored (Docs/sessions.md, "Tables"): a change compares it, so a row
     /// changed since it was read is not overwritten. Empty for a row not yet stored.
     package var mac: [UInt8] = []
 
     public init(
         id: SessionID, user: UUID, generation: UInt64, rotatedAt: Int64, createdAt: Int64, lastUsedAt: Int64,
-        expiresAt: Int64, revokedAt: Int64?, device: String
+        expiresAt: Int64, revokedAt: Int64?, device: String, keyThumbprint: String? = nil
     ) {
         (self.id, self.user, self.generation, self.rotatedAt) = (id, user, generation, rotatedAt)
         (self.createdAt, self.lastUsedAt, self.expiresAt, self.revokedAt, self.device) =
             (createdAt, lastUsedAt, expiresAt, revokedAt, device)
+        self.keyThumbprint = keyThumbprint
     }
 }
 
@@ -75,8 +80,9 @@ public struct SessionUser: Sendable, Hashable {
 
 /// Where sessions live: tables in a database store (SQLite in ShadowSQLite, PostgreSQL in
 /// ShadowPostgres). Every method is one statement or one short transaction; none holds a lock
-/// across a request.
-public protocol SessionStore: Sendable {
+/// across a request. It is also the replay cache of the DPoP proofs the session routes accept,
+/// shared by every instance on the same database (`firstUse(of:until:now:)`, one upsert).
+public protocol SessionStore: DPoPReplayCache {
     /// The sessions' 32-byte secret, sealed in the store under the caller's key; made on first use.
     func sessionSecret() async throws -> [UInt8]
 

@@ -25,6 +25,9 @@ public struct SessionErrorCode: ShadowKeysErrorCode {
     public static let rateLimited = SessionErrorCode("rate_limited")
     /// A setting or argument is out of range.
     public static let invalidParameter = SessionErrorCode("invalid_parameter")
+    /// The session is bound to a DPoP key and the refresh came without a proof by that key, or
+    /// DPoP is required and the session is not bound (Docs/dpop.md, "Sessions"). Nothing changed.
+    public static let invalidProof = SessionErrorCode("invalid_dpop_proof")
     /// The store's session data does not authenticate or is malformed.
     public static let corrupted = SessionErrorCode("sessions_corrupted")
     /// The key does not open the store's session secret.
@@ -63,6 +66,8 @@ public struct SessionKeys: Sendable, CustomStringConvertible {
     let seal: SymmetricKey
     /// The rows' MAC key (`shadow-keys session v1 row`): every session and user row is bound to it.
     let row: SymmetricKey
+    /// The DPoP nonces' key (`shadow-keys session v1 dpop nonce`, Docs/dpop.md, "Nonces").
+    let dpopNonce: SymmetricKey
 
     public init(secret: some DataProtocol) throws {
         guard secret.count == 32 else { throw SessionError(.invalidParameter, "a session secret is 32 bytes") }
@@ -71,6 +76,7 @@ public struct SessionKeys: Sendable, CustomStringConvertible {
         lookup = keys.key("lookup")
         seal = keys.key("seal")
         row = keys.key("row")
+        dpopNonce = keys.key("dpop nonce")
     }
 
     public var description: String { "SessionKeys(redacted)" }
