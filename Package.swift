@@ -201,7 +201,7 @@ let package = Package(
             dependencies: [
                 "ShadowCore", "ShadowJOSE", "ShadowJWKS", "ShadowHTTP", "ShadowApple", "ShadowCrypto", "ShadowVault",
                 "ShadowCredentials", "ShadowSQLite", "ShadowSelfTest", "ShadowOperationLog", "ShadowTokenSource",
-                argumentParser,
+                "ShadowDPoP", argumentParser,
             ],
             swiftSettings: strictSettings),
         .target(
@@ -303,8 +303,8 @@ let package = Package(
             name: "ShadowServerTests",
             dependencies: [
                 "ShadowServer", "ShadowSessions", "ShadowSQLite", "ShadowPostgres", "ShadowCredentials", "ShadowApple",
-                "ShadowJOSE", "ShadowJWKS", "ShadowHTTP", "ShadowCore", "ShadowVault", "ShadowDPoP", "ShadowTestSupport",
-                crypto, httpTypes,
+                "ShadowJOSE", "ShadowJWKS", "ShadowHTTP", "ShadowCore", "ShadowVault", "ShadowDPoP",
+                "ShadowTestSupport", crypto, httpTypes,
             ],
             swiftSettings: strictSettings),
         // The DocC articles' examples, through `import ShadowKeys` alone, as a user writes them.
@@ -320,8 +320,8 @@ let package = Package(
             name: "ShadowKeysCLITests",
             dependencies: [
                 "shadow-keys", "shadow-keys-server", "ShadowTestSupport", "ShadowSQLite", "ShadowPostgres",
-                "ShadowJOSE", "ShadowCore", "ShadowCrypto", "ShadowVault", "ShadowCredentials", crypto, cryptoExtras,
-                asyncHTTPClient,
+                "ShadowJOSE", "ShadowCore", "ShadowCrypto", "ShadowVault", "ShadowCredentials", "ShadowDPoP", crypto,
+                cryptoExtras, asyncHTTPClient,
             ]
                 + ["NIOCore", "NIOHTTP1"].map {
                     .product(name: $0, package: "swift-nio", condition: .when(platforms: [.linux]))

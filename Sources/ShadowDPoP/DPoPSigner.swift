@@ -63,6 +63,15 @@ public struct DPoPSigner: Sendable {
         }
     }
 
+    /// A signer for the private key in a key file: PEM (PKCS#8, `EC PRIVATE KEY`, `RSA PRIVATE
+    /// KEY`, a `.p8`) or a private JWK, as `KeyFiles` reads them.
+    public static func keyFile(_ bytes: [UInt8]) throws -> DPoPSigner {
+        switch try KeyFiles.privateKey(bytes) {
+        case .p256(let key): return try es256(key)
+        case .rsa(let key): return try rs256(key)
+        }
+    }
+
     /// A proof for one request.
     /// - Parameters:
     ///   - method: the request's method (`htm`), as sent: `POST`, `GET`.

@@ -1,5 +1,5 @@
-import Crypto
-import CryptoExtras
+package import Crypto
+package import CryptoExtras
 public import ShadowCore
 
 /// Keys read from the files people have: PEM (PKCS#8, SEC1 `EC PRIVATE KEY`, PKCS#1
@@ -39,7 +39,8 @@ public enum KeyFiles {
         return ["keys": .array([.object(jwk.json)])]
     }
 
-    private enum Private {
+    /// A private key read from a key file.
+    package enum Private {
         case p256(P256.Signing.PrivateKey)
         case rsa(_RSA.Signing.PrivateKey)
     }
@@ -49,7 +50,8 @@ public enum KeyFiles {
         case rsa(_RSA.Signing.PublicKey)
     }
 
-    private static func privateKey(_ bytes: [UInt8]) throws -> Private {
+    /// The private key in a PEM (PKCS#8, SEC1, PKCS#1) or private JWK file.
+    package static func privateKey(_ bytes: [UInt8]) throws -> Private {
         let text = try Self.text(bytes)
         if text.hasPrefix("{") { return try privateJWK(text) }
         guard text.hasPrefix("-----BEGIN ") else { throw JOSEError(.invalidKey, "not a PEM key or a JWK") }

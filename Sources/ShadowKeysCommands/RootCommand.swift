@@ -22,7 +22,7 @@ public enum ShadowKeysTool {
     /// Every command that needs no server and no PostgreSQL, in the order help lists them.
     public static let commands: [any ParsableCommand.Type] = [
         VerifyToken.self, Decode.self, JWKSCommand.self, ClientSecretCommand.self, AppleCommand.self, Keygen.self,
-        Sign.self, DeriveKey.self,
+        Sign.self, DPoPCommand.self, DeriveKey.self,
         Encrypt.self, Decrypt.self, Rewrap.self, Hash.self, VaultCommand.self, StateCommand.self, LogCommand.self,
         SelfTestCommand.self,
     ]

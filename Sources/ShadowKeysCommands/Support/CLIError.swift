@@ -2,6 +2,7 @@ import ArgumentParser
 import ShadowApple
 import ShadowCore
 import ShadowCredentials
+import ShadowDPoP
 package import ShadowJOSE
 import ShadowCrypto
 import ShadowJWKS
@@ -110,6 +111,16 @@ package enum ExitStatus: Int32 {
             case .notAStore: self = .notAStore
             case .invalidParameter: self = .usage
             default: self = .failure
+            }
+        case let error as DPoPError:
+            switch error.code {
+            case .missingProof, .multipleProofs, .malformedProof: self = .malformedToken
+            case .wrongType, .disallowedAlgorithm, .invalidKey, .unsupportedCriticalHeader, .invalidSignature,
+                .keyMismatch:
+                self = .signatureRejected
+            case .invalidParameter: self = .usage
+            case .unavailable: self = .storeUnavailable
+            default: self = .claimsRejected
             }
         default:
             self = ExitStatus(codeName: error.codeName)

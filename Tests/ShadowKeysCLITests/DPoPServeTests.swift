@@ -1,0 +1,64 @@
+import Crypto
+import Foundation
+import ShadowCore
+import ShadowDPoP
+import ShadowTestSupport
+import Testing
+
+/// DPoP through `serve` end to end (Docs/dpop.md, "Sessions"), with nonces: the sign-in learns the
+/// nonce and binds, the protected route refuses the bound token as a bearer token and takes it
+/// with a proof, a stolen refresh token fails without the key.
+@Suite(.tags(.multiProcess), .ownThreads) struct DPoPServeTests {
+    static func header(_ name: String, in block: String) -> String? {
+        for line in block.split(separator: "\r\n") {
+            let parts = line.split(separator: ":", maxSplits: 1)
+            if parts.count == 2, parts[0].lowercased() == name.lowercased() {
+                return parts[1].trimmingCharacters(in: .whitespaces)
+            }
+        }
+        return nil
+    }
+
+    @Test func aBoundSessionThroughServe() throws {
+        let server = try SessionServer(extra: ["--dpop-nonce"])
+        let device = try DPoPSigner.es256(P256.Signing.PrivateKey())
+        func proof(_ method: String, _ path: String, token: String? = nil, nonce: String?) throws -> String {
+            "DPoP: "
+                + (try device.proof(
+                    method: method, url: SessionServer.issuer + path, accessToken: token, nonce: nonce))
+        }
+        let subject = "001234.serve.0001"
+        func signIn(nonce: String?) throws -> SessionServer.Answer {
+            try server.request(
+                "POST", "/auth/apple",
+                json: [
+                    "identityToken": .string(try server.identityToken(subject: subject)),
+                    "authorizationCode": .string(server.apple.issueCode(for: subject)),
+                ], headers: [try proof("POST", "/auth/apple", nonce: nonce)])
+        }
+        let first = try signIn(nonce: nil)
+        #expect(first.status == 400 && first.json["error"]?.objectValue?["code"] == "use_dpop_nonce", "\(first.body)")
+        let nonce = try #require(Self.header("DPoP-Nonce", in: first.headers))
+        let signedIn = try signIn(nonce: nonce)
+        #expect(signedIn.status == 200, "\(signedIn.body)")
+        #expect(signedIn.json["tokenType"] == "DPoP")
+        let access = try #require(signedIn.json["accessToken"]?.stringValue)
+        let refresh = try #require(signedIn.json["refreshToken"]?.stringValue)
+
+        let asBearer = try server.request("GET", "/auth/sessions", headers: ["Authorization: Bearer " + access])
+        #expect(asBearer.status == 401)
+        #expect(asBearer.headers.contains("DPoP algs=\"ES256 RS256\""), "\(asBearer.headers)")
+        let withProof = try server.request(
+            "GET", "/auth/sessions",
+            headers: ["Authorization: DPoP " + access, try proof("GET", "/auth/sessions", token: access, nonce: nonce)])
+        #expect(withProof.status == 200, "\(withProof.body)")
+
+        let stolen = try server.refresh(refresh)
+        #expect(stolen.status == 400 && stolen.json["error"]?.objectValue?["code"] == "invalid_dpop_proof")
+        let genuine = try server.request(
+            "POST", "/auth/refresh", json: ["refreshToken": .string(refresh)],
+            headers: [try proof("POST", "/auth/refresh", nonce: nonce)])
+        #expect(genuine.status == 200, "\(genuine.body)")
+        #expect(genuine.json["tokenType"] == "DPoP")
+    }
+}
