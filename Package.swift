@@ -115,7 +115,7 @@ let package = Package(
             swiftSettings: strictSettings),
         .target(
             name: "ShadowTokenSource",
-            dependencies: ["ShadowCore", "ShadowJWKS", "ShadowApple", "ShadowVault", crypto, httpTypes],
+            dependencies: ["ShadowCore", "ShadowJWKS", "ShadowApple", "ShadowVault", "ShadowDPoP", crypto, httpTypes],
             swiftSettings: strictSettings),
         // DPoP (RFC 9449): proofs made and checked, nonces, the replay cache's interface.
         .target(
@@ -225,7 +225,7 @@ let package = Package(
 
         .target(
             name: "ShadowTestSupport",
-            dependencies: ["ShadowCore", "ShadowJOSE", crypto, cryptoExtras] + nioLinux,
+            dependencies: ["ShadowCore", "ShadowJOSE", "ShadowDPoP", crypto, cryptoExtras] + nioLinux,
             path: "Tests/ShadowTestSupport", swiftSettings: strictSettings),
         .testTarget(
             name: "ShadowCoreTests", dependencies: ["ShadowCore", "ShadowTestSupport"], swiftSettings: strictSettings),
@@ -263,7 +263,7 @@ let package = Package(
             name: "ShadowTokenSourceTests",
             dependencies: [
                 "ShadowTokenSource", "ShadowCore", "ShadowHTTP", "ShadowJWKS", "ShadowVault", "ShadowTestSupport",
-                crypto,
+                "ShadowDPoP", crypto,
             ],
             swiftSettings: strictSettings),
         .testTarget(

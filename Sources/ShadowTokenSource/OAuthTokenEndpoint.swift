@@ -6,8 +6,10 @@ import Foundation
 import Crypto
 import ShadowApple
 public import ShadowCore
+public import ShadowDPoP
 public import ShadowJWKS
 import HTTPTypes
+import Synchronization
 
 /// What a token endpoint answered (RFC 6749, section 5.1).
 public struct TokenResponse: Sendable, CustomStringConvertible {
@@ -16,6 +18,8 @@ public struct TokenResponse: Sendable, CustomStringConvertible {
     /// A rotated refresh token, when the server sent one.
     public let refreshToken: SecretBytes?
     public let scope: String?
+    /// `Bearer`, or `DPoP` for a token bound to the key that signed the request's proof (RFC 9449 §5).
+    public let tokenType: String
 
     public var description: String { "TokenResponse(expires in \(expiresIn) s, redacted)" }
 }
@@ -40,11 +44,22 @@ public struct OAuthTokenEndpoint: Sendable {
     public let client: OAuthClient
     public let policy: Policy
     let transport: any HTTPTransport
+    /// The key that signs a DPoP proof for every request (RFC 9449 §5), when the provider binds
+    /// tokens; nil for bearer tokens.
+    public let dpop: DPoPSigner?
+    /// The provider's latest `DPoP-Nonce` (§8), sent in the next proof.
+    let nonce = NonceBox()
+
+    /// The `DPoP` and `DPoP-Nonce` headers' names.
+    static let proofHeader = HTTPField.Name("DPoP") ?? .authorization
+    static let nonceHeader = HTTPField.Name("DPoP-Nonce") ?? .authorization
 
     /// The longest `expires_in` accepted: a year.
     static let maxExpiresIn: Int64 = 366 * 86_400
 
-    public init(client: OAuthClient, transport: any HTTPTransport, policy: Policy = Policy()) throws {
+    public init(
+        client: OAuthClient, transport: any HTTPTransport, policy: Policy = Policy(), dpop: DPoPSigner? = nil
+    ) throws {
         do {
             try URLPolicy.check(client.tokenEndpoint, allowLoopbackHTTP: policy.allowLoopbackHTTP)
         } catch let error as HTTPTransportError {
@@ -53,6 +68,7 @@ public struct OAuthTokenEndpoint: Sendable {
         self.client = client
         self.policy = policy
         self.transport = transport
+        self.dpop = dpop
     }
 
     /// `grant_type=refresh_token`.
@@ -112,12 +128,28 @@ public struct OAuthTokenEndpoint: Sendable {
         request.body = FormEncoding.encode(fields)
         var backoff = policy.backoff
         var attempt = 0
+        var nonceRetries = 0
         while true {
             var wait = Duration.zero
             var failure = TokenError(.providerUnavailable, "the token endpoint did not answer")
             do {
+                // A fresh proof for every attempt: a proof is used once (RFC 9449 §11.1).
+                if let dpop {
+                    do {
+                        request.headerFields[Self.proofHeader] = try dpop.proof(
+                            method: "POST", url: client.tokenEndpoint, nonce: nonce.value)
+                    } catch let error as DPoPError {
+                        throw TokenError(.notConfigured, "a DPoP proof for the token endpoint: \(error.reason)")
+                    }
+                }
                 let response = try await transport.send(request)
-                if response.status.kind == .successful { return try Self.parse(response) }
+                let askedNonce = nonce.update(from: response.headerFields[Self.nonceHeader])
+                if response.status.kind == .successful { return try Self.parse(response, dpop: dpop != nil) }
+                // §8: the provider asks for its nonce; the next proof carries it, at once.
+                if dpop != nil, askedNonce, nonceRetries < 2, Self.errorCode(response) == "use_dpop_nonce" {
+                    nonceRetries += 1
+                    continue
+                }
                 // A 5xx or a 429 is worth another try; any other answer is the provider's refusal.
                 guard response.status.kind == .serverError || response.status == .tooManyRequests else {
                     throw Self.rejection(response)
@@ -151,6 +183,11 @@ public struct OAuthTokenEndpoint: Sendable {
         return .milliseconds(Int.random(in: 0...milliseconds))
     }
 
+    /// The OAuth `error` of an error answer, if it has one.
+    static func errorCode(_ response: TransportResponse) -> String? {
+        (try? StrictJSON.parse(response.body, limits: .jose))?.objectValue?["error"]?.stringValue
+    }
+
     package static func rejection(_ response: TransportResponse) -> TokenError {
         let object = (try? StrictJSON.parse(response.body, limits: .jose))?.objectValue
         let error = object?["error"]?.stringValue
@@ -170,15 +207,20 @@ public struct OAuthTokenEndpoint: Sendable {
         return TokenError(.rejected, "the token endpoint answered HTTP \(response.status.code)\(code)\(description)")
     }
 
-    package static func parse(_ response: TransportResponse) throws -> TokenResponse {
+    /// A token response; `dpop` when the request carried a proof, so a `DPoP` token type is
+    /// expected (a provider may still answer `Bearer`).
+    package static func parse(_ response: TransportResponse, dpop: Bool = false) throws -> TokenResponse {
         guard let object = (try? StrictJSON.parse(response.body, limits: .jose))?.objectValue else {
             throw TokenError(.invalidResponse, "the token response is not a JSON object")
         }
         guard let accessToken = object["access_token"]?.stringValue, !accessToken.isEmpty,
             accessToken.utf8.count <= 16 << 10
         else { throw TokenError(.invalidResponse, "the token response has no access_token") }
-        guard let type = object["token_type"]?.stringValue, type.lowercased() == "bearer" else {
-            throw TokenError(.invalidResponse, "the token response's token_type is not Bearer")
+        guard let type = object["token_type"]?.stringValue, type.lowercased() == "bearer" || type.lowercased() == "dpop"
+        else { throw TokenError(.invalidResponse, "the token response's token_type is not Bearer or DPoP") }
+        let tokenType = type.lowercased() == "dpop" ? "DPoP" : "Bearer"
+        if tokenType == "DPoP" && !dpop {
+            throw TokenError(.invalidResponse, "the provider bound the token to a DPoP key, but the request sent none")
         }
         guard let expiresIn = object["expires_in"]?.numberValue?.int64Value, (1...maxExpiresIn).contains(expiresIn)
         else { throw TokenError(.invalidResponse, "the token response's expires_in is not 1 to \(maxExpiresIn) s") }
@@ -192,7 +234,25 @@ public struct OAuthTokenEndpoint: Sendable {
         let scope = object["scope"]?.stringValue.map { String($0.prefix(4096)) }
         return TokenResponse(
             accessToken: SecretBytes(utf8: accessToken), expiresIn: Int(expiresIn), refreshToken: refreshToken,
-            scope: scope)
+            scope: scope, tokenType: tokenType)
+    }
+}
+
+/// The provider's latest DPoP nonce, shared by the attempts of one endpoint.
+final class NonceBox: Sendable {
+    private let stored = Mutex<String?>(nil)
+
+    var value: String? { stored.withLock { $0 } }
+
+    /// Keeps `header` when it is a nonce a proof can carry; true when it is new.
+    func update(from header: String?) -> Bool {
+        guard let header, (1...512).contains(header.utf8.count),
+            header.utf8.allSatisfy({ $0 == 0x21 || (0x23...0x5B).contains($0) || (0x5D...0x7E).contains($0) })
+        else { return false }
+        return stored.withLock { value in
+            defer { value = header }
+            return value != header
+        }
     }
 }
 

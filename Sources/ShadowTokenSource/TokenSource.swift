@@ -3,8 +3,10 @@ public import FoundationEssentials
 #else
 public import Foundation
 #endif
+import Crypto
 import ShadowApple
 public import ShadowCore
+public import ShadowDPoP
 public import ShadowJWKS
 public import ShadowVault
 
@@ -18,6 +20,9 @@ public struct AccessToken: Sendable, CustomStringConvertible {
     public let refreshed: Bool
     /// Things the caller should tell a person, such as a Google refresh token near its 90-day end.
     public let warnings: [String]
+    /// `Bearer`, or `DPoP` for a token bound to the source's key: send it as `Authorization: DPoP`
+    /// with a proof by ``TokenSource/dpopSigner()`` (Docs/dpop.md).
+    public var tokenType = "Bearer"
 
     public var description: String {
         "AccessToken(expires \(Timestamp.rfc3339Exact(expiresAt)), redacted)"
@@ -29,11 +34,42 @@ public struct AccessToken: Sendable, CustomStringConvertible {
 /// - `NAME`: the refresh token (kind `refresh-token`) and the settings, as labels;
 /// - `NAME.access`: the current access token (kind `access-token`, with its expiry);
 /// - `NAME.client-secret`: the client secret (for Apple, the last one made, with its expiry);
-/// - `NAME.p8`: for Apple, the `.p8` key the client secret is made from.
+/// - `NAME.p8`: for Apple, the `.p8` key the client secret is made from;
+/// - `NAME.dpop`: for a provider that binds tokens, the P-256 private key (32 bytes) its DPoP
+///   proofs are signed with; NAME's label `oauth.dpop` is then `ES256`.
 public enum TokenSourceEntries {
     public static func access(_ name: String) -> String { name + ".access" }
     public static func clientSecret(_ name: String) -> String { name + ".client-secret" }
     public static func p8(_ name: String) -> String { name + ".p8" }
+    public static func dpop(_ name: String) -> String { name + ".dpop" }
+
+    /// NAME's label that says proofs are sent, with the algorithm (`ES256`).
+    public static let dpopLabel = "oauth.dpop"
+    static let tokenType = "oauth.token_type"
+
+    /// The signer of `name`'s DPoP proofs (``TokenSource/dpopSigner()``), read from `vault`.
+    public static func dpopSigner(in vault: TokenVault, name: String) async throws -> DPoPSigner? {
+        let entry = try await vault.entry(named: name)
+        guard let algorithm = entry.labels[dpopLabel] else { return nil }
+        guard algorithm == "ES256", let key = try? await vault.entry(named: dpop(name)),
+            let signing = key.secret.withUnsafeBytes({ try? P256.Signing.PrivateKey(rawRepresentation: $0) })
+        else {
+            throw TokenError(
+                .notConfigured,
+                "\(name.quotedForMessage) sends DPoP proofs, but \(dpop(name).quotedForMessage) holds no P-256 key: "
+                    + "run vault login again")
+        }
+        return try DPoPSigner.es256(signing)
+    }
+
+    /// A new DPoP key for `name` (kind `key`, the raw 32-byte P-256 scalar), and its signer.
+    public static func newDPoPKey(for name: String, provider: VaultEntry.Provider) throws -> (VaultEntry, DPoPSigner) {
+        let key = P256.Signing.PrivateKey()
+        let entry = VaultEntry(
+            name: dpop(name), secret: SecretBytes(key.rawRepresentation), provider: provider, kind: .key,
+            labels: [dpopLabel: "ES256"])
+        return (entry, try DPoPSigner.es256(key))
+    }
 
     static let preset = "oauth.preset"
     static let tokenEndpoint = "oauth.token_endpoint"
@@ -148,7 +184,7 @@ public actor TokenSource {
         if var current = try await current() {
             current = AccessToken(
                 token: current.token, expiresAt: current.expiresAt, scope: current.scope, refreshed: true,
-                warnings: current.warnings)
+                warnings: current.warnings, tokenType: current.tokenType)
             return current
         }
         return try await refresh()
@@ -175,7 +211,14 @@ public actor TokenSource {
         else { return nil }
         return AccessToken(
             token: access.secret, expiresAt: expiresAt, scope: access.labels[TokenSourceEntries.scope],
-            refreshed: false, warnings: warnings(refreshEntry))
+            refreshed: false, warnings: warnings(refreshEntry),
+            tokenType: access.labels[TokenSourceEntries.tokenType] ?? "Bearer")
+    }
+
+    /// The signer of the source's DPoP proofs, when its entry has a key (`NAME.dpop`); nil for a
+    /// bearer source. A resource request with a `DPoP` token carries a proof by it.
+    public func dpopSigner() async throws -> DPoPSigner? {
+        try await TokenSourceEntries.dpopSigner(in: vault, name: name)
     }
 
     private func warnings(_ entry: VaultEntry) -> [String] {
@@ -201,7 +244,8 @@ public actor TokenSource {
     private func refresh() async throws -> AccessToken {
         var refreshEntry = try await vault.entry(named: name)
         let client = try TokenSourceEntries.client(from: refreshEntry)
-        let endpoint = try OAuthTokenEndpoint(client: client, transport: transport, policy: policy)
+        let endpoint = try OAuthTokenEndpoint(
+            client: client, transport: transport, policy: policy, dpop: try await dpopSigner())
         let secret = try await clientSecret(client)
         let scope = refreshEntry.labels[TokenSourceEntries.scope]
         let response: TokenResponse
@@ -218,6 +262,7 @@ public actor TokenSource {
             name: TokenSourceEntries.access(name), secret: response.accessToken,
             provider: refreshEntry.provider, kind: .accessToken, subject: refreshEntry.subject, expiresAt: expiresAt)
         if let granted = response.scope ?? scope { access.labels[TokenSourceEntries.scope] = granted }
+        access.labels[TokenSourceEntries.tokenType] = response.tokenType
         if let rotated = response.refreshToken {
             refreshEntry.secret = rotated
             refreshEntry.labels[TokenSourceEntries.issuedAt] = String(Int64(now.timeIntervalSince1970))
@@ -226,7 +271,7 @@ public actor TokenSource {
         try await vault.put(contentsOf: [refreshEntry, access])
         return AccessToken(
             token: response.accessToken, expiresAt: expiresAt, scope: access.labels[TokenSourceEntries.scope],
-            refreshed: true, warnings: warnings(refreshEntry))
+            refreshed: true, warnings: warnings(refreshEntry), tokenType: response.tokenType)
     }
 
     /// The client secret: none for a public client; the stored one; for Apple, the last one

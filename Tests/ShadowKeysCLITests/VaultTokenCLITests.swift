@@ -144,6 +144,46 @@ import Testing
         #expect(try storedRefreshToken() == "rt-code")
     }
 
+    /// `vault login --dpop`: the sign-in's tokens are bound to a key made and kept in the vault,
+    /// the provider's nonce is followed, `vault token` says DPoP, and `dpop proof --from-vault`
+    /// signs with that same key.
+    @Test func loginWithDPoP() throws {
+        fake.withState {
+            $0.dpop = true
+            $0.dpopNonce = "nonce-1"
+        }
+        let login = try CLIRunner.run(
+            [
+                "vault", "login", "drive", "--client-id", "client-1", "--token-endpoint", fake.url,
+                "--authorization-endpoint", "https://auth.example/authorize", "--redirect-uri",
+                "http://127.0.0.1:9/cb", "--client-secret-file", secretFile, "--code-stdin", "--dpop",
+                "--allow-http-loopback",
+            ] + vaultOptions, stdin: "the-code\n")
+        #expect(login.status == 0, "\(login.stderr)")
+        let bound = try #require(fake.withState { $0.boundKeys["rt-code"] })
+        #expect(fake.withState { $0.nonceChallenges } == 1)
+        let shown = try token(["--json"])
+        #expect(try StrictJSON.parse(shown.stdout).objectValue?["token_type"] == "DPoP", "\(shown.stdout)")
+        let proof = try CLIRunner.run(
+            ["dpop", "proof", "--from-vault", "drive", "--htm", "GET", "--htu", "https://api.example/x", "--json"]
+                + vaultOptions)
+        #expect(proof.status == 0, "\(proof.stderr)")
+        #expect(try StrictJSON.parse(proof.stdout).objectValue?["thumbprint"]?.stringValue == bound)
+        // A refresh with the vault's key goes through the nonce again and stays bound.
+        fake.withState { $0.dpopNonce = "nonce-2" }
+        let refreshed = try token(["--skew", "7200", "--json"])
+        #expect(refreshed.status == 0, "\(refreshed.stderr)")
+        #expect(fake.withState { ($0.nonceChallenges, $0.proofKeys.last) } == (2, bound))
+        #expect(fake.withState { $0.refreshes } == 1)
+        // --dpop binds the tokens of a sign-in, not a refresh token from elsewhere.
+        let refused = try CLIRunner.run(
+            [
+                "vault", "login", "other", "--client-id", "client-1", "--token-endpoint", fake.url,
+                "--client-secret-file", secretFile, "--refresh-token-stdin", "--dpop", "--allow-http-loopback",
+            ] + vaultOptions, stdin: "rt-0\n")
+        #expect(refused.status == 64)
+    }
+
     @Test func usageErrors() throws {
         #expect(try token().status == 32, "no such entry")
         let noMode = try CLIRunner.run(

@@ -1,5 +1,6 @@
 import Foundation
 import ShadowCore
+import ShadowDPoP
 import Synchronization
 
 /// A loopback OAuth 2.0 token endpoint (RFC 6749) for token-source tests. Refresh tokens
@@ -21,6 +22,16 @@ public final class FakeOAuthServer: Sendable {
         /// What the code grant saw: the code and the PKCE verifier.
         public var codes: [(code: String, verifier: String?)] = []
         public var clientSecret = "client-secret-1"
+        /// Demand a DPoP proof (RFC 9449 §5) with every request, and bind the tokens to its key.
+        public var dpop = false
+        /// With `dpop`: the nonce every proof must carry; a proof without it is answered
+        /// `use_dpop_nonce` with this one in `DPoP-Nonce`.
+        public var dpopNonce: String?
+        /// The key each refresh token is bound to (its thumbprint).
+        public var boundKeys: [String: String] = [:]
+        /// The thumbprints of the proofs accepted, in order, and how many nonce challenges went out.
+        public var proofKeys: [String] = []
+        public var nonceChallenges = 0
 
         public init() {}
     }
@@ -69,15 +80,28 @@ public final class FakeOAuthServer: Sendable {
                 || (form["client_id"] == "public-client" && form["client_secret"] == nil)
                 || (form["client_id"] == "com.example.app" && form["client_secret"]?.split(separator: ".").count == 3)
             guard authenticated else { return .json(#"{"error":"invalid_client"}"#, status: 401) }
+            var key: String?
+            if state.dpop {
+                switch checkProof(request, state: &state) {
+                case .success(let thumbprint): key = thumbprint
+                case .failure(let refusal): return refusal.reply
+                }
+            }
+            let tokenType = key == nil ? "Bearer" : "DPoP"
             switch form["grant_type"] {
             case "refresh_token":
                 guard let token = form["refresh_token"], state.valid.contains(token), !state.revoked.contains(token)
                 else { return .json(#"{"error":"invalid_grant"}"#, status: 400) }
+                // A bound refresh token needs a proof by its key (RFC 9449 §5).
+                if let bound = state.boundKeys[token], bound != key {
+                    return .json(#"{"error":"invalid_dpop_proof"}"#, status: 400)
+                }
                 state.refreshes += 1
                 state.issued += 1
                 let access = "at-\(state.issued)"
                 var body: JSONObject = [
-                    "access_token": .string(access), "token_type": "Bearer", "expires_in": .int(state.accessLifetime),
+                    "access_token": .string(access), "token_type": .string(tokenType),
+                    "expires_in": .int(state.accessLifetime),
                     "scope": "drive.file",
                 ]
                 if state.rotates {
@@ -86,6 +110,7 @@ public final class FakeOAuthServer: Sendable {
                     state.valid.remove("rt-\(number - 1)")
                     let next = "rt-\(number + 1)"
                     state.valid.insert(next)
+                    if let key { state.boundKeys[next] = key }
                     body.set("refresh_token", .string(next))
                 }
                 return .json(JSONValue.object(body).serialized())
@@ -93,11 +118,39 @@ public final class FakeOAuthServer: Sendable {
                 state.codes.append((form["code"] ?? "", form["code_verifier"]))
                 state.issued += 1
                 state.valid.insert("rt-code")
-                return .json(
-                    #"{"access_token":"at-code","token_type":"Bearer","expires_in":3600,"refresh_token":"rt-code"}"#)
+                if let key { state.boundKeys["rt-code"] = key }
+                let body: JSONObject = [
+                    "access_token": "at-code", "token_type": .string(tokenType), "expires_in": 3600,
+                    "refresh_token": "rt-code",
+                ]
+                return .json(JSONValue.object(body).serialized())
             default:
                 return .json(#"{"error":"unsupported_grant_type"}"#, status: 400)
             }
         }
+    }
+
+    /// The answer a provider gives to a proof it refuses.
+    struct Refusal: Error {
+        let reply: LoopbackHTTPServer.Reply
+        init(_ reply: LoopbackHTTPServer.Reply) { self.reply = reply }
+    }
+
+    /// The request's DPoP proof for `POST http://<host>/token`: its key's thumbprint, or the
+    /// answer a provider gives (`invalid_dpop_proof`; `use_dpop_nonce` with the nonce).
+    static func checkProof(_ request: LoopbackHTTPServer.Request, state: inout State) -> Result<String, Refusal> {
+        guard let header = request.headers["dpop"], let host = request.headers["host"] else {
+            return .failure(Refusal(.json(#"{"error":"invalid_dpop_proof"}"#, status: 400)))
+        }
+        guard let proof = try? DPoPVerifier().verify([header], method: "POST", url: "http://\(host)/token") else {
+            return .failure(Refusal(.json(#"{"error":"invalid_dpop_proof"}"#, status: 400)))
+        }
+        if let nonce = state.dpopNonce, proof.nonce != nonce {
+            state.nonceChallenges += 1
+            return .failure(
+                Refusal(.json(#"{"error":"use_dpop_nonce"}"#, status: 400, headers: [("DPoP-Nonce", nonce)])))
+        }
+        state.proofKeys.append(proof.thumbprint)
+        return .success(proof.thumbprint)
     }
 }

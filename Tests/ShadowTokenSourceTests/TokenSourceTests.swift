@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import ShadowCore
+import ShadowDPoP
 import ShadowHTTP
 import ShadowJWKS
 import ShadowTestSupport
@@ -233,5 +234,65 @@ import Testing
         )
         #expect(fake.server.requestCount == before + 1)
         #expect(text(try await vault.entry(named: "drive").secret) == "rt-0")
+    }
+}
+
+/// The token source against a provider that binds its tokens with DPoP and demands nonces
+/// (RFC 9449 §5, §8): proofs by the vault's key, the nonce learnt and followed, DPoP tokens.
+@Suite struct TokenSourceDPoPTests {
+    let base: TokenSourceTests
+
+    init() async throws {
+        base = try await TokenSourceTests()
+        base.fake.withState {
+            $0.dpop = true
+            $0.dpopNonce = "nonce-1"
+        }
+    }
+
+    /// A source whose refresh token `rt-0` is bound to a key kept in the vault.
+    func loginBound() async throws -> DPoPSigner {
+        try await base.login()
+        let (keyEntry, signer) = try TokenSourceEntries.newDPoPKey(for: "drive", provider: .google)
+        var refresh = try await base.vault.entry(named: "drive")
+        refresh.labels[TokenSourceEntries.dpopLabel] = "ES256"
+        try await base.vault.put(contentsOf: [refresh, keyEntry])
+        base.fake.withState { $0.boundKeys["rt-0"] = signer.thumbprint }
+        return signer
+    }
+
+    @Test func proofsByTheVaultsKeyFollowTheNonce() async throws {
+        let signer = try await loginBound()
+        let source = try base.source()
+        let first = try await source.token()
+        #expect(first.tokenType == "DPoP" && base.text(first.token) == "at-1")
+        #expect(base.fake.withState { ($0.nonceChallenges, $0.proofKeys) } == (1, [signer.thumbprint]))
+        #expect(try await source.dpopSigner()?.thumbprint == signer.thumbprint)
+        // The stored token keeps its type.
+        #expect(try await source.token().tokenType == "DPoP")
+        // The provider rotates its nonce: one more challenge, then the refresh goes through.
+        base.fake.withState { $0.dpopNonce = "nonce-2" }
+        base.clock.advance(by: 3600)
+        let second = try await source.token()
+        #expect(base.text(second.token) == "at-2")
+        #expect(base.fake.withState { $0.nonceChallenges } == 2)
+    }
+
+    /// Without the key (a copied refresh token) the provider refuses, and nothing is stored.
+    @Test func aRefreshTokenWithoutItsKeyIsRefused() async throws {
+        _ = try await loginBound()
+        var refresh = try await base.vault.entry(named: "drive")
+        refresh.labels[TokenSourceEntries.dpopLabel] = nil
+        try await base.vault.put(refresh)
+        try await base.vault.remove(named: TokenSourceEntries.dpop("drive"))
+        let error = await #expect(throws: TokenError.self) { _ = try await base.source().token() }
+        #expect(error?.code == .rejected)
+        // With another key it is refused the same way.
+        let (other, _) = try TokenSourceEntries.newDPoPKey(for: "drive", provider: .google)
+        refresh.labels[TokenSourceEntries.dpopLabel] = "ES256"
+        try await base.vault.put(contentsOf: [refresh, other])
+        let again = await #expect(throws: TokenError.self) { _ = try await base.source().token() }
+        #expect(again?.code == .rejected)
+        #expect(base.fake.withState { $0.refreshes } == 0)
     }
 }

@@ -7,6 +7,7 @@ import Foundation
 import ShadowCore
 import ShadowDPoP
 import ShadowJOSE
+import ShadowTokenSource
 
 /// `shadow-keys dpop proof|verify`: DPoP proofs (RFC 9449) for scripts and curl (Docs/dpop.md).
 struct DPoPCommand: AsyncParsableCommand {
@@ -55,7 +56,8 @@ extension DPoPCommand {
             commandName: "proof",
             abstract: "Print a DPoP proof for one request, signed by a private key.",
             discussion: """
-                The key is a PEM (PKCS#8, EC, RSA; a .p8) or a private JWK: ES256 for P-256, RS256 for RSA. \
+                The key is a PEM (PKCS#8, EC, RSA; a .p8) or a private JWK: ES256 for P-256, RS256 for RSA; or, \
+                with --from-vault NAME, the key `vault login --dpop` keeps for the token source NAME. \
                 Use the proof once, within a minute: curl -H "DPoP: $(shadow-keys dpop proof --key K --htm GET \
                 --htu URL --ath-of token.txt)" -H "Authorization: DPoP $(cat token.txt)" URL. \
                 Exit 0, 64 usage (a method, URL or nonce a proof cannot carry), 65 an unusable key, 66 a file that \
@@ -63,7 +65,12 @@ extension DPoPCommand {
                 """)
 
         @Option(help: ArgumentHelp("The private key file.", valueName: "file"))
-        var key: String
+        var key: String?
+        @Option(
+            name: .customLong("from-vault"),
+            help: ArgumentHelp("The token source whose DPoP key to use (NAME.dpop in the vault).", valueName: "name"))
+        var fromVault: String?
+        @OptionGroup(title: "The vault (--from-vault)") var vault: VaultOptions
         @Option(help: ArgumentHelp("The request's method (htm), as sent: POST, GET.", valueName: "method"))
         var htm: String
         @Option(help: ArgumentHelp("The request's URL (htu is it without query and fragment).", valueName: "url"))
@@ -80,18 +87,35 @@ extension DPoPCommand {
 
         func validate() throws {
             if let iat { _ = try Sign.time(iat, option: "--iat") }
+            guard (key == nil) != (fromVault == nil) else {
+                throw ValidationError("give the key once: --key FILE or --from-vault NAME")
+            }
+            if fromVault != nil { try vault.requireKey() }
+        }
+
+        /// The signer: from the key file, or the token source's key in the vault.
+        func signer() async throws -> DPoPSigner {
+            if let fromVault {
+                guard let signer = try await TokenSourceEntries.dpopSigner(in: try vault.open(), name: fromVault) else {
+                    throw CLIError(
+                        .usage, code: "no_dpop_key",
+                        "\(fromVault.quotedForMessage) sends no DPoP proofs: it was not set up with vault login --dpop")
+                }
+                return signer
+            }
+            let path = key ?? ""
+            let bytes = try SecretInput(origin: .file(path), what: "key").bytes(
+                limit: 64 * 1024, oversize: .malformedInput)
+            do {
+                return try DPoPSigner.keyFile(bytes)
+            } catch let error as any ShadowKeysError {
+                throw CLIError(.malformedInput, code: "invalid_key", "--key \(path.terminalSafe): \(error.reason)")
+            }
         }
 
         func run() async throws {
             try await reportingFailures(json: json) {
-                let bytes = try SecretInput(origin: .file(key), what: "key").bytes(
-                    limit: 64 * 1024, oversize: .malformedInput)
-                let signer: DPoPSigner
-                do {
-                    signer = try DPoPSigner.keyFile(bytes)
-                } catch let error as any ShadowKeysError {
-                    throw CLIError(.malformedInput, code: "invalid_key", "--key \(key.terminalSafe): \(error.reason)")
-                }
+                let signer = try await signer()
                 let issuedAt = try iat.map { try Sign.time($0, option: "--iat").date } ?? Date()
                 let proof = try signer.proof(
                     method: htm, url: htu, accessToken: try accessToken.token(), nonce: nonce, issuedAt: issuedAt)

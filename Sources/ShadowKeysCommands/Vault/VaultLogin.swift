@@ -5,6 +5,7 @@ import FoundationEssentials
 import Foundation
 #endif
 import ShadowCore
+import ShadowDPoP
 import ShadowJWKS
 import ShadowTokenSource
 import ShadowVault
@@ -19,8 +20,10 @@ extension VaultCommand {
                 the authorization URL (PKCE, S256) is printed on stderr, and stdin gives the code or the whole \
                 redirect URL, which is then exchanged. The client secret comes from --client-secret-file or \
                 --client-secret-env; for --preset apple, from --p8 FILE with --team-id and --key-id (a client \
-                secret is made from it when needed). Everything is stored in one write: NAME (the refresh token \
-                and the settings), NAME.client-secret, NAME.p8, NAME.access.
+                secret is made from it when needed). With --dpop (and --code-stdin) a new P-256 key is made and \
+                kept in the vault as NAME.dpop; every request to the token endpoint carries a DPoP proof by it \
+                (RFC 9449), so the provider can bind the tokens to it. Everything is stored in one write: NAME \
+                (the refresh token and the settings), NAME.client-secret, NAME.p8, NAME.dpop, NAME.access.
                 """)
 
         @Argument(help: "The token source's name.") var name: String
@@ -45,6 +48,8 @@ extension VaultCommand {
         var refreshTokenStdin = false
         @Flag(name: .customLong("code-stdin"), help: "Sign in: print the URL, read the code from stdin.")
         var codeStdin = false
+        @Flag(help: "Make a DPoP key (kept in the vault) and send a proof by it with every token request.")
+        var dpop = false
         @Flag(help: "Print JSON.") var json = false
         @Flag(name: .shortAndLong, help: "Print no warnings on stderr.") var quiet = false
 
@@ -71,6 +76,10 @@ extension VaultCommand {
                 throw ValidationError("give one of --refresh-token-stdin or --code-stdin")
             }
             if vault.keyUsesStdin { throw ValidationError("stdin gives the token or code: give the key another way") }
+            if dpop && !codeStdin {
+                throw ValidationError(
+                    "--dpop binds the tokens of a new sign-in to a new key: use it with --code-stdin")
+            }
             let client = try client()
             try network.check(client.tokenEndpoint, option: "--token-endpoint")
             if codeStdin {
@@ -147,8 +156,14 @@ extension VaultCommand {
                             refresh token with --refresh-token-stdin
                             """)
                     }
+                    var signer: DPoPSigner?
+                    if dpop {
+                        let (entry, made) = try TokenSourceEntries.newDPoPKey(for: name, provider: provider)
+                        entries.append(entry)
+                        signer = made
+                    }
                     let endpoint = try OAuthTokenEndpoint(
-                        client: client, transport: try network.transport(), policy: policy)
+                        client: client, transport: try network.transport(), policy: policy, dpop: signer)
                     let response = try await endpoint.exchange(
                         code: code, redirectURI: redirectURI, codeVerifier: pkce.verifier, clientSecret: clientSecret)
                     refreshToken = response.refreshToken ?? SecretBytes([])
@@ -157,12 +172,15 @@ extension VaultCommand {
                         kind: .accessToken, subject: subject,
                         expiresAt: Date().addingTimeInterval(Double(response.expiresIn)))
                     if let granted = response.scope ?? scope { fresh.labels["oauth.scope"] = granted }
+                    fresh.labels["oauth.token_type"] = response.tokenType
                     access = fresh
                 }
+                var labels = TokenSourceEntries.labels(client: client, scope: scope, issuedAt: Date())
+                if dpop { labels[TokenSourceEntries.dpopLabel] = "ES256" }
                 entries.append(
                     VaultEntry(
                         name: name, secret: refreshToken, provider: provider, kind: .refreshToken, subject: subject,
-                        labels: TokenSourceEntries.labels(client: client, scope: scope, issuedAt: Date())))
+                        labels: labels))
                 for entry in entries + [access].compactMap({ $0 }) { try entry.validate() }
                 let now = Date()
                 try tokenVault.update { contents in
@@ -173,6 +191,8 @@ extension VaultCommand {
                         // The old grant's access token is not this one's.
                         _ = contents.remove(named: TokenSourceEntries.access(name))
                     }
+                    // Nor is an old grant's DPoP key.
+                    if !dpop { _ = contents.remove(named: TokenSourceEntries.dpop(name)) }
                 }
                 if json {
                     Console.json([

@@ -58,7 +58,7 @@ extension VaultCommand {
                             "expires_at": .string(Timestamp.rfc3339(token.expiresAt)), "expires_in": .int(expiresIn),
                             "scope": token.scope.map(JSONValue.string) ?? .null,
                             "scopes": .array((token.scope ?? "").split(separator: " ").map { .string(String($0)) }),
-                            "refreshed": .bool(token.refreshed),
+                            "refreshed": .bool(token.refreshed), "token_type": .string(token.tokenType),
                         ])
                     }
                 } else {
