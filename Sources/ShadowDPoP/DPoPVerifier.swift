@@ -1,4 +1,5 @@
 import Crypto
+import Synchronization
 #if canImport(FoundationEssentials)
 public import FoundationEssentials
 #else
@@ -48,6 +49,8 @@ public struct DPoPVerifier: Sendable {
     /// The largest proof read (default 8 KiB; 512 to 65536).
     public var maxProofBytes: Int
     public var clock: WallClock
+    /// Headers already checked, shared by the copies of this verifier.
+    let headers = HeaderCache()
 
     public init(
         algorithms: Set<JWSAlgorithm> = [.es256, .rs256], maxAge: TimeInterval = 60, leeway: TimeInterval = 10,
@@ -98,37 +101,30 @@ public struct DPoPVerifier: Sendable {
         nonces: DPoPNonces? = nil
     ) throws -> DPoPProof {
         try checkSettings()
-        guard let expectedURI = HTTPTargetURI.normalized(url) else {
+        guard let expectedURI = headers.normalized(url) else {
             throw DPoPError(.invalidParameter, "the request URL is not an absolute http(s) URL")
         }
+        // A device sends the same header with every proof: one already checked (its type, its
+        // algorithm, no crit, its key) is taken from the cache by its exact text.
+        let headerText = proof.utf8.firstIndex(of: UInt8(ascii: ".")).map { String(proof[..<$0]) }
+        let cached = headerText.flatMap(headers.entry)
         // Step 2: a well-formed JWS whose header and payload are JSON objects.
         let jws: CompactJWS
         do {
-            jws = try CompactJWS(proof, maxBytes: maxProofBytes)
+            jws = try CompactJWS(proof, maxBytes: maxProofBytes, knownHeader: cached?.header)
         } catch let error as JOSEError {
             if error.code == .disallowedAlgorithm { throw DPoPError(.disallowedAlgorithm, error.reason) }
             throw DPoPError(.malformedProof, error.reason)
         }
-        // Step 4: typ.
-        guard jws.header.typeMatches("dpop+jwt") else {
-            let found = jws.header.type.map { $0.quotedForMessage } ?? "absent"
-            throw DPoPError(.wrongType, "typ is \(found); a DPoP proof's typ is \"dpop+jwt\"")
+        let (key, algorithm): (JWK, JWSAlgorithm)
+        if let cached, algorithms.contains(cached.algorithm) {
+            (key, algorithm) = (cached.key, cached.algorithm)
+        } else {
+            (key, algorithm) = try checkedHeader(jws.header)
+            if let headerText {
+                headers.insert(headerText, HeaderCache.Entry(header: jws.header, key: key, algorithm: algorithm))
+            }
         }
-        // Step 5: an asymmetric algorithm on the allowed list.
-        let algorithm: JWSAlgorithm
-        do {
-            algorithm = try JWSAlgorithm.resolve(jws.header.algorithm, allowed: algorithms)
-        } catch let error as JOSEError {
-            throw DPoPError(.disallowedAlgorithm, error.reason)
-        }
-        if let critical = jws.header.critical {
-            throw DPoPError(
-                .unsupportedCriticalHeader,
-                "crit lists \(critical.map(\.quotedForMessage).joined(separator: ", ")), which this verifier "
-                    + "does not understand")
-        }
-        // Step 7 (before the key is used): a public JWK that can verify the algorithm.
-        let key = try publicKey(jws.header, algorithm: algorithm)
         // Step 3: the claims, present and of their types.
         let claims = try Claims(try payload(jws))
         // Step 6: the signature.
@@ -145,7 +141,10 @@ public struct DPoPVerifier: Sendable {
                 .methodMismatch, "htm is \(claims.method.quotedForMessage); the request's method is \(method)")
         }
         // Step 9: htu, normalized, without query and fragment.
-        guard let target = HTTPTargetURI.normalized(claims.target), target.exactlyEquals(expectedURI) else {
+        // A claim already in the normal form the request's URI has is that form (normalizing is
+        // idempotent); anything else is normalized first.
+        let target = claims.target.exactlyEquals(expectedURI) ? expectedURI : HTTPTargetURI.normalized(claims.target)
+        guard let target, target.exactlyEquals(expectedURI) else {
             throw DPoPError(
                 .uriMismatch,
                 "htu is \(claims.target.quotedForMessage); the request's URI is \(expectedURI.quotedForMessage)")
@@ -212,6 +211,28 @@ public struct DPoPVerifier: Sendable {
         return proof
     }
 
+    /// Steps 3 to 6: typ, the algorithm, no crit, and a public JWK that can verify the algorithm.
+    private func checkedHeader(_ header: JOSEHeader) throws -> (JWK, JWSAlgorithm) {
+        guard header.typeMatches("dpop+jwt") else {
+            let found = header.type.map { $0.quotedForMessage } ?? "absent"
+            throw DPoPError(.wrongType, "typ is \(found); a DPoP proof's typ is \"dpop+jwt\"")
+        }
+        let algorithm: JWSAlgorithm
+        do {
+            algorithm = try JWSAlgorithm.resolve(header.algorithm, allowed: algorithms)
+        } catch let error as JOSEError {
+            throw DPoPError(.disallowedAlgorithm, error.reason)
+        }
+        if let critical = header.critical {
+            throw DPoPError(
+                .unsupportedCriticalHeader,
+                "crit lists \(critical.map(\.quotedForMessage).joined(separator: ", ")), which this verifier "
+                    + "does not understand")
+        }
+        // Before the key is used: a public JWK that can verify the algorithm.
+        return (try publicKey(header, algorithm: algorithm), algorithm)
+    }
+
     private func publicKey(_ header: JOSEHeader, algorithm: JWSAlgorithm) throws -> JWK {
         guard let value = header.json["jwk"] else {
             throw DPoPError(.invalidKey, "the header has no jwk: a DPoP proof carries its public key")
@@ -271,6 +292,49 @@ public struct DPoPVerifier: Sendable {
             issuedAt = number.doubleValue
             accessTokenHash = try string("ath", required: false)
             nonce = try string("nonce", required: false)
+        }
+    }
+}
+
+/// Proof headers that passed steps 3 to 6, by their base64url text, with their key: parsing
+/// the header and building the key (a point check) is a fifth of a proof's check. At most 4,096
+/// headers of at most 2 KiB; when full, it starts again empty.
+final class HeaderCache: Sendable {
+    struct Entry: Sendable {
+        let header: JOSEHeader
+        let key: JWK
+        let algorithm: JWSAlgorithm
+    }
+
+    private let entries = Mutex<[String: Entry]>([:])
+    /// Request URLs and their normal forms: a server checks proofs for few URLs.
+    private let targets = Mutex<[String: String]>([:])
+    static let capacity = 4096
+    static let maxHeaderBytes = 2048
+
+    /// ``HTTPTargetURI/normalized(_:)``, remembered for up to 1,024 URLs of at most 2 KiB.
+    func normalized(_ url: String) -> String? {
+        if let known = targets.withLock({ $0[url] }) { return known }
+        guard let normal = HTTPTargetURI.normalized(url) else { return nil }
+        if url.utf8.count <= Self.maxHeaderBytes {
+            targets.withLock { targets in
+                if targets.count >= 1024 { targets.removeAll(keepingCapacity: true) }
+                targets[url] = normal
+            }
+        }
+        return normal
+    }
+
+    func entry(_ text: String) -> Entry? {
+        guard text.utf8.count <= Self.maxHeaderBytes else { return nil }
+        return entries.withLock { $0[text] }
+    }
+
+    func insert(_ text: String, _ entry: Entry) {
+        guard text.utf8.count <= Self.maxHeaderBytes else { return }
+        entries.withLock { entries in
+            if entries.count >= Self.capacity { entries.removeAll(keepingCapacity: true) }
+            entries[text] = entry
         }
     }
 }

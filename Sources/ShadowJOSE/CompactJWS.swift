@@ -34,15 +34,22 @@ public struct CompactJWS: Sendable {
     ///   - maxBytes: tokens longer than this are refused before any decoding.
     /// - Throws: ``JOSEError/Code/malformedToken`` saying which part is wrong and how.
     public init(_ token: String, maxBytes: Int = CompactJWS.defaultMaxBytes) throws {
+        try self.init(token, maxBytes: maxBytes, knownHeader: nil)
+    }
+
+    /// Splits and decodes a compact JWS whose header segment the caller parsed before, from the
+    /// same text: `knownHeader` is taken for it instead of decoding and parsing it again (a
+    /// verifier's cache, keyed by the segment's text).
+    package init(_ token: String, maxBytes: Int, knownHeader: JOSEHeader?) throws {
         var token = token
         (header, decoded, payloadCount, signingInputLength) = try token.withUTF8 { bytes in
-            try Self.split(bytes, maxBytes: maxBytes)
+            try Self.split(bytes, maxBytes: maxBytes, knownHeader: knownHeader)
         }
         self.token = token
     }
 
     private static func split(
-        _ bytes: UnsafeBufferPointer<UInt8>, maxBytes: Int
+        _ bytes: UnsafeBufferPointer<UInt8>, maxBytes: Int, knownHeader: JOSEHeader?
     ) throws -> (JOSEHeader, [UInt8], Int, Int) {
         guard bytes.count <= maxBytes else {
             throw JOSEError(.malformedToken, "token is \(bytes.count) bytes; the limit is \(maxBytes)")
@@ -62,13 +69,20 @@ public struct CompactJWS: Sendable {
             )
         }
         // The header is needed only to be parsed, so it is decoded into scratch space.
-        let headerText = UnsafeBufferPointer(rebasing: bytes[0..<first])
-        guard let headerCount = Base64URL.decodedCount(headerText.count) else { throw malformed("header", headerText) }
-        let headerObject = try withUnsafeTemporaryAllocation(of: UInt8.self, capacity: headerCount) { scratch in
-            do { try Base64URL.decode(headerText, into: scratch) } catch {
+        let headerObject: JSONObject
+        if let knownHeader {
+            headerObject = knownHeader.json
+        } else {
+            let headerText = UnsafeBufferPointer(rebasing: bytes[0..<first])
+            guard let headerCount = Base64URL.decodedCount(headerText.count) else {
                 throw malformed("header", headerText)
             }
-            return try parseObject(UnsafeBufferPointer(scratch), part: "header")
+            headerObject = try withUnsafeTemporaryAllocation(of: UInt8.self, capacity: headerCount) { scratch in
+                do { try Base64URL.decode(headerText, into: scratch) } catch {
+                    throw malformed("header", headerText)
+                }
+                return try parseObject(UnsafeBufferPointer(scratch), part: "header")
+            }
         }
         guard second + 1 < bytes.count else {
             // An unsecured or HMAC token is refused for its algorithm (as Docs/cli.md and
@@ -103,7 +117,7 @@ public struct CompactJWS: Sendable {
             initialized = payloadCount + signatureCount
         }
         if let failure { throw failure }
-        return (try JOSEHeader(headerObject), decoded, payloadCount, second)
+        return (try knownHeader ?? JOSEHeader(headerObject), decoded, payloadCount, second)
     }
 
     /// The error for a segment that is not base64url, saying why.

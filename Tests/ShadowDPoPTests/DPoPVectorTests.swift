@@ -148,3 +148,40 @@ func clock(at seconds: Int64) -> WallClock { WallClock { Date(timeIntervalSince1
         #expect(Hex.encode(proof.replayKey) == vector["key"]?.stringValue)
     }
 }
+
+extension DPoPShadowVectorTests {
+    /// One verifier for every case, twice over: headers checked once are taken from its cache
+    /// the second time, and every verdict stays the same.
+    @Test func verdictsAreTheSameWithAWarmHeaderCache() throws {
+        let nonces = try #require(Self.document["nonces"]?.objectValue)
+        let key = try Hex.decode(try #require(nonces["key"]?.stringValue))
+        var shared = DPoPVerifier(maxAge: 60, leeway: 10, clock: clock(at: 1_700_000_000))
+        func verdict(_ vector: Case, _ verifier: DPoPVerifier) throws -> String {
+            let nonceSource =
+                vector.nonceRequired
+                ? try DPoPNonces(key: SymmetricKey(data: key), period: 300, clock: clock(at: vector.now)) : nil
+            do {
+                _ = try verifier.verify(
+                    vector.headers, method: vector.method, url: vector.url, accessToken: vector.accessToken,
+                    boundTo: vector.boundTo, nonces: nonceSource)
+                return "valid"
+            } catch let error as DPoPError {
+                return error.codeName
+            }
+        }
+        for pass in 0..<2 {
+            for vector in Self.cases {
+                shared.clock = clock(at: vector.now)
+                #expect(
+                    try verdict(vector, shared) == (vector.valid ? "valid" : vector.error),
+                    "pass \(pass): \(vector.name)")
+            }
+        }
+        // A header cached under ES256 is refused by a copy that allows RS256 only.
+        var strict = shared
+        strict.algorithms = [.rs256]
+        let accepted = try #require(Self.cases.first { $0.valid && $0.name == "ES256 token request" })
+        strict.clock = clock(at: accepted.now)
+        #expect(try verdict(accepted, strict) == "disallowed_algorithm")
+    }
+}

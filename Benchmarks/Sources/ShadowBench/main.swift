@@ -7,7 +7,7 @@ guard arguments.count >= 3 else {
         Data(
             """
             usage: ShadowBench <shadow-keys binary> <results.json> [jwt jwks crypto apple vault state db oplog \
-            sessions serve cli net]\n
+            sessions dpop serve cli net]\n
             """
             .utf8))
     exit(64)
@@ -41,6 +41,7 @@ if wants("state") { rows += try await StateBenchmarks.run(binary: binary, workDi
 if wants("db") { rows += try await DatabaseBenchmarks.run(binary: binary, workDirectory: work) }
 if wants("oplog") { rows += try await OperationLogBenchmarks.run(workDirectory: work) }
 if wants("sessions") { rows += try await SessionBenchmarks.run(workDirectory: work) }
+if wants("dpop") { rows += try await DPoPBenchmarks.run(workDirectory: work) }
 // serve is shadow-keys-server's, built beside shadow-keys.
 let server = URL(fileURLWithPath: binary).deletingLastPathComponent().appendingPathComponent("shadow-keys-server").path
 if wants("serve") { rows += try await ServeBenchmarks.run(binary: server, workDirectory: work) }
