@@ -176,7 +176,7 @@ let package = Package(
             name: "ShadowSelfTest",
             dependencies: [
                 "ShadowCore", "ShadowJOSE", "ShadowCrypto", "ShadowApple", "ShadowVault", "ShadowStorage",
-                "ShadowCredentials", crypto, cryptoExtras,
+                "ShadowCredentials", "ShadowDPoP", crypto, cryptoExtras,
             ], swiftSettings: strictSettings),
         .target(
             name: "ShadowFuzzTargets",

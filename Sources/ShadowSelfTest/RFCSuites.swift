@@ -6,6 +6,7 @@ import FoundationEssentials
 import Foundation
 #endif
 import ShadowCore
+import ShadowDPoP
 import ShadowJOSE
 
 /// Known answers printed in RFCs, run through the public API.
@@ -81,6 +82,61 @@ package enum RFCSuites {
             }
             let actual = try JWK(json: jwk).thumbprint
             add("thumbprint", actual == expected, "thumbprint should be \(expected), got \(actual)")
+        }
+    }
+
+    /// RFC 9449 Figures 4, 6 and 12: each proof verifies for its request at its `iat` with the
+    /// RFC's key thumbprint (and Figure 12's `ath` for its access token), and is refused for
+    /// another method, later than its window, or with a changed signature.
+    package static func rfc9449(_ text: String) -> [VectorCase] {
+        checks { add in
+            let file = try object(text)
+            guard let thumbprint = file["thumbprint"]?.stringValue, let cases = file["cases"]?.arrayValue,
+                !cases.isEmpty
+            else { throw VectorFormatError("no thumbprint/cases") }
+            for value in cases {
+                guard let example = value.objectValue, let figure = example["figure"]?.stringValue,
+                    let proof = example["proof"]?.stringValue, let method = example["method"]?.stringValue,
+                    let url = example["url"]?.stringValue, let iat = example["iat"]?.numberValue?.int64Value
+                else { throw VectorFormatError("a malformed case") }
+                let token = example["accessToken"]?.stringValue
+                func verifier(at seconds: Int64) -> DPoPVerifier {
+                    DPoPVerifier(clock: .fixed(Date(timeIntervalSince1970: TimeInterval(seconds))))
+                }
+                let verified = try? verifier(at: iat).verify(
+                    [proof], method: method, url: url, accessToken: token, boundTo: thumbprint)
+                add(figure, verified?.thumbprint == thumbprint, "\(figure) verifies for \(method) \(url) at \(iat)")
+                let other = method == "GET" ? "POST" : "GET"
+                add(
+                    figure + " method",
+                    refuses(.methodMismatch) {
+                        try verifier(at: iat).verify([proof], method: other, url: url, accessToken: token)
+                    },
+                    "\(figure) is refused for \(other)")
+                add(
+                    figure + " window",
+                    refuses(.iatOutOfWindow) {
+                        try verifier(at: iat + 3600).verify([proof], method: method, url: url, accessToken: token)
+                    },
+                    "\(figure) is refused an hour later")
+                add(
+                    figure + " tampered",
+                    refuses(.invalidSignature) {
+                        try verifier(at: iat).verify(
+                            [flipLastSignatureCharacter(proof)], method: method, url: url, accessToken: token)
+                    }, "\(figure) with a changed signature is refused")
+            }
+        }
+    }
+
+    private static func refuses(_ code: DPoPErrorCode, _ body: () throws -> DPoPProof) -> Bool {
+        do {
+            _ = try body()
+            return false
+        } catch let error as DPoPError {
+            return error.code == code
+        } catch {
+            return false
         }
     }
 

@@ -60,6 +60,7 @@ package enum SelfTest {
         .text(
             "ShadowJOSE", "RFC 7638 §3.1 thumbprint", "rfc/rfc7638-3.1-thumbprint.json", embedded: true,
             RFCSuites.rfc7638),
+        .text("ShadowDPoP", "RFC 9449 DPoP proofs", "rfc/rfc9449-dpop.json", embedded: true, RFCSuites.rfc9449),
         .wycheproof(
             "ShadowJOSE", "Wycheproof ECDSA P-256 P1363 (ES256)", "ecdsa_secp256r1_sha256_p1363_test.json",
             SignatureSuites.ecdsaP1363),

@@ -90,6 +90,59 @@ package enum EmbeddedVectors {
         }
 
         """#,
+        "rfc/rfc9449-dpop.json": #"""
+        {
+          "source": "RFC 9449 (OAuth 2.0 Demonstrating Proof of Possession (DPoP)), Figures 4, 6 and 12; the\#
+         key's thumbprint is the jkt of Figure 7",
+          "url": "https://www.rfc-editor.org/rfc/rfc9449",
+          "licence": "IETF Trust; code components under the Revised BSD licence",
+          "thumbprint": "0ZcOCORZNYy-DWpqq30jZyJGHTN0d2HglBV3uiguA4I",
+          "cases": [
+            {
+              "figure": "Figure 4",
+              "section": "5",
+              "description": "token request with a DPoP proof",
+              "proof": "eyJ0eXAiOiJkcG9wK2p3dCIsImFsZyI6IkVTMjU2IiwiandrIjp7Imt0eSI6IkVDIiwieCI6Imw4dEZyaHgt\#
+        MzR0VjNoUklDUkRZOXpDa0RscEJoRjQyVVFVZldWQVdCRnMiLCJ5IjoiOVZFNGpmX09rX282NHpiVFRsY3VOSmFqSG10NnY5VERW\#
+        clUwQ2R2R1JEQSIsImNydiI6IlAtMjU2In19.eyJqdGkiOiItQndDM0VTYzZhY2MybFRjIiwiaHRtIjoiUE9TVCIsImh0dSI6Imh\#
+        0dHBzOi8vc2VydmVyLmV4YW1wbGUuY29tL3Rva2VuIiwiaWF0IjoxNTYyMjYyNjE2fQ.2-GxA6T8lP4vfrg8v-FdWP0A0zdrj8ig\#
+        iMLvqRMUvwnQg4PtFLbdLXiOSsX0x7NVY-FNyJK70nfbV37xRZT3Lg",
+              "method": "POST",
+              "url": "https://server.example.com/token",
+              "iat": 1562262616
+            },
+            {
+              "figure": "Figure 6",
+              "section": "5",
+              "description": "token request for a DPoP-bound token using a refresh token",
+              "proof": "eyJ0eXAiOiJkcG9wK2p3dCIsImFsZyI6IkVTMjU2IiwiandrIjp7Imt0eSI6IkVDIiwieCI6Imw4dEZyaHgt\#
+        MzR0VjNoUklDUkRZOXpDa0RscEJoRjQyVVFVZldWQVdCRnMiLCJ5IjoiOVZFNGpmX09rX282NHpiVFRsY3VOSmFqSG10NnY5VERW\#
+        clUwQ2R2R1JEQSIsImNydiI6IlAtMjU2In19.eyJqdGkiOiItQndDM0VTYzZhY2MybFRjIiwiaHRtIjoiUE9TVCIsImh0dSI6Imh\#
+        0dHBzOi8vc2VydmVyLmV4YW1wbGUuY29tL3Rva2VuIiwiaWF0IjoxNTYyMjY1Mjk2fQ.pAqut2IRDm_De6PR93SYmGBPXpwrAk90\#
+        e8cP2hjiaG5QsGSuKDYW7_X620BxqhvYC8ynrrvZLTk41mSRroapUA",
+              "method": "POST",
+              "url": "https://server.example.com/token",
+              "iat": 1562265296
+            },
+            {
+              "figure": "Figure 12",
+              "section": "7.1",
+              "description": "DPoP-protected resource request (with ath)",
+              "proof": "eyJ0eXAiOiJkcG9wK2p3dCIsImFsZyI6IkVTMjU2IiwiandrIjp7Imt0eSI6IkVDIiwieCI6Imw4dEZyaHgt\#
+        MzR0VjNoUklDUkRZOXpDa0RscEJoRjQyVVFVZldWQVdCRnMiLCJ5IjoiOVZFNGpmX09rX282NHpiVFRsY3VOSmFqSG10NnY5VERW\#
+        clUwQ2R2R1JEQSIsImNydiI6IlAtMjU2In19.eyJqdGkiOiJlMWozVl9iS2ljOC1MQUVCIiwiaHRtIjoiR0VUIiwiaHR1IjoiaHR\#
+        0cHM6Ly9yZXNvdXJjZS5leGFtcGxlLm9yZy9wcm90ZWN0ZWRyZXNvdXJjZSIsImlhdCI6MTU2MjI2MjYxOCwiYXRoIjoiZlVIeU8\#
+        ycjJaM0RaNTNFc05yV0JiMHhXWG9hTnk1OUlpS0NBcWtzbVFFbyJ9.2oW9RP35yRqzhrtNP86L-Ey71EOptxRimPPToA1plemAgR\#
+        6pxHF8y6-yqyVnmcw6Fy1dqd-jfxSYoMxhAJpLjA",
+              "method": "GET",
+              "url": "https://resource.example.org/protectedresource",
+              "iat": 1562262618,
+              "accessToken": "Kz~8mXK1EalYznwH-LC-1fBAo.4Ljp~zsPE_NeO.gxU"
+            }
+          ]
+        }
+
+        """#,
         "shadow/envelope/vectors.json": #"""
         {
          "description": "ShadowKeys envelope format version 1 (Docs/envelope-format.md). Positive vectors: o\#
