@@ -71,7 +71,8 @@ public struct OperationEntry: Sendable, Hashable {
 /// Ed25519 seed ("… note key") and the witness key ("… witness").
 public struct LogKeys: Sendable, CustomStringConvertible {
     let seal: SymmetricKey
-    let lookup: SymmetricKey
+    /// HMAC-SHA-256 keyed with the lookup key, the key already absorbed (each use copies it).
+    let lookupMAC: HMAC<SHA256>
     let witness: SymmetricKey
     let noteSeed: [UInt8]
 
@@ -79,7 +80,7 @@ public struct LogKeys: Sendable, CustomStringConvertible {
         guard secret.count == 32 else { throw LogError(.invalidParameter, "a log secret is 32 bytes") }
         let keys = Subkeys(secret: secret, prefix: "shadow-keys oplog v1")
         seal = keys.key("seal")
-        lookup = keys.key("lookup")
+        lookupMAC = HMAC<SHA256>(key: keys.key("lookup"))
         witness = keys.key("witness")
         noteSeed = keys.key("note key").withUnsafeBytes { Array($0) }
     }
@@ -88,7 +89,10 @@ public struct LogKeys: Sendable, CustomStringConvertible {
 
     /// HMAC-SHA-256(lookup key, entity ID): how an entity is found without its ID in clear.
     public func entityHash(_ entityID: String) -> [UInt8] {
-        Array(HMAC<SHA256>.authenticationCode(for: Array(entityID.utf8), using: lookup))
+        var mac = lookupMAC
+        var id = entityID
+        id.withUTF8 { mac.update(data: UnsafeRawBufferPointer($0)) }
+        return Array(mac.finalize())
     }
 
     /// The log's note signer, named by the log's origin.

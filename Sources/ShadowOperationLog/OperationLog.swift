@@ -1,3 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
 import ShadowCore
 
 /// A tamper-evident log of cloud operations (Docs/operation-log.md): entries with sealed entity
@@ -92,6 +97,65 @@ public actor OperationLog {
 
     /// An entry without bytes must lie before the signed pruned boundary: pruning covers a prefix,
     /// and one erased past it was erased by someone without the log's key.
+    /// Checks each record of a stretch on its own, in slices on every core at once: its index
+    /// follows the one before, and its bytes match its leaf hash and, with the key, open (the
+    /// sealed part opens, its plaintext keeps the rules, the entity hash is the HMAC of the sealed
+    /// entity ID); a record without bytes lies below the signed pruned boundary. Throws the
+    /// failure of the lowest entry; returns how many were pruned.
+    static func checkRecords(
+        _ records: [LogRecord], from first: UInt64, keys: LogKeys, boundary: UInt64
+    ) async throws -> UInt64 {
+        let parts = min(max(1, ProcessInfo.processInfo.activeProcessorCount), max(1, records.count / 1024), 8)
+        if parts == 1 { return try checkRecords(records[...], from: first, keys: keys, boundary: boundary) }
+        let size = (records.count + parts - 1) / parts
+        let results = await withTaskGroup(of: (Int, Result<UInt64, any Error>).self) { group in
+            for part in 0..<parts {
+                let slice = records[min(part * size, records.count)..<min((part + 1) * size, records.count)]
+                group.addTask {
+                    (
+                        part,
+                        Result {
+                            try checkRecords(slice, from: first + UInt64(part * size), keys: keys, boundary: boundary)
+                        }
+                    )
+                }
+            }
+            var results = [Result<UInt64, any Error>](repeating: .success(0), count: parts)
+            for await (part, result) in group { results[part] = result }
+            return results
+        }
+        var pruned: UInt64 = 0
+        for result in results { pruned += try result.get() }
+        return pruned
+    }
+
+    static func checkRecords(
+        _ records: ArraySlice<LogRecord>, from first: UInt64, keys: LogKeys, boundary: UInt64
+    ) throws -> UInt64 {
+        var expected = first
+        var pruned: UInt64 = 0
+        for record in records {
+            guard record.index == expected else {
+                throw LogError(.tampered, "entry \(expected) is missing (the next stored is \(record.index))")
+            }
+            expected += 1
+            if let bytes = record.bytes {
+                guard TreeHash.leaf(bytes).constantTimeEquals(record.leaf) else {
+                    throw LogError(.tampered, "entry \(record.index)'s bytes do not match its leaf hash")
+                }
+                do {
+                    _ = try EntryCodec.open(try EntryCodec.decode(bytes), keys: keys)
+                } catch let error as LogError {
+                    throw LogError(.tampered, "entry \(record.index): \(error.reason)")
+                }
+            } else {
+                try checkPruned(record.index, boundary: boundary)
+                pruned += 1
+            }
+        }
+        return pruned
+    }
+
     static func checkPruned(_ index: UInt64, boundary: UInt64) throws {
         guard index < boundary else {
             throw LogError(
@@ -181,10 +245,6 @@ public actor OperationLog {
 
     // MARK: Verifying and pruning
 
-    /// Checks the whole log: every entry's bytes against its leaf hash and format, every stored
-    /// node against the tree rebuilt from the leaves, every stored checkpoint's signature and
-    /// root, and that the latest checkpoint covers every entry.
-    /// - Throws: ``LogErrorCode/tampered`` naming the first thing that does not hold.
     /// Compares the nodes a stretch of entries closed, level by level, with the stored ones.
     private static func checkStoredNodes(
         _ closed: [Int: [(UInt64, TreeHash)]], in storage: any LogStorage
@@ -201,6 +261,10 @@ public actor OperationLog {
         }
     }
 
+    /// Checks the whole log: every entry's bytes against its leaf hash and format, every stored
+    /// node against the tree rebuilt from the leaves, every stored checkpoint's signature and
+    /// root, and that the latest checkpoint covers every entry.
+    /// - Throws: ``LogErrorCode/tampered`` naming the first thing that does not hold.
     public func verify() async throws -> LogVerification {
         let checkpoints = try await storage.checkpoints()
         var pending = checkpoints[...]
@@ -227,26 +291,9 @@ public actor OperationLog {
             let records = try await fetching.value
             let following = frontier.size + UInt64(records.count)
             next = records.count < chunk ? nil : Task { try await storage.records(from: following, count: chunk) }
+            pruned += try await Self.checkRecords(records, from: frontier.size, keys: keys, boundary: boundary)
             var closed: [Int: [(UInt64, TreeHash)]] = [:]
             for record in records {
-                guard record.index == frontier.size else {
-                    throw LogError(.tampered, "entry \(frontier.size) is missing (the next stored is \(record.index))")
-                }
-                if let bytes = record.bytes {
-                    guard TreeHash.leaf(bytes).constantTimeEquals(record.leaf) else {
-                        throw LogError(.tampered, "entry \(record.index)'s bytes do not match its leaf hash")
-                    }
-                    // With the key: the sealed part opens, its plaintext keeps the rules, and the
-                    // entity hash is the HMAC of the sealed entity ID.
-                    do {
-                        _ = try EntryCodec.open(try EntryCodec.decode(bytes), keys: keys)
-                    } catch let error as LogError {
-                        throw LogError(.tampered, "entry \(record.index): \(error.reason)")
-                    }
-                } else {
-                    try Self.checkPruned(record.index, boundary: boundary)
-                    pruned += 1
-                }
                 frontier.appendEach(record.leaf) { id, hash in closed[id.level, default: []].append((id.index, hash)) }
                 while let checkpoint = pending.first, checkpoint.checkpoint.size <= frontier.size {
                     guard checkpoint.checkpoint.size == frontier.size,
