@@ -40,7 +40,7 @@ public struct AuditEntry: Sendable, Equatable {
             "linked_subject": linkedSubjectHash.map(JSONValue.string) ?? .null,
             "email_forwarding": emailForwarding.map(JSONValue.bool) ?? .null, "prev": .string(Hex.encode(previous)),
         ]
-        return Array(JSONValue.object(object).serialized().utf8)
+        return JSONValue.object(object).serializedBytes()
     }
 
     /// Reads a line, returning it with its `prev`; nil for anything that is not byte for byte
@@ -93,6 +93,9 @@ public struct AuditEntry: Sendable, Equatable {
 package struct AuditKeys: Sendable {
     package let chain: SymmetricKey
     package let subject: SymmetricKey
+    /// HMAC-SHA-256 under each key, the key already absorbed (every use copies it).
+    private let chainMAC: HMAC<SHA256>
+    private let subjectMAC: HMAC<SHA256>
 
     package init(secret: [UInt8]) {
         let material = SymmetricKey(data: secret)
@@ -100,6 +103,15 @@ package struct AuditKeys: Sendable {
             inputKeyMaterial: material, info: Array("shadow-keys audit v1 chain".utf8), outputByteCount: 32)
         subject = HKDF<SHA256>.deriveKey(
             inputKeyMaterial: material, info: Array("shadow-keys audit v1 subject".utf8), outputByteCount: 32)
+        chainMAC = HMAC(key: chain)
+        subjectMAC = HMAC(key: subject)
+    }
+
+    /// HMAC-SHA-256(chain key, the parts in order).
+    package func chainCode(_ parts: [UInt8]...) -> [UInt8] {
+        var mac = chainMAC
+        for part in parts { mac.update(data: part) }
+        return Array(mac.finalize())
     }
 
     /// The chain value before the first line.
@@ -107,7 +119,9 @@ package struct AuditKeys: Sendable {
 
     /// The chain value after `line` (its bytes without the newline).
     package func link(_ line: ArraySlice<UInt8>) -> [UInt8] {
-        Array(HMAC<SHA256>.authenticationCode(for: line, using: chain))
+        var mac = chainMAC
+        mac.update(data: line)
+        return Array(mac.finalize())
     }
 
     package func subjectHash(clientID: String, subject: String) -> String {
@@ -116,8 +130,11 @@ package struct AuditKeys: Sendable {
 
     /// HMAC-SHA-256(subject key, client ID ‖ 0x00 ‖ subject).
     package func subjectDigest(clientID: String, subject: String) -> [UInt8] {
-        Array(
-            HMAC<SHA256>.authenticationCode(for: Array(clientID.utf8) + [0] + Array(subject.utf8), using: self.subject))
+        var mac = subjectMAC
+        mac.update(data: Array(clientID.utf8))
+        mac.update(data: [0])
+        mac.update(data: Array(subject.utf8))
+        return Array(mac.finalize())
     }
 }
 

@@ -50,7 +50,7 @@ package struct StoreKeys: Sendable {
     /// count (8, big-endian) ‖ chain value (32) ‖ HMAC-SHA-256(chain key, label ‖ count ‖ chain value).
     private func encode(count: Int, chain: [UInt8], label: [UInt8]) -> [UInt8] {
         let body = BigEndian.bytes(UInt64(count)) + chain
-        return body + Array(HMAC<SHA256>.authenticationCode(for: label + body, using: audit.chain))
+        return body + audit.chainCode(label, body)
     }
 
     /// The stored head, checked; nil (no head yet) reads as the empty log.
@@ -64,8 +64,7 @@ package struct StoreKeys: Sendable {
             throw CredentialError(.corruptedState, "the store's \(what) is \(bytes.count) bytes, not 72")
         }
         let body = Array(bytes[..<40])
-        let mac = HMAC<SHA256>.authenticationCode(for: label + body, using: audit.chain)
-        guard ConstantTime.equals(Array(mac), Array(bytes[40...])) else {
+        guard ConstantTime.equals(audit.chainCode(label, body), Array(bytes[40...])) else {
             throw CredentialError(.auditTampered, "the store's \(what) does not authenticate: it was edited")
         }
         let count = BigEndian.uint64(bytes[0..<8])

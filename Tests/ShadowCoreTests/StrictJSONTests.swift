@@ -126,6 +126,20 @@ import Testing
         #expect(JSONValue.string("\u{8}\u{C}\n\r\t\u{1}\u{1F}\"\\/").serialized() == #""\b\f\n\r\t\u0001\u001f\"\\/""#)
     }
 
+    @Test func runsBetweenEscapesAreKeptWhole() throws {
+        let text = "plain \"quoted\" \\ 🔑 naïve\u{0}end\u{1F}"
+        #expect(JSONValue.string(text).serialized() == #""plain \"quoted\" \\ 🔑 naïve\u0000end\u001f""#)
+        #expect(try parse(JSONValue.string(text).serialized()) == .string(text))
+        #expect(JSONValue.object(["k\u{1}": .string("")]).serialized() == #"{"k\u0001":""}"#)
+    }
+
+    @Test func terminalFormEscapesEveryTerminalControl() throws {
+        let text = "\u{1B}[31mred\u{7F}\u{9B}\u{200E}\u{2028}\u{202E}\u{2069}é🔑"
+        let terminal = JSONValue.string(text).serializedForTerminal()
+        #expect(terminal == #""\u001b[31mred\u007f\u009b\u200e\u2028\u202e\u2069é🔑""#)
+        #expect(try parse(terminal) == .string(text))
+    }
+
     @Test func numbersKeepTheirLiteral() throws {
         let big = try parse("123456789012345678901234567890").numberValue
         #expect(big?.literal == "123456789012345678901234567890")
