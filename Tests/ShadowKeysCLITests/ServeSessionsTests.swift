@@ -10,74 +10,18 @@ import Testing
 /// refresh, reuse, the device list, the JWKS, bad requests, and Apple's consent-revoked ending
 /// every session.
 @Suite(.tags(.multiProcess), .ownThreads) struct ServeSessionsTests {
-    static let client = "com.example.app"
-    let directory: TemporaryDirectory
-    let keyFile: String
-    let p8: String
-    let apple: FakeAppleServer
-
-    init() throws {
-        directory = try TemporaryDirectory()
-        keyFile = try directory.write(
-            "state.key", "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f\n", mode: 0o600)
-        p8 = try directory.write("apple.p8", TestKeys.p256.pemRepresentation, mode: 0o600)
-        apple = try FakeAppleServer(clientKey: TestKeys.p256.publicKey)
-    }
-
-    func identityToken(subject: String, nonce: String? = nil) throws -> String {
-        let now = Int64(Date().timeIntervalSince1970)
-        var claims: JSONObject = [
-            "iss": "https://appleid.apple.com", "aud": .string(Self.client), "sub": .string(subject),
-            "iat": .int(now - 1), "exp": .int(now + 600),
-        ]
-        if let nonce { claims.set("nonce", .string(nonce)) }
-        return try apple.identitySigner.sign(claims: claims)
-    }
-
-    func notification(_ type: String, subject: String) throws -> [UInt8] {
-        let now = Int64(Date().timeIntervalSince1970)
-        let events: JSONObject = ["type": .string(type), "sub": .string(subject), "event_time": .int((now - 1) * 1000)]
-        let claims: JSONObject = [
-            "iss": "https://appleid.apple.com", "aud": .string(Self.client), "iat": .int(now - 1),
-            "exp": .int(now + 600), "jti": .string(UUID().uuidString),
-            "events": .string(JSONValue.object(events).serialized()),
-        ]
-        return Array(
-            JSONValue.object(["payload": .string(try apple.identitySigner.sign(claims: claims))]).serialized().utf8)
-    }
-
     func json(_ text: String) throws -> JSONObject {
         guard case .object(let object) = try StrictJSON.parse(text) else { throw CLIRunnerError("not JSON: \(text)") }
         return object
     }
 
     @Test func signInRefreshReuseDevicesAndRevocation() async throws {
-        let port = try PostgresCluster.freePortForTests()
-        let server = try ChildProcess(
-            CLIRunner.serverExecutable.path,
-            [
-                "serve", "--listen", "127.0.0.1:\(port)", "--client-id", Self.client, "--jwks",
-                apple.baseURL + "/auth/keys", "--allow-http-loopback", "--base-url", apple.baseURL, "--p8", p8,
-                "--team-id", apple.teamID, "--key-id", apple.keyID, "--store", "sqlite:\(directory.path)/state.sqlite",
-                "--key-file", keyFile, "--sessions-issuer", "https://api.example.com", "--refresh-grace", "0",
-            ], environment: [:], removing: ["SHADOW_KEYS_STATE_STORE"])
-        defer {
-            server.kill()
-            _ = try? server.wait(timeout: 10)
-        }
-        var ready = false
-        for _ in 0..<300 where !ready {
-            if (try? ServeCLITests.http("GET", port: port, path: "/healthz"))?.status == 200 {
-                ready = true
-            } else {
-                usleep(100_000)
-            }
-        }
-        try #require(ready, "serve never answered /healthz")
+        let server = try SessionServer(extra: ["--refresh-grace", "0"])
+        let (port, apple, directory, keyFile) = (server.port, server.apple, server.directory, server.keyFile)
 
         // Sign in: the identity token is checked, the code exchanged with Apple.
         let body = JSONValue.object([
-            "identityToken": .string(try identityToken(subject: "001234.user.0042", nonce: "n-1")),
+            "identityToken": .string(try server.identityToken(subject: "001234.user.0042", extra: ["nonce": "n-1"])),
             "authorizationCode": .string(apple.issueCode(for: "001234.user.0042", nonce: "n-1")), "nonce": "n-1",
             "deviceName": "Ada's iPhone",
         ]).serialized()
@@ -117,7 +61,7 @@ import Testing
             "POST", port: port, path: "/auth/apple",
             body: Array(
                 JSONValue.object([
-                    "identityToken": .string(try identityToken(subject: "001234.user.0042")),
+                    "identityToken": .string(try server.identityToken(subject: "001234.user.0042")),
                     "authorizationCode": .string(apple.issueCode(for: "001234.user.0042")), "deviceName": "iPad",
                 ]).serialized().utf8))
         #expect(second.status == 200)
@@ -150,9 +94,7 @@ import Testing
         #expect(forged.status == 401)
 
         // Apple's consent-revoked ends every session of the user.
-        let notified = try ServeCLITests.exchange(
-            "POST", port: port, path: "/apple/notifications",
-            body: try notification("consent-revoked", subject: "001234.user.0042"))
+        let notified = try server.notify("consent-revoked", subject: "001234.user.0042")
         #expect(notified.status == 200, "\(notified.body)")
         let afterRevoke = try ServeCLITests.exchange(
             "POST", port: port, path: "/auth/refresh",
@@ -180,26 +122,6 @@ import Testing
         #expect(keys.status == 0 && keys.stdout.contains("ES256"), "\(keys.stderr)")
     }
 
-    func serve(port: Int, store: String) throws -> ChildProcess {
-        try ChildProcess(
-            CLIRunner.serverExecutable.path,
-            [
-                "serve", "--listen", "127.0.0.1:\(port)", "--client-id", Self.client, "--jwks",
-                apple.baseURL + "/auth/keys", "--allow-http-loopback", "--base-url", apple.baseURL, "--p8", p8,
-                "--team-id", apple.teamID, "--key-id", apple.keyID, "--store", store, "--key-file", keyFile,
-                "--sessions-issuer", "https://api.example.com", "--rate-limit-ip", "100000",
-                "--rate-limit-user", "100000",
-            ], environment: [:], removing: ["SHADOW_KEYS_STATE_STORE"])
-    }
-
-    func waitReady(_ port: Int) async -> Bool {
-        for _ in 0..<300 {
-            if (try? ServeCLITests.http("GET", port: port, path: "/healthz"))?.status == 200 { return true }
-            try? await Task.sleep(for: .milliseconds(100))
-        }
-        return false
-    }
-
     func refresh(_ token: String, port: Int) -> (status: Int, token: String?) {
         let body = Array(JSONValue.object(["refreshToken": .string(token)]).serialized().utf8)
         guard let answer = try? ServeCLITests.exchange("POST", port: port, path: "/auth/refresh", body: body) else {
@@ -218,32 +140,18 @@ import Testing
         async throws
     {
         let url = try PostgresCluster.shared.get().freshDatabase()
-        let ports = [try PostgresCluster.freePortForTests(), try PostgresCluster.freePortForTests()]
-        let first = try serve(port: ports[0], store: url)
-        defer {
-            first.kill()
-            _ = try? first.wait(timeout: 10)
-        }
-        try #require(await waitReady(ports[0]), "the first instance never answered")
-        let second = try serve(port: ports[1], store: url)
-        try #require(await waitReady(ports[1]), "the second instance never answered")
+        let limits = ["--rate-limit-ip", "100000", "--rate-limit-user", "100000"]
+        let first = try SessionServer(store: url, extra: limits)
+        let second = try SessionServer(store: url, extra: limits, apple: first.apple, directory: first.directory)
+        let ports = [first.port, second.port]
 
         // Eight devices sign in on the first instance.
         var tokens: [String] = []
         for device in 0..<8 {
-            let now = Int64(Date().timeIntervalSince1970)
-            let identity = try apple.identitySigner.sign(claims: [
-                "iss": "https://appleid.apple.com", "aud": .string(Self.client), "sub": .string("user-\(device)"),
-                "iat": .int(now - 1), "exp": .int(now + 600),
-            ])
-            let body = JSONValue.object([
-                "identityToken": .string(identity),
-                "authorizationCode": .string(apple.issueCode(for: "user-\(device)")), "deviceName": "phone",
-            ]).serialized()
-            let answer = try ServeCLITests.exchange("POST", port: ports[0], path: "/auth/apple", body: Array(body.utf8))
-            guard answer.status == 200, case .object(let object) = try StrictJSON.parse(answer.body),
-                let token = object["refreshToken"]?.stringValue
-            else { throw CLIRunnerError("sign-in failed: \(answer.status) \(answer.body)") }
+            let answer = try first.signIn(subject: "user-\(device)", device: "phone")
+            guard answer.status == 200, let token = answer.json["refreshToken"]?.stringValue else {
+                throw CLIRunnerError("sign-in failed: \(answer.status) \(answer.body)")
+            }
             tokens.append(token)
         }
 
@@ -251,7 +159,7 @@ import Testing
         let results = Mutex<[Int: (last: String, spent: [String], failures: [Int])]>([:])
         let killer = Thread {
             Thread.sleep(forTimeInterval: 1.0)
-            second.kill()
+            second.process.kill()
         }
         killer.start()
         let starting = tokens
@@ -279,7 +187,7 @@ import Testing
             }
             results.withLock { $0[device] = (token, spent, failures) }
         }
-        _ = try? second.wait(timeout: 10)
+        _ = try? second.process.wait(timeout: 10)
         // Past the grace interval, nothing spent may refresh, and every last token must.
         try await Task.sleep(for: .seconds(11))
         for (device, result) in results.withLock({ $0 }).sorted(by: { $0.key < $1.key }) {
