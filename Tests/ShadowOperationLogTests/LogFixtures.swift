@@ -9,6 +9,23 @@ enum LogFixtures {
     static let unlock = VaultUnlock.key(key)
     static let origin = "example.com/sync-log"
 
+    /// Runs `body` on a log over `storage`, closing the storage afterwards, thrown or not.
+    static func withLog<R>(_ storage: any LogStorage, _ body: (OperationLog) async throws -> R) async throws -> R {
+        do {
+            let result = try await body(try OperationLog(storage: storage))
+            await storage.close()
+            return result
+        } catch {
+            await storage.close()
+            throw error
+        }
+    }
+
+    /// Appends entries `start ..< start + count` (``entry(_:success:)``).
+    static func fill(_ log: OperationLog, count: Int, from start: Int = 0) async throws {
+        _ = try await log.append(contentsOf: (start..<(start + count)).map { entry($0) })
+    }
+
     static func entry(_ number: Int, success: Bool = true) -> OperationEntry {
         OperationEntry(
             operation: ["upload", "download", "delete"][number % 3],

@@ -54,18 +54,11 @@ import Testing
         _ fixture: Fixture, create: Bool = false, _ body: (OperationLog) async throws -> R
     ) async throws -> R {
         let storage = try await fixture.open(create, LogFixtures.unlock)
-        do {
-            let result = try await body(try OperationLog(storage: storage))
-            await storage.close()
-            return result
-        } catch {
-            await storage.close()
-            throw error
-        }
+        return try await LogFixtures.withLog(storage, body)
     }
 
     func fill(_ log: OperationLog, count: Int, from start: Int = 0) async throws {
-        _ = try await log.append(contentsOf: (start..<(start + count)).map { LogFixtures.entry($0) })
+        try await LogFixtures.fill(log, count: count, from: start)
     }
 
     @Test(arguments: engines) func appendsProvesPrunesAndReopens(engine: String) async throws {

@@ -22,18 +22,11 @@ import Testing
     func withLog<R>(create: Bool = true, _ body: (OperationLog) async throws -> R) async throws -> R {
         let storage = try await SQLiteLogStorage.open(
             path: path, unlock: LogFixtures.unlock, create: create, origin: create ? LogFixtures.origin : nil)
-        do {
-            let result = try await body(try OperationLog(storage: storage))
-            await storage.close()
-            return result
-        } catch {
-            await storage.close()
-            throw error
-        }
+        return try await LogFixtures.withLog(storage, body)
     }
 
     func fill(_ log: OperationLog, count: Int, from start: Int = 0) async throws {
-        _ = try await log.append(contentsOf: (start..<(start + count)).map { LogFixtures.entry($0) })
+        try await LogFixtures.fill(log, count: count, from: start)
     }
 
     /// Runs SQL on the database as an attacker with write access would.
