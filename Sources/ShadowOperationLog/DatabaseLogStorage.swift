@@ -249,23 +249,22 @@ public final class DatabaseLogStorage: LogStorage {
 
     /// Locks the log for this transaction (PostgreSQL's `writer` row; SQLite's transaction is its
     /// one writer already) and reads its checkpoint.
-    func lockAndReadCheckpoint(_ transaction: any SQLTransaction) async throws -> (note: [UInt8]?, SignedCheckpoint?) {
+    func lockAndReadCheckpoint(_ transaction: any SQLTransaction) async throws -> [UInt8]? {
         if database.dialect == .postgres {
             _ = try await transaction.run("SELECT 1 FROM shadow_oplog_meta WHERE name = 'writer' FOR UPDATE")
         }
-        let note = try await transaction.run(Self.checkpointQuery).first?.blob("value")
-        return (note, try checkpoint(note))
+        return try await transaction.run(Self.checkpointQuery).first?.blob("value")
     }
 
     /// The tree's right edge and pruned boundary as the last writer left them: from the cache
-    /// while the checkpoint row is the one this process last saw, else read and checked against
-    /// the signed checkpoint.
-    func loadFrontier(
-        _ transaction: any SQLTransaction, note: [UInt8]?, signed: SignedCheckpoint?
-    ) async throws -> (TreeFrontier, pruned: UInt64) {
+    /// while the checkpoint row is byte for byte the one this process last wrote or checked,
+    /// else read and checked against the signed checkpoint (its signature verified).
+    func loadFrontier(_ transaction: any SQLTransaction, note: [UInt8]?) async throws -> (TreeFrontier, pruned: UInt64)
+    {
         if let note, let cached = lastWrite.withLock({ $0 }), cached.note == note {
             return (cached.frontier, cached.pruned)
         }
+        let signed = try checkpoint(note)
         let size = signed?.checkpoint.size ?? 0
         var edge: [NodeID: TreeHash] = [:]
         for id in TreeFrontier.ids(size: size) {
@@ -316,8 +315,8 @@ public final class DatabaseLogStorage: LogStorage {
         }
         let (first, signed, frontier, pruned) = try await Self.storing {
             try await database.transaction(retrying: false) { [self] transaction in
-                let (note, current) = try await lockAndReadCheckpoint(transaction)
-                var (frontier, pruned) = try await loadFrontier(transaction, note: note, signed: current)
+                let note = try await lockAndReadCheckpoint(transaction)
+                var (frontier, pruned) = try await loadFrontier(transaction, note: note)
                 let size = frontier.size
                 guard size + UInt64(stored.count) <= Self.maxSize else {
                     throw LogError(.invalidParameter, "the log would grow past 2^48 entries")
@@ -358,8 +357,8 @@ public final class DatabaseLogStorage: LogStorage {
     public func prune(before index: UInt64) async throws -> UInt64 {
         try await Self.storing {
             try await database.transaction(retrying: false) { [self] transaction in
-                let (note, current) = try await lockAndReadCheckpoint(transaction)
-                let (frontier, pruned) = try await loadFrontier(transaction, note: note, signed: current)
+                let note = try await lockAndReadCheckpoint(transaction)
+                let (frontier, pruned) = try await loadFrontier(transaction, note: note)
                 let boundary = max(pruned, min(index, frontier.size))
                 let count = try await transaction.run(
                     """
