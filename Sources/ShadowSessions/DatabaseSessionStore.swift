@@ -195,14 +195,8 @@ public final class DatabaseSessionStore: SessionStore {
         input += [row.revokedAt == nil ? 0 : 1] + BigEndian.bytes(UInt64(bitPattern: row.revokedAt ?? 0))
         let device = Array(row.device.utf8)
         input += [UInt8(device.count >> 8), UInt8(device.count & 0xFF)] + device
-        if let thumbprint = row.keyThumbprint.flatMap(Self.thumbprintBytes) { input += [1] + thumbprint }
+        if let thumbprint = row.keyThumbprint.flatMap(SessionRow.thumbprintBytes) { input += [1] + thumbprint }
         return Array(HMAC<SHA256>.authenticationCode(for: input, using: keys.row))
-    }
-
-    /// A thumbprint's 32 bytes, from its base64url text (43 characters).
-    static func thumbprintBytes(_ text: String) -> [UInt8]? {
-        guard text.utf8.count == 43, let bytes = try? Base64URL.decode(text), bytes.count == 32 else { return nil }
-        return bytes
     }
 
     /// A user row as stored: the Apple hash, the user, and what the MAC covers.
@@ -347,6 +341,10 @@ public final class DatabaseSessionStore: SessionStore {
     }
 
     public func insertSession(_ row: SessionRow) async throws {
+        // A bound row whose thumbprint cannot be stored is refused, never stored unbound.
+        if let thumbprint = row.keyThumbprint, SessionRow.thumbprintBytes(thumbprint) == nil {
+            throw SessionError(.invalidParameter, "a key thumbprint is 32 bytes, base64url")
+        }
         try await Self.storing {
             _ = try await database.write(
                 """
@@ -356,7 +354,7 @@ public final class DatabaseSessionStore: SessionStore {
                 .blob(row.id.bytes), .blob(row.user.bytes16), .integer(Int64(row.generation)),
                 .integer(row.rotatedAt), .integer(row.createdAt), .integer(row.lastUsedAt), .integer(row.expiresAt),
                 .optional(row.revokedAt), .text(row.device), .blob(mac(row)),
-                .optional(row.keyThumbprint.flatMap(Self.thumbprintBytes)))
+                .optional(row.keyThumbprint.flatMap(SessionRow.thumbprintBytes)))
         }
     }
 

@@ -202,7 +202,7 @@ public struct AccessTokenVerifier: Sendable {
         var thumbprint: String?
         if let confirmation = claims["cnf"] {
             guard let jkt = confirmation.objectValue?["jkt"]?.stringValue,
-                DatabaseSessionStore.thumbprintBytes(jkt) != nil
+                SessionRow.thumbprintBytes(jkt) != nil
             else { throw SessionError(.invalidToken, "the access token's cnf is not {\"jkt\": a key thumbprint}") }
             thumbprint = jkt
         }

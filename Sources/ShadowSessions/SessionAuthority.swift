@@ -156,7 +156,7 @@ public final class SessionAuthority: Sendable {
             throw SessionError(.invalidParameter, "an Apple subject is 1 to 255 bytes")
         }
         if let keyThumbprint {
-            guard keyThumbprint.utf8.count == 43, (try? Base64URL.decode(keyThumbprint))?.count == 32 else {
+            guard SessionRow.thumbprintBytes(keyThumbprint) != nil else {
                 throw SessionError(.invalidParameter, "a key thumbprint is 32 bytes, base64url")
             }
         } else if configuration.requireDPoP {

@@ -3,6 +3,7 @@ public import FoundationEssentials
 #else
 public import Foundation
 #endif
+import ShadowCore
 public import ShadowDPoP
 
 /// One session: a refresh-token family, one row (Docs/sessions.md, "Tables").
@@ -36,6 +37,15 @@ public struct SessionRow: Sendable, Hashable {
         (self.createdAt, self.lastUsedAt, self.expiresAt, self.revokedAt, self.device) =
             (createdAt, lastUsedAt, expiresAt, revokedAt, device)
         self.keyThumbprint = keyThumbprint
+    }
+}
+
+extension SessionRow {
+    /// A DPoP key thumbprint's 32 bytes, from its base64url text (43 characters); nil for
+    /// anything else.
+    static func thumbprintBytes(_ text: String) -> [UInt8]? {
+        guard text.utf8.count == 43, let bytes = try? Base64URL.decode(text), bytes.count == 32 else { return nil }
+        return bytes
     }
 }
 

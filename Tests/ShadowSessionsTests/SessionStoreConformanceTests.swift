@@ -80,6 +80,22 @@ import Testing
 
     /// Someone who can edit rows but holds no key: every edit of a session's or a user's fields
     /// is refused as `sessions_corrupted` on the next read, and nothing is issued from it.
+    @Test(arguments: engines) func aBoundRowWithAMalformedThumbprintIsRefusedNotStoredUnbound(
+        engine: String
+    )
+        async throws
+    {
+        let fixture = try await fixture(engine)
+        try await closing({ await fixture.store.close() }) {
+            let id = try #require(SessionID(bytes: [UInt8](repeating: 7, count: 16)))
+            let row = SessionRow(
+                id: id, user: UUID(), generation: 1, rotatedAt: 1, createdAt: 1, lastUsedAt: 1, expiresAt: 2,
+                revokedAt: nil, device: "iPhone", keyThumbprint: "not-a-thumbprint")
+            await #expect(throws: SessionError.self) { try await fixture.store.insertSession(row) }
+            #expect(try await fixture.store.session(id) == nil)
+        }
+    }
+
     @Test(arguments: engines) func anEditedRowFailsClosed(engine: String) async throws {
         let edits = [
             "UPDATE shadow_sessions SET generation = generation + 1",
