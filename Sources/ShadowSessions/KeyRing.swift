@@ -168,9 +168,20 @@ extension SessionAuthority {
 /// Checks access tokens (RFC 9068) against a key set, with no store read: what a middleware
 /// runs on every request. Revocation reaches it within one access-token lifetime; for a check of
 /// the session too, call ``SessionAuthority/isLive(_:)``.
+///
+/// A client sends the same access token with every request until it expires, so the verifier
+/// keeps the tokens it has verified (Docs/sessions.md, "Access tokens"): a token whose exact
+/// bytes verified before skips the signature and the parse, and its claims are checked again
+/// against the clock, so it stops verifying at its `exp` as it would have uncached. The cache
+/// belongs to one reading of the key ring, so a key that leaves the ring takes its tokens' entries
+/// with it; only tokens that verified are kept, at most ``cacheCapacity``.
 public struct AccessTokenVerifier: Sendable {
     let verifier: JWTVerifier
     public let keys: JWKSet
+    let verified: VerifiedTokens
+
+    /// The most tokens kept verified at once (an arbitrary one makes room for the next).
+    public static let cacheCapacity = 4096
 
     public init(configuration: SessionConfiguration, keys: JWKSet, clock: WallClock = .system) {
         var policy = ClaimPolicy(
@@ -180,18 +191,31 @@ public struct AccessTokenVerifier: Sendable {
         verifier = JWTVerifier(
             algorithms: [configuration.algorithm], policy: policy, expectedType: "at+jwt", clock: clock)
         self.keys = keys
+        verified = VerifiedTokens(capacity: Self.cacheCapacity)
     }
 
     /// The token's typed claims.
     /// - Throws: ``SessionErrorCode/invalidToken`` naming what failed.
     public func verify(_ token: String) throws -> SessionClaims {
-        let verified: VerifiedJWT
+        var text = token
+        let digest = text.withUTF8 { SHA256.hash(data: $0) }
+        if let entry = verified.entry(digest) {
+            if verifier.policy.evaluate(entry.claims, now: verifier.clock.now).isEmpty { return entry.session }
+            verified.remove(digest)  // past its exp: the full check below says why
+        }
+        let claims: JWTClaims
         do {
-            verified = try verifier.verify(token, keys: keys)
+            claims = try verifier.verify(token, keys: keys).claims
         } catch let error as JOSEError {
             throw SessionError(.invalidToken, error.reason)
         }
-        let claims = verified.claims
+        let session = try Self.sessionClaims(claims)
+        verified.insert(digest, VerifiedTokens.Entry(claims: claims, session: session))
+        return session
+    }
+
+    /// The typed claims of a verified token.
+    static func sessionClaims(_ claims: JWTClaims) throws -> SessionClaims {
         guard let subject = claims.subject, let user = UUID(uuidString: subject),
             let sid = claims["sid"]?.stringValue, let session = SessionID(sid), let jti = claims.jwtID,
             let clientID = claims["client_id"]?.stringValue, let issuedAt = claims.issuedAt,
@@ -210,6 +234,33 @@ public struct AccessTokenVerifier: Sendable {
             userID: user, session: session, tokenID: jti, clientID: clientID, issuedAt: issuedAt, expiresAt: expiresAt,
             keyThumbprint: thumbprint)
     }
+}
+
+/// The access tokens one key-ring reading has verified, by the SHA-256 of their exact text
+/// (digests compare in constant time).
+final class VerifiedTokens: Sendable {
+    struct Entry: Sendable {
+        let claims: JWTClaims
+        let session: SessionClaims
+    }
+
+    let capacity: Int
+    private let entries = Mutex<[SHA256Digest: Entry]>([:])
+
+    init(capacity: Int) { self.capacity = capacity }
+
+    func entry(_ digest: SHA256Digest) -> Entry? { entries.withLock { $0[digest] } }
+
+    func remove(_ digest: SHA256Digest) { _ = entries.withLock { $0.removeValue(forKey: digest) } }
+
+    func insert(_ digest: SHA256Digest, _ entry: Entry) {
+        entries.withLock { entries in
+            if entries.count >= capacity, entries[digest] == nil { entries.remove(at: entries.startIndex) }
+            entries[digest] = entry
+        }
+    }
+
+    var count: Int { entries.withLock { $0.count } }
 }
 
 extension SessionAuthority {

@@ -1,7 +1,8 @@
+import Crypto
 import Foundation
 import ShadowCore
 import ShadowJOSE
-import ShadowSessions
+@testable import ShadowSessions
 import ShadowSQLite
 import ShadowTestSupport
 import ShadowVault
@@ -225,5 +226,41 @@ import Testing
             clock.advance(by: 3700)
             #expect(throws: SessionError(.invalidToken, "")) { try verifier.verify(issued.accessToken) }
         }
+    }
+
+    @Test func aTokenVerifiedBeforeIsCheckedAgainstTheClockAndNothingNearItPasses() async throws {
+        try await closing({ await store.close() }) {
+            let authority = try await authority()
+            let issued = try await signIn(authority)
+            let verifier = try await authority.verifier()
+            let first = try verifier.verify(issued.accessToken)
+            #expect(verifier.verified.count == 1, "kept after it verified")
+            #expect(try verifier.verify(issued.accessToken) == first, "the kept answer is the same")
+            // Tokens that differ from a kept one by a byte, or a prefix of it, are checked in full.
+            let signature = issued.accessToken.split(separator: ".")[2]
+            let flipped = String(issued.accessToken.dropLast()) + (signature.last == "A" ? "Q" : "A")
+            for bad in [flipped, String(issued.accessToken.dropLast(2)), issued.accessToken + "."] {
+                #expect(throws: SessionError(.invalidToken, "")) { try verifier.verify(bad) }
+            }
+            #expect(verifier.verified.count == 1, "a refused token is not kept")
+            // Within the leeway it still verifies; past it, it is refused though it was kept.
+            clock.advance(by: 3600 + 29)
+            #expect(try verifier.verify(issued.accessToken) == first)
+            clock.advance(by: 2)
+            #expect(throws: SessionError(.invalidToken, "")) { try verifier.verify(issued.accessToken) }
+            #expect(verifier.verified.count == 0, "an expired entry is dropped")
+        }
+    }
+
+    @Test func theVerifiedTokensStayWithinTheirCapacity() async throws {
+        await store.close()  // this suite opens one; the cache needs none
+        let cache = VerifiedTokens(capacity: 3)
+        let claims = SessionClaims(
+            userID: UUID(), session: SessionID.random(), tokenID: "t", clientID: "c", issuedAt: Date(),
+            expiresAt: Date(), keyThumbprint: nil)
+        let digests = (0..<5).map { SHA256.hash(data: [UInt8($0)]) }
+        for digest in digests { cache.insert(digest, .init(claims: JWTClaims([:]), session: claims)) }
+        #expect(cache.count == 3)
+        #expect(cache.entry(digests[4]) != nil, "the newest is kept")
     }
 }
