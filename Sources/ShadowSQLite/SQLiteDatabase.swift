@@ -28,6 +28,10 @@ public final class SQLiteDatabase: SQLDatabase {
     private let secondReadLock = AsyncLock()
     private let writer = Mutex<SQLiteConnection?>(nil)
     private let writeLock = AsyncLock()
+    /// The writer's own thread: statements queued on it together run back to back, in order,
+    /// with no hand-off between them (a group commit queues its whole group at once).
+    private let writerThread = NIOThreadPool(numberOfThreads: 1)
+    private let writerThreadStarted = Mutex(false)
     /// Single writes waiting for the next commit, and whether a commit is under way.
     private let queue = Mutex<(waiting: [Write], committing: Bool)>(([], false))
 
@@ -74,10 +78,12 @@ public final class SQLiteDatabase: SQLDatabase {
                 return was
             })
         else { return }
+        let writerThreadStarted = writerThreadStarted.withLock { $0 }
         let connections = [writer.withLock { $0 }, secondReader.withLock { $0 }].compactMap { $0 } + [reader]
         // Closed in a task of its own: a cancelled caller (a server past its grace) must still close them.
-        await Task {
+        await Task { [writerThread] in
             for connection in connections { try? await connection.close() }
+            if writerThreadStarted { try? await writerThread.shutdownGracefully() }
         }.value
     }
 
@@ -115,7 +121,11 @@ public final class SQLiteDatabase: SQLDatabase {
     private func writeConnection() async throws -> SQLiteConnection {
         if let existing = writer.withLock({ $0 }) { return existing }
         guard !readOnly else { throw StorageError(.invalidParameter, "\(path) was opened for reading only") }
-        let connection = try await Self.connect(path, lockTimeout, readOnly: false)
+        writerThreadStarted.withLock { started in
+            if !started { writerThread.start() }
+            started = true
+        }
+        let connection = try await Self.connect(path, lockTimeout, readOnly: false, thread: writerThread)
         do {
             _ = try await mapped { try await connection.query("PRAGMA journal_mode = WAL", []) }
             _ = try await mapped { try await connection.query("PRAGMA synchronous = FULL", []) }
@@ -130,13 +140,16 @@ public final class SQLiteDatabase: SQLDatabase {
     /// A connection whose busy handler waits up to the lock timeout (sqlite-nio's default retries
     /// at once, forever). sqlite-nio opens with `SQLITE_OPEN_URI`, so a read-only open is a
     /// `file:` URI with `mode=ro`.
-    package static func connect(_ path: String, _ lockTimeout: Double, readOnly: Bool) async throws -> SQLiteConnection
-    {
+    package static func connect(
+        _ path: String, _ lockTimeout: Double, readOnly: Bool, thread: NIOThreadPool = .singleton
+    ) async throws -> SQLiteConnection {
         var logger = Logger(label: "shadow-keys.sqlite")
         logger.logLevel = .critical
         let name = readOnly ? "file:\(uriPath(path))?mode=ro" : path
         let connection = try await mapped(path) {
-            try await SQLiteConnection.open(storage: .file(path: name), logger: logger)
+            try await SQLiteConnection.open(
+                storage: .file(path: name), threadPool: thread, logger: logger,
+                on: MultiThreadedEventLoopGroup.singleton.any())
         }
         do {
             _ = try await mapped(path) {
@@ -157,7 +170,10 @@ public final class SQLiteDatabase: SQLDatabase {
 
     /// The rows of one statement, sharing one array of column names.
     static func rows(_ connection: SQLiteConnection, _ sql: String, _ values: [SQLValue]) async throws -> [SQLRow] {
-        let rows = try await connection.query(sql, values.map(Self.data))
+        rows(try await connection.query(sql, values.map(Self.data)))
+    }
+
+    static func rows(_ rows: [SQLiteRow]) -> [SQLRow] {
         guard let first = rows.first else { return [] }
         let names = first.columns.map(\.name)
         return rows.map { row(names, $0) }
@@ -190,17 +206,24 @@ public final class SQLiteDatabase: SQLDatabase {
             guard !group.isEmpty else { return }
             do {
                 let results = try await withWriter { writer -> [Result<[SQLRow], any Error>] in
+                    // The transaction must have begun before its statements are queued: a statement
+                    // run outside it would commit alone.
                     _ = try await writer.query("BEGIN IMMEDIATE", [])
+                    // Then the whole group and its COMMIT at once, run in order on the writer's thread.
+                    let queued: [EventLoopFuture<[SQLiteRow]>] = group.map {
+                        writer.query($0.sql, $0.values.map(Self.data))
+                    }
+                    let commit: EventLoopFuture<[SQLiteRow]> = writer.query("COMMIT", [])
                     var results: [Result<[SQLRow], any Error>] = []
-                    for write in group {
+                    for statement in queued {
                         do {
-                            results.append(.success(try await Self.rows(writer, write.sql, write.values)))
+                            results.append(.success(Self.rows(try await statement.get())))
                         } catch {
                             results.append(.failure(Self.storageError(error, path)))
                         }
                     }
                     do {
-                        _ = try await writer.query("COMMIT", [])
+                        _ = try await commit.get()
                     } catch {
                         _ = try? await writer.query("ROLLBACK", [])
                         throw error
