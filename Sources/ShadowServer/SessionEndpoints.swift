@@ -271,10 +271,11 @@ public final class SessionEndpoints: Sendable {
     }
 
     /// The JSON body's `refreshToken`, authenticated (its MAC, before any store read), then the
-    /// IP's rate limit: the token and its session, or the answer to give instead. A token that is
-    /// malformed or not ours is `invalid` and never reaches the store.
+    /// IP's rate limit (unless `limitIP` is false: the caller counts it): the token and its
+    /// session, or the answer to give instead. A token that is malformed or not ours is `invalid`
+    /// and never reaches the store.
     func refreshTokenRequest(
-        _ body: [UInt8], contentType: String?, clientIP: String
+        _ body: [UInt8], contentType: String?, clientIP: String, limitIP: Bool = true
     ) async
         -> Result<(text: String, token: RefreshToken?), SessionHTTPResponse>
     {
@@ -288,7 +289,9 @@ public final class SessionEndpoints: Sendable {
             text = value
         }
         let token = try? authority.authenticate(refreshToken: text)
-        if token != nil, let refused = await limited("ip:" + clientIP, limits.perIP) { return .failure(refused) }
+        if limitIP, token != nil, let refused = await limited("ip:" + clientIP, limits.perIP) {
+            return .failure(refused)
+        }
         return .success((text, token))
     }
 
@@ -299,7 +302,7 @@ public final class SessionEndpoints: Sendable {
     ) async -> SessionHTTPResponse {
         let text: String
         let token: RefreshToken
-        switch await refreshTokenRequest(body, contentType: contentType, clientIP: clientIP) {
+        switch await refreshTokenRequest(body, contentType: contentType, clientIP: clientIP, limitIP: false) {
         case .failure(let response): return response
         case .success(let value):
             guard let checked = value.token else {
@@ -307,9 +310,17 @@ public final class SessionEndpoints: Sendable {
             }
             (text, token) = (value.text, checked)
         }
-        if let refused = await limited("session:" + token.family.description, limits.perUser) { return refused }
+        // The IP's and the session's rate limits and the proof's check (its replay row) are
+        // independent writes: made together, they share one group commit. Each counts as it would
+        // one after the other: a refused proof still counts against the limits, and a limited
+        // request's proof is still spent. The IP's refusal is answered first.
+        async let ipLimit = limited("ip:" + clientIP, limits.perIP)
+        async let sessionLimit = limited("session:" + token.family.description, limits.perUser)
+        let checked = await tokenRouteProof(proofs, path: "/auth/refresh")
+        if let refused = await ipLimit { return refused }
+        if let refused = await sessionLimit { return refused }
         let proof: DPoPProof?
-        switch await tokenRouteProof(proofs, path: "/auth/refresh") {
+        switch checked {
         case .failure(let response): return response
         case .success(let value): proof = value
         }
