@@ -113,6 +113,8 @@ public enum ShadowKeysTool {
             return VaultCommand.Get.parsedDirectly(arguments.dropFirst(2)).map(ParsedCommand.init)
         case "vault" where arguments.dropFirst().first == "token":
             return VaultCommand.Token.parsedDirectly(arguments.dropFirst(2)).map(ParsedCommand.init)
+        case "encrypt": return Encrypt.parsedDirectly(arguments.dropFirst()).map(ParsedCommand.init)
+        case "decrypt": return Decrypt.parsedDirectly(arguments.dropFirst()).map(ParsedCommand.init)
         default: return nil
         }
     }

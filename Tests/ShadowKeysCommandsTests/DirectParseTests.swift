@@ -51,6 +51,62 @@ import Testing
         #expect(VaultCommand.Token.longOptions == (try Self.declaredKinds(VaultCommand.Token.self)))
     }
 
+    @Test func theEnvelopeReadersKnowEachOptionAndItsKind() throws {
+        #expect(Encrypt.longOptions == (try Self.declaredKinds(Encrypt.self)))
+        #expect(Decrypt.longOptions == (try Self.declaredKinds(Decrypt.self)))
+        #expect(Set(Encrypt.longOptions.keys) == (try Self.declaredLongNames(Encrypt.self)))
+        #expect(Set(Decrypt.longOptions.keys) == (try Self.declaredLongNames(Decrypt.self)))
+    }
+
+    @Test(arguments: [
+        ["in", "-o", "out", "--key-file", "k"],
+        [
+            "--key-file=k", "-o", "out", "--key-id", "v2", "--context", "a=b", "--context", "c=d=e", "--chunk-size",
+            "4096", "-q",
+        ],
+        ["-", "-o", "out", "--passphrase-env", "P", "--iterations", "200000", "--record"],
+        ["in", "--passphrase-file", "p", "--quiet"],
+        ["in", "--passphrase-stdin", "-o", "o"],
+    ])
+    func encryptIsTheSameCommandEitherWay(arguments: [String]) throws {
+        let direct = try #require(Encrypt.parsedDirectly(arguments[...]), "declined \(arguments)")
+        let parsed = try Encrypt.parse(arguments)
+        #expect(String(describing: direct) == String(describing: parsed))
+        #expect(!String(describing: direct).contains("*definition*"), "a property was left unset")
+    }
+
+    @Test(arguments: [
+        ["in.skx", "-o", "out", "--key-file", "k"],
+        ["-", "--key-file", "k", "--context", "a=b", "-q"],
+        ["in", "-o", "o", "--passphrase-file", "p", "--quiet"],
+    ])
+    func decryptIsTheSameCommandEitherWay(arguments: [String]) throws {
+        let direct = try #require(Decrypt.parsedDirectly(arguments[...]), "declined \(arguments)")
+        let parsed = try Decrypt.parse(arguments)
+        #expect(String(describing: direct) == String(describing: parsed))
+        #expect(!String(describing: direct).contains("*definition*"), "a property was left unset")
+    }
+
+    @Test(arguments: [
+        ["in", "-o", "-", "--key-file", "k"],
+        ["in", "--output", "o", "--key-file", "k"],
+        ["in", "-qo", "x", "--key-file", "k"],
+        ["in", "-o", "x", "-o", "y", "--key-file", "k"],
+        ["in", "-x", "--key-file", "k"],
+        ["in", "--key-file", "k", "--chunk-size", "1000"],
+        ["in", "--key-file", "k", "--iterations", "10"],
+        ["-", "--passphrase-stdin"],
+        ["in", "--key-file", "k", "--context", "nokey"],
+        ["in", "--key-file", "k", "--passphrase-env", "P"],
+        ["a", "b", "--key-file", "k"],
+        ["in", "--key-file", "k", "--help"],
+        ["in", "--key-file", "k", "-q", "--quiet"],
+    ])
+    func envelopeCommandLinesDecline(arguments: [String]) {
+        #expect(Encrypt.parsedDirectly(arguments[...]) == nil, "\(arguments) was read directly by encrypt")
+        #expect(Decrypt.parsedDirectly(arguments[...]) == nil, "\(arguments) was read directly by decrypt")
+    }
+
     @Test func theDirectReadersKnowExactlyTheDeclaredOptions() throws {
         #expect(Set(VerifyToken.longOptions.keys) == (try Self.declaredLongNames(VerifyToken.self)))
         #expect(Set(VaultCommand.Get.longOptions.keys) == (try Self.declaredLongNames(VaultCommand.Get.self)))

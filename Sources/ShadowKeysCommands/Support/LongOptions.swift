@@ -1,8 +1,9 @@
 /// A command line of long options, read without argument-parser's reflection, for the commands
 /// scripts run once per token or secret (Docs/cli.md, "Start-up"): `--name value`,
-/// `--name=value`, flags, and as many positional arguments as the command takes (a lone `-`
-/// among them, stdin, where the command says so). It declines (nil) anything it would have to
-/// interpret: a short option, anything else starting with `-` in a value or positional place,
+/// `--name=value`, flags, a command's own short names standing alone (`-o FILE`, `-q`), and as
+/// many positional arguments as the command takes (a lone `-` among them, stdin, where the
+/// command says so). It declines (nil) anything it would have to interpret: any other short
+/// option or a cluster of them, anything else starting with `-` in a value or positional place,
 /// `--`, an unknown name, a single-value option or flag given twice, a value missing at the end,
 /// or a positional too many or too few. argument-parser then parses the whole command line as
 /// usual, so every message and exit code stays its own.
@@ -18,9 +19,12 @@ struct LongOptions {
 
     /// Reads `arguments` against the names the command declares and the number of positional
     /// arguments it takes; nil when it declines.
+    /// - Parameter shortNames: the short names the command declares (`"o"` for `-o`), each with
+    ///   the name its value is kept under and its kind; a name that has no long form is not in
+    ///   `kinds`, so only the short form sets it.
     init?(
-        _ arguments: ArraySlice<String>, kinds: [String: Kind], positionals count: ClosedRange<Int> = 0...0,
-        dashIsPositional: Bool = false
+        _ arguments: ArraySlice<String>, kinds: [String: Kind], shortNames: [String: (String, Kind)] = [:],
+        positionals count: ClosedRange<Int> = 0...0, dashIsPositional: Bool = false
     ) {
         var index = arguments.startIndex
         while index < arguments.endIndex {
@@ -31,14 +35,21 @@ struct LongOptions {
                 positionals.append(argument)
                 continue
             }
-            guard argument.hasPrefix("--"), argument.count > 2 else { return nil }
-            var name = String(argument.dropFirst(2))
+            var name: String
             var value: String?
-            if let equals = name.firstIndex(of: "=") {
-                value = String(name[name.index(after: equals)...])
-                name = String(name[..<equals])
+            let kind: Kind?
+            if argument.utf8.count == 2, let short = shortNames[String(argument.dropFirst())] {
+                (name, kind) = short
+            } else {
+                guard argument.hasPrefix("--"), argument.count > 2 else { return nil }
+                name = String(argument.dropFirst(2))
+                if let equals = name.firstIndex(of: "=") {
+                    value = String(name[name.index(after: equals)...])
+                    name = String(name[..<equals])
+                }
+                kind = kinds[name]
             }
-            switch kinds[name] {
+            switch kind {
             case nil:
                 return nil
             case .flag:
@@ -50,7 +61,7 @@ struct LongOptions {
                     index += 1
                 }
                 guard let value, !value.hasPrefix("-") else { return nil }
-                if kinds[name] == .value, values[name] != nil { return nil }
+                if kind == .value, values[name] != nil { return nil }
                 values[name, default: []].append(value)
             }
         }
