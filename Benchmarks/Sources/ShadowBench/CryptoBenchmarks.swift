@@ -206,7 +206,7 @@ enum CryptoBenchmarks {
                     median of 5 after a warm-up; peak RSS ours \(rss(encrypt)), age \(rss(ageEncrypt)); gpg \
                     --symmetric AES256: \
                     \(gigabytes(throughput(gpgEncrypt))) (RSS \
-                    \(rss(gpgEncrypt))); goal ≥ 2 GB/s, RSS < 32 MiB
+                    \(rss(gpgEncrypt))); goal ≥ 2 GB/s, RSS < 16 MiB
                     """
             ),
             BenchRow(
