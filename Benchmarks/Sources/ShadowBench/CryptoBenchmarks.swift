@@ -216,7 +216,7 @@ enum CryptoBenchmarks {
                     """
                     median of 5 after a warm-up; peak RSS ours \(rss(decrypt)), age \(rss(ageDecrypt)); gpg \
                     --decrypt: \(gigabytes(throughput(gpgDecrypt))); goal ≥ \
-                    2 GB/s, RSS < 32 MiB
+                    2 GB/s, RSS < 16 MiB
                     """
             ),
             BenchRow(
