@@ -10,6 +10,13 @@ package enum ConstantTime {
     @inline(never)
     package static func equals(_ lhs: some Collection<UInt8>, _ rhs: some Collection<UInt8>) -> Bool {
         guard lhs.count == rhs.count else { return false }
+        // Arrays, slices and buffers are compared in place: this generic function runs
+        // unspecialized from other modules, where each index step below is a witness call.
+        if let result = lhs.withContiguousStorageIfAvailable({ left in
+            rhs.withContiguousStorageIfAvailable { right in equals(left, right) }
+        }), let result {
+            return result
+        }
         // Index by index rather than through zip: a Zip2Sequence of two generic collections is
         // built at run time, at the cost of a scan of every protocol conformance in the binary.
         var difference: UInt8 = 0
@@ -19,6 +26,15 @@ package enum ConstantTime {
             lhs.formIndex(after: &left)
             rhs.formIndex(after: &right)
         }
+        return difference == 0
+    }
+
+    /// Two buffers of the same length, byte by byte, every byte read.
+    @inline(never)
+    static func equals(_ lhs: UnsafeBufferPointer<UInt8>, _ rhs: UnsafeBufferPointer<UInt8>) -> Bool {
+        guard lhs.count == rhs.count else { return false }
+        var difference: UInt8 = 0
+        for index in 0..<lhs.count { difference |= lhs[index] ^ rhs[index] }
         return difference == 0
     }
 }

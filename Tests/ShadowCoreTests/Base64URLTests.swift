@@ -69,6 +69,27 @@ import Testing
         #expect(!ConstantTime.equals([0x80], [0x00]))
     }
 
+    /// Buffers are compared in place, any other collection index by index: both ways give the
+    /// same answers, with every byte position able to differ.
+    @Test func constantTimeEqualsInPlaceAndIndexByIndex() {
+        let bytes: [UInt8] = Array(0..<40)
+        for position in bytes.indices {
+            var other = bytes
+            other[position] ^= 0x01
+            #expect(!ConstantTime.equals(bytes, other), "a difference at \(position) in place")
+            #expect(!ConstantTime.equals(bytes.reversed(), other.reversed()), "at \(position) index by index")
+            #expect(!ConstantTime.equals(bytes, other.lazy.map { $0 }), "at \(position), mixed")
+            #expect(!ConstantTime.equals(bytes[1...], other[1...]) == (position != 0), "a slice at \(position)")
+        }
+        #expect(ConstantTime.equals(bytes.reversed(), bytes.reversed()))
+        #expect(ConstantTime.equals(bytes[3..<9], bytes[3..<9].lazy.map { $0 }))
+        #expect(!ConstantTime.equals(bytes[3..<9], bytes[3..<8]))
+        bytes.withUnsafeBufferPointer { buffer in
+            #expect(ConstantTime.equals(buffer, bytes))
+            #expect(!ConstantTime.equals(UnsafeBufferPointer(rebasing: buffer[..<39]), bytes))
+        }
+    }
+
     @Test func exactEqualityIgnoresCanonicalEquivalence() {
         // U+212A KELVIN SIGN is canonically equivalent to "K"; identifiers must not treat them alike.
         #expect("\u{212A}" == "K")
