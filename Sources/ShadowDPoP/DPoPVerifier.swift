@@ -298,7 +298,7 @@ public struct DPoPVerifier: Sendable {
 
 /// Proof headers that passed steps 3 to 6, by their base64url text, with their key: parsing
 /// the header and building the key (a point check) is a fifth of a proof's check. At most 4,096
-/// headers of at most 2 KiB; when full, it starts again empty.
+/// headers of at most 2 KiB, and the normal forms of up to 1,024 request URLs of at most 2 KiB.
 final class HeaderCache: Sendable {
     struct Entry: Sendable {
         let header: JOSEHeader
@@ -306,35 +306,26 @@ final class HeaderCache: Sendable {
         let algorithm: JWSAlgorithm
     }
 
-    private let entries = Mutex<[String: Entry]>([:])
+    private let entries = BoundedCache<String, Entry>(capacity: 4096)
     /// Request URLs and their normal forms: a server checks proofs for few URLs.
-    private let targets = Mutex<[String: String]>([:])
-    static let capacity = 4096
+    private let targets = BoundedCache<String, String>(capacity: 1024)
     static let maxHeaderBytes = 2048
 
-    /// ``HTTPTargetURI/normalized(_:)``, remembered for up to 1,024 URLs of at most 2 KiB.
+    /// ``HTTPTargetURI/normalized(_:)``, remembered.
     func normalized(_ url: String) -> String? {
-        if let known = targets.withLock({ $0[url] }) { return known }
+        if let known = targets[url] { return known }
         guard let normal = HTTPTargetURI.normalized(url) else { return nil }
-        if url.utf8.count <= Self.maxHeaderBytes {
-            targets.withLock { targets in
-                if targets.count >= 1024 { targets.removeAll(keepingCapacity: true) }
-                targets[url] = normal
-            }
-        }
+        if url.utf8.count <= Self.maxHeaderBytes { targets.insert(url, normal) }
         return normal
     }
 
     func entry(_ text: String) -> Entry? {
         guard text.utf8.count <= Self.maxHeaderBytes else { return nil }
-        return entries.withLock { $0[text] }
+        return entries[text]
     }
 
     func insert(_ text: String, _ entry: Entry) {
         guard text.utf8.count <= Self.maxHeaderBytes else { return }
-        entries.withLock { entries in
-            if entries.count >= Self.capacity { entries.removeAll(keepingCapacity: true) }
-            entries[text] = entry
-        }
+        entries.insert(text, entry)
     }
 }

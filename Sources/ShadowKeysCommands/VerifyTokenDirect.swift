@@ -98,27 +98,22 @@ extension VerifyToken {
 
 extension VaultOptions {
     /// The long options of the vault option group.
-    static let longOptions: [String: LongOptions.Kind] = [
+    static let longOptions = PassphraseOptions.longOptions.merging([
         "vault": .value, "key-file": .value, "key-env": .value, "lock-timeout": .value,
-        "passphrase-stdin": .flag, "passphrase-file": .value, "passphrase-env": .value,
-    ]
+    ]) { _, _ in preconditionFailure("the vault options declare a name twice") }
 
     /// The group as `given` sets it, validated as argument-parser validates it; nil when a value
     /// does not convert or a validation fails.
     static func direct(_ given: LongOptions) -> VaultOptions? {
         guard let lockTimeout = given.number("lock-timeout", default: defaultLockTimeout) else { return nil }
-        var passphrase = PassphraseOptions()
-        passphrase.stdin = given.flag("passphrase-stdin")
-        passphrase.file = given.value("passphrase-file")
-        passphrase.environment = given.value("passphrase-env")
         var vault = VaultOptions()
         vault.explicitPath = given.value("vault")
         vault.keyFile = given.value("key-file")
         vault.keyEnvironment = given.value("key-env")
-        vault.passphrase = passphrase
+        vault.passphrase = PassphraseOptions.direct(given)
         vault.lockTimeout = lockTimeout
         do {
-            try passphrase.validate()
+            try vault.passphrase.validate()
             try vault.validate()
         } catch {
             return nil

@@ -199,7 +199,7 @@ public struct AccessTokenVerifier: Sendable {
     public func verify(_ token: String) throws -> SessionClaims {
         var text = token
         let digest = text.withUTF8 { SHA256.hash(data: $0) }
-        if let entry = verified.entry(digest) {
+        if let entry = verified[digest] {
             if verifier.policy.evaluate(entry.claims, now: verifier.clock.now).isEmpty { return entry.session }
             verified.remove(digest)  // past its exp: the full check below says why
         }
@@ -210,7 +210,7 @@ public struct AccessTokenVerifier: Sendable {
             throw SessionError(.invalidToken, error.reason)
         }
         let session = try Self.sessionClaims(claims)
-        verified.insert(digest, VerifiedTokens.Entry(claims: claims, session: session))
+        verified.insert(digest, VerifiedToken(claims: claims, session: session))
         return session
     }
 
@@ -238,29 +238,12 @@ public struct AccessTokenVerifier: Sendable {
 
 /// The access tokens one key-ring reading has verified, by the SHA-256 of their exact text
 /// (digests compare in constant time).
-final class VerifiedTokens: Sendable {
-    struct Entry: Sendable {
-        let claims: JWTClaims
-        let session: SessionClaims
-    }
+typealias VerifiedTokens = BoundedCache<SHA256Digest, VerifiedToken>
 
-    let capacity: Int
-    private let entries = Mutex<[SHA256Digest: Entry]>([:])
-
-    init(capacity: Int) { self.capacity = capacity }
-
-    func entry(_ digest: SHA256Digest) -> Entry? { entries.withLock { $0[digest] } }
-
-    func remove(_ digest: SHA256Digest) { _ = entries.withLock { $0.removeValue(forKey: digest) } }
-
-    func insert(_ digest: SHA256Digest, _ entry: Entry) {
-        entries.withLock { entries in
-            if entries.count >= capacity, entries[digest] == nil { entries.remove(at: entries.startIndex) }
-            entries[digest] = entry
-        }
-    }
-
-    var count: Int { entries.withLock { $0.count } }
+/// A verified access token's claims, as read and as typed.
+struct VerifiedToken: Sendable {
+    let claims: JWTClaims
+    let session: SessionClaims
 }
 
 extension SessionAuthority {

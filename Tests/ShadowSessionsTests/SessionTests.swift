@@ -259,8 +259,8 @@ import Testing
             userID: UUID(), session: SessionID.random(), tokenID: "t", clientID: "c", issuedAt: Date(),
             expiresAt: Date(), keyThumbprint: nil)
         let digests = (0..<5).map { SHA256.hash(data: [UInt8($0)]) }
-        for digest in digests { cache.insert(digest, .init(claims: JWTClaims([:]), session: claims)) }
+        for digest in digests { cache.insert(digest, VerifiedToken(claims: JWTClaims([:]), session: claims)) }
         #expect(cache.count == 3)
-        #expect(cache.entry(digests[4]) != nil, "the newest is kept")
+        #expect(cache[digests[4]] != nil, "the newest is kept")
     }
 }
