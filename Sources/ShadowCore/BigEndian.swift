@@ -13,14 +13,17 @@ package enum BigEndian {
         (0..<4).map { UInt8(truncatingIfNeeded: value >> (24 - 8 * $0)) }
     }
     package static func bytes(_ value: UInt16) -> [UInt8] { [UInt8(value >> 8), UInt8(truncatingIfNeeded: value)] }
-    // Inlinable, so each caller gets a copy specialized to its collection: unspecialized, every
-    // byte is a witness call, and the record readers call these for every field.
-    @inlinable
-    package static func uint64(_ bytes: some Collection<UInt8>) -> UInt64 { bytes.reduce(0) { $0 << 8 | UInt64($1) } }
-    @inlinable
-    package static func uint32(_ bytes: some Collection<UInt8>) -> UInt32 { bytes.reduce(0) { $0 << 8 | UInt32($1) } }
-    @inlinable
-    package static func uint16(_ bytes: some Collection<UInt8>) -> UInt16 { bytes.reduce(0) { $0 << 8 | UInt16($1) } }
+    // Concrete, not generic over collections: a generic reader runs unspecialized from other
+    // modules, a witness call per byte, and the record readers call these for every field.
+    package static func uint64(_ bytes: ArraySlice<UInt8>) -> UInt64 { integer(bytes) }
+    package static func uint32(_ bytes: ArraySlice<UInt8>) -> UInt32 { UInt32(truncatingIfNeeded: integer(bytes)) }
+    package static func uint16(_ bytes: ArraySlice<UInt8>) -> UInt16 { UInt16(truncatingIfNeeded: integer(bytes)) }
+
+    private static func integer(_ bytes: ArraySlice<UInt8>) -> UInt64 {
+        var value: UInt64 = 0
+        for byte in bytes { value = value << 8 | UInt64(byte) }
+        return value
+    }
 }
 
 extension UUID {
