@@ -209,21 +209,33 @@ public final class SQLiteDatabase: SQLDatabase {
                     // The transaction must have begun before its statements are queued: a statement
                     // run outside it would commit alone.
                     _ = try await writer.query("BEGIN IMMEDIATE", [])
-                    // Then the whole group and its COMMIT at once, run in order on the writer's thread.
-                    let queued: [EventLoopFuture<[SQLiteRow]>] = group.map {
-                        writer.query($0.sql, $0.values.map(Self.data))
-                    }
-                    let commit: EventLoopFuture<[SQLiteRow]> = writer.query("COMMIT", [])
                     var results: [Result<[SQLRow], any Error>] = []
-                    for statement in queued {
+                    let commit: EventLoopFuture<[SQLiteRow]>?
+                    if let write = group.first, group.count == 1 {
+                        // Alone, a statement is awaited directly: a queued one answers through the
+                        // event loop, a hand-off more for a writer with nothing to share it with.
                         do {
-                            results.append(.success(Self.rows(try await statement.get())))
+                            results.append(.success(try await Self.rows(writer, write.sql, write.values)))
                         } catch {
                             results.append(.failure(Self.storageError(error, path)))
                         }
+                        commit = nil
+                    } else {
+                        // Then the whole group and its COMMIT at once, run in order on the writer's thread.
+                        let queued: [EventLoopFuture<[SQLiteRow]>] = group.map {
+                            writer.query($0.sql, $0.values.map(Self.data))
+                        }
+                        commit = writer.query("COMMIT", [])
+                        for statement in queued {
+                            do {
+                                results.append(.success(Self.rows(try await statement.get())))
+                            } catch {
+                                results.append(.failure(Self.storageError(error, path)))
+                            }
+                        }
                     }
                     do {
-                        _ = try await commit.get()
+                        if let commit { _ = try await commit.get() } else { _ = try await writer.query("COMMIT", []) }
                     } catch {
                         _ = try? await writer.query("ROLLBACK", [])
                         throw error
