@@ -217,24 +217,15 @@ extension Encrypt {
         "key-id": .value, "context": .repeating, "chunk-size": .value, "iterations": .value, "record": .flag,
         "quiet": .flag,
     ].merging(KEKOptions.longOptions) { _, _ in preconditionFailure("encrypt declares a key option twice") }
-    /// Its short names: `-o` has no long form.
-    static let shortNames: [String: (String, LongOptions.Kind)] = ["o": ("output", .value), "q": ("quiet", .flag)]
-
     /// `encrypt [INPUT] -o OUTPUT --key-file K …` read as ``VerifyToken/parsedDirectly(_:)`` reads
     /// `verify-token`: the envelope commands' start is part of a stream's cost and memory.
     static func parsedDirectly(_ arguments: ArraySlice<String>) -> Self? {
-        guard
-            let given = LongOptions(
-                arguments, kinds: longOptions, shortNames: shortNames,
-                positionals: 0...1, dashIsPositional: true),
+        guard let (given, input, output, key) = EnvelopeLine.read(arguments, kinds: longOptions),
             let chunkSize = given.number("chunk-size", default: Envelope.defaultChunkSize),
-            let iterations = given.number("iterations", default: PBKDF2.defaultIterations),
-            let key = KEKOptions.direct(given)
+            let iterations = given.number("iterations", default: PBKDF2.defaultIterations)
         else { return nil }
         var command = Self()
-        command.input = given.positionals.first ?? "-"
-        command.output = given.value("output") ?? "-"
-        command.key = key
+        (command.input, command.output, command.key) = (input, output, key)
         command.keyID = given.value("key-id") ?? ""
         command.context = given.all("context")
         command.chunkSize = chunkSize
@@ -251,24 +242,32 @@ extension Decrypt {
     static let longOptions: [String: LongOptions.Kind] = ["context": .repeating, "quiet": .flag].merging(
         KEKOptions.longOptions
     ) { _, _ in preconditionFailure("decrypt declares a key option twice") }
-    /// Its short names: `-o` has no long form.
-    static let shortNames: [String: (String, LongOptions.Kind)] = ["o": ("output", .value), "q": ("quiet", .flag)]
-
     /// `decrypt [INPUT] -o OUTPUT --key-file K …`, as ``Encrypt/parsedDirectly(_:)``.
     static func parsedDirectly(_ arguments: ArraySlice<String>) -> Self? {
-        guard
-            let given = LongOptions(
-                arguments, kinds: longOptions, shortNames: shortNames,
-                positionals: 0...1, dashIsPositional: true),
-            let key = KEKOptions.direct(given)
-        else { return nil }
+        guard let (given, input, output, key) = EnvelopeLine.read(arguments, kinds: longOptions) else { return nil }
         var command = Self()
-        command.input = given.positionals.first ?? "-"
-        command.output = given.value("output") ?? "-"
-        command.key = key
+        (command.input, command.output, command.key) = (input, output, key)
         command.context = given.all("context")
         command.quiet = given.flag("quiet")
         do { try command.validate() } catch { return nil }
         return command
+    }
+}
+
+/// What `encrypt` and `decrypt` command lines share: `[INPUT]`, `-o OUTPUT` (no long form), `-q`
+/// for `--quiet`, and the key options.
+enum EnvelopeLine {
+    static let shortNames: [String: (String, LongOptions.Kind)] = ["o": ("output", .value), "q": ("quiet", .flag)]
+
+    /// The options, the input and output (`-` when left out), and the key; nil to decline.
+    static func read(
+        _ arguments: ArraySlice<String>, kinds: [String: LongOptions.Kind]
+    ) -> (LongOptions, String, String, KEKOptions)? {
+        guard
+            let given = LongOptions(
+                arguments, kinds: kinds, shortNames: shortNames, positionals: 0...1, dashIsPositional: true),
+            let key = KEKOptions.direct(given)
+        else { return nil }
+        return (given, given.positionals.first ?? "-", given.value("output") ?? "-", key)
     }
 }
