@@ -7,6 +7,17 @@ import Testing
 /// `verify-token` and `vault get` read without argument-parser must mean exactly what
 /// argument-parser makes of the same command line, or decline it.
 @Suite struct DirectParseTests {
+    /// `direct` (nil when the direct reader declined) must be what argument-parser made of the
+    /// same arguments, property for property (the description of a parsed command prints every
+    /// value, nested groups included), with nothing left unset.
+    static func expectTheSameCommand<Command: ParsableCommand>(
+        _ direct: Command?, _ parsed: Command, _ arguments: [String]
+    ) throws {
+        let direct = try #require(direct, "declined \(arguments)")
+        #expect(String(describing: direct) == String(describing: parsed))
+        #expect(!String(describing: direct).contains("*definition*"), "a property was left unset")
+    }
+
     /// Every long option name argument-parser knows for `command`, from its own description.
     static func declaredLongNames(_ command: any ParsableCommand.Type) throws -> Set<String> {
         let help = try #require(
@@ -69,10 +80,7 @@ import Testing
         ["in", "--passphrase-stdin", "-o", "o"],
     ])
     func encryptIsTheSameCommandEitherWay(arguments: [String]) throws {
-        let direct = try #require(Encrypt.parsedDirectly(arguments[...]), "declined \(arguments)")
-        let parsed = try Encrypt.parse(arguments)
-        #expect(String(describing: direct) == String(describing: parsed))
-        #expect(!String(describing: direct).contains("*definition*"), "a property was left unset")
+        try Self.expectTheSameCommand(Encrypt.parsedDirectly(arguments[...]), Encrypt.parse(arguments), arguments)
     }
 
     @Test(arguments: [
@@ -81,10 +89,7 @@ import Testing
         ["in", "-o", "o", "--passphrase-file", "p", "--quiet"],
     ])
     func decryptIsTheSameCommandEitherWay(arguments: [String]) throws {
-        let direct = try #require(Decrypt.parsedDirectly(arguments[...]), "declined \(arguments)")
-        let parsed = try Decrypt.parse(arguments)
-        #expect(String(describing: direct) == String(describing: parsed))
-        #expect(!String(describing: direct).contains("*definition*"), "a property was left unset")
+        try Self.expectTheSameCommand(Decrypt.parsedDirectly(arguments[...]), Decrypt.parse(arguments), arguments)
     }
 
     @Test(arguments: [
@@ -119,10 +124,8 @@ import Testing
         ["drive", "--vault=v.skv", "--passphrase-file", "p", "--no-newline", "--ca-file", "ca.pem"],
     ])
     func vaultTokenIsTheSameCommandEitherWay(arguments: [String]) throws {
-        let direct = try #require(VaultCommand.Token.parsedDirectly(arguments[...]), "declined \(arguments)")
-        let parsed = try VaultCommand.Token.parse(arguments)
-        #expect(String(describing: direct) == String(describing: parsed))
-        #expect(!String(describing: direct).contains("*definition*"), "a property was left unset")
+        try Self.expectTheSameCommand(
+            VaultCommand.Token.parsedDirectly(arguments[...]), VaultCommand.Token.parse(arguments), arguments)
     }
 
     @Test(arguments: [
@@ -139,10 +142,8 @@ import Testing
         ["drive", "--vault=v.skv", "--passphrase-file", "p", "--no-newline"],
     ])
     func vaultGetIsTheSameCommandEitherWay(arguments: [String]) throws {
-        let direct = try #require(VaultCommand.Get.parsedDirectly(arguments[...]), "declined \(arguments)")
-        let parsed = try VaultCommand.Get.parse(arguments)
-        #expect(String(describing: direct) == String(describing: parsed))
-        #expect(!String(describing: direct).contains("*definition*"), "a property was left unset")
+        try Self.expectTheSameCommand(
+            VaultCommand.Get.parsedDirectly(arguments[...]), VaultCommand.Get.parse(arguments), arguments)
     }
 
     @Test(arguments: [
@@ -192,10 +193,8 @@ import Testing
 
     @Test(arguments: accepted)
     func theSameCommandEitherWay(arguments: [String]) throws {
-        let direct = try #require(VerifyToken.parsedDirectly(arguments[...]), "declined \(arguments)")
-        let parsed = try VerifyToken.parse(arguments)
-        #expect(String(describing: direct) == String(describing: parsed))
-        #expect(!String(describing: direct).contains("*definition*"), "a property was left unset")
+        try Self.expectTheSameCommand(
+            VerifyToken.parsedDirectly(arguments[...]), VerifyToken.parse(arguments), arguments)
     }
 
     /// Command lines the direct reader leaves to argument-parser: forms it does not read, and
