@@ -37,7 +37,9 @@ import Testing
         let store: DatabaseSessionStore
     }
 
-    func fixture(nonces: Bool = false, require: Bool = false) async throws -> Fixture {
+    func fixture(
+        nonces: Bool = false, require: Bool = false, limits: SessionEndpoints.Limits = .init()
+    ) async throws -> Fixture {
         let store = try await SQLiteSessionStore.open(path: directory.path + "/state.sqlite", unlock: .key(key))
         var configuration = SessionConfiguration(issuer: Self.issuer, audience: Self.issuer, clientID: Self.client)
         configuration.requireDPoP = require
@@ -56,8 +58,8 @@ import Testing
             verifier: DPoPVerifier(clock: clock), nonces: nonces ? try authority.dpopNonces() : nil)
         let endpoints = SessionEndpoints(
             authority: authority, validator: AppleIdentityTokenValidator(clientIDs: [Self.client]), appleKeys: keys,
-            appleClients: [Self.client: client], introspectionClients: ["rs": SecretBytes(utf8: "rs-secret")],
-            dpop: policy)
+            appleClients: [Self.client: client], limits: limits,
+            introspectionClients: ["rs": SecretBytes(utf8: "rs-secret")], dpop: policy)
         return Fixture(endpoints: endpoints, store: store)
     }
 
@@ -133,6 +135,40 @@ import Testing
             let replayed = await refresh(fixture.endpoints, next, once)
             #expect(replayed.status == .badRequest)
             #expect(String(decoding: replayed.body, as: UTF8.self).contains("replayed"))
+        }
+    }
+
+    /// A refresh's session limit and its proof's replay row are written together
+    /// (Docs/sessions.md, "Rate limits"): a refused proof still counts against the limit, a
+    /// limited request's proof is spent, and neither rotates the session.
+    @Test func aLimitedRefreshSpendsItsProofAndARefusedProofCounts() async throws {
+        var limits = SessionEndpoints.Limits()
+        limits.perUser = try RateLimit(requests: 1, per: 600, burst: 1)
+        let fixture = try await fixture(limits: limits)
+        try await closing({ await fixture.store.close() }) {
+            let device = try DPoPSigner.es256(P256.Signing.PrivateKey())
+            let signedIn = await fixture.endpoints.signIn(
+                body: try signInBody("001234.dpop.0009"), contentType: "application/json", clientIP: "192.0.2.1",
+                dpop: try proof(device, "POST", "/auth/apple"))
+            let refreshToken = try #require(try Self.object(signedIn)["refreshToken"]?.stringValue)
+
+            // The thief's proof is refused, and still takes the session's one refresh.
+            let thief = try DPoPSigner.es256(P256.Signing.PrivateKey())
+            let stolen = await refresh(fixture.endpoints, refreshToken, try proof(thief, "POST", "/auth/refresh"))
+            #expect(stolen.status == .badRequest && Self.errorCode(stolen) == "invalid_dpop_proof")
+            let genuine = try proof(device, "POST", "/auth/refresh")
+            let limited = await refresh(fixture.endpoints, refreshToken, genuine)
+            #expect(limited.status == .tooManyRequests && Self.errorCode(limited) == "rate_limited")
+            // The limited request's proof was recorded: it cannot be used again.
+            let checked = try DPoPVerifier(clock: clock).verify(
+                genuine, method: "POST", url: Self.issuer + "/auth/refresh")
+            let now = Int64(seconds.now * 1000)
+            #expect(try await fixture.store.firstUse(of: checked.replayKey, until: now + 600_000, now: now) == false)
+
+            // Once the limit allows it, the same refresh token still refreshes: nothing rotated.
+            seconds.advance(601)
+            let later = await refresh(fixture.endpoints, refreshToken, try proof(device, "POST", "/auth/refresh"))
+            #expect(later.status == .ok, "\(String(decoding: later.body, as: UTF8.self))")
         }
     }
 
