@@ -110,7 +110,7 @@ public enum ShadowKeysTool {
         switch arguments.first {
         case "verify-token": return VerifyToken.parsedDirectly(arguments.dropFirst()).map(ParsedCommand.init)
         case "vault" where arguments.dropFirst().first == "get":
-            return VaultCommand.Get.parsedDirectly(arguments.dropFirst(2)).map(ParsedCommand.init)
+            return VaultCommand.Get.parsedDirectly(arguments.dropFirst(2))
         case "vault" where arguments.dropFirst().first == "token":
             return VaultCommand.Token.parsedDirectly(arguments.dropFirst(2)).map(ParsedCommand.init)
         case "encrypt": return Encrypt.parsedDirectly(arguments.dropFirst()).map(ParsedCommand.init)
@@ -146,6 +146,13 @@ struct ParsedCommand {
             var command = command
             try await command.run()
         }
+    }
+
+    /// A synchronous command read into plain values (no argument-parser type).
+    init(quiet: Bool, synchronous run: @escaping () throws -> Bool) {
+        self.quiet = quiet
+        runIfSynchronous = run
+        body = { _ = try run() }
     }
 
     /// A command argument-parser read.

@@ -104,16 +104,22 @@ extension VaultOptions {
 
     /// The group as `given` sets it, validated as argument-parser validates it; nil when a value
     /// does not convert or a validation fails.
-    static func direct(_ given: LongOptions) -> VaultOptions? {
-        guard let lockTimeout = given.number("lock-timeout", default: defaultLockTimeout) else { return nil }
-        var vault = VaultOptions()
-        vault.explicitPath = given.value("vault")
-        vault.keyFile = given.value("key-file")
-        vault.keyEnvironment = given.value("key-env")
-        vault.passphrase = PassphraseOptions.direct(given)
-        vault.lockTimeout = lockTimeout
+    static func direct(_ given: LongOptions) -> VaultOptions? { VaultAccess.direct(given).map(VaultOptions.init) }
+}
+
+extension VaultAccess {
+    /// The vault options as `given` sets them, validated as argument-parser validates them; nil
+    /// when a value does not convert or a validation fails.
+    static func direct(_ given: LongOptions) -> VaultAccess? {
+        guard let lockTimeout = given.number("lock-timeout", default: VaultOptions.defaultLockTimeout) else {
+            return nil
+        }
+        let vault = VaultAccess(
+            explicitPath: given.value("vault"), keyFile: given.value("key-file"),
+            keyEnvironment: given.value("key-env"),
+            passphrase: PassphraseSources.direct(given), lockTimeout: lockTimeout)
         do {
-            try vault.passphrase.validate()
+            _ = try vault.passphrase.input()
             try vault.validate()
         } catch {
             return nil
@@ -130,19 +136,20 @@ extension VaultCommand.Get {
         preconditionFailure("vault get declares a vault option twice")
     }
 
-    /// `vault get NAME` read as ``VerifyToken/parsedDirectly(_:)`` reads `verify-token`.
-    static func parsedDirectly(_ arguments: ArraySlice<String>) -> Self? {
+    /// `vault get NAME` read as ``VerifyToken/parsedDirectly(_:)`` reads `verify-token`, into
+    /// plain values (no argument-parser type is built): the command and its `--quiet`.
+    static func readDirectly(_ arguments: ArraySlice<String>) -> (line: VaultGetLine, quiet: Bool)? {
         guard let given = LongOptions(arguments, kinds: longOptions, positionals: 1...1),
-            let vault = VaultOptions.direct(given)
+            let vault = VaultAccess.direct(given)
         else { return nil }
-        var command = Self()
-        command.name = given.positionals[0]
-        command.vault = vault
-        command.noNewline = given.flag("no-newline")
-        command.json = given.flag("json")
-        command.quiet = given.flag("quiet")
-        do { try command.validate() } catch { return nil }
-        return command
+        do { try vault.requireKey() } catch { return nil }
+        let line = VaultGetLine(
+            name: given.positionals[0], vault: vault, noNewline: given.flag("no-newline"), json: given.flag("json"))
+        return (line, given.flag("quiet"))
+    }
+
+    static func parsedDirectly(_ arguments: ArraySlice<String>) -> ParsedCommand? {
+        readDirectly(arguments).map { ParsedCommand(quiet: $0.quiet, synchronous: $0.line.run) }
     }
 }
 
@@ -181,12 +188,15 @@ extension PassphraseOptions {
     ]
 
     /// The group as `given` sets it (validated by its owner).
+    static func direct(_ given: LongOptions) -> Self { Self(PassphraseSources.direct(given)) }
+}
+
+extension PassphraseSources {
+    /// The passphrase options as `given` sets them (validated by their owner).
     static func direct(_ given: LongOptions) -> Self {
-        var passphrase = Self()
-        passphrase.stdin = given.flag("passphrase-stdin")
-        passphrase.file = given.value("passphrase-file")
-        passphrase.environment = given.value("passphrase-env")
-        return passphrase
+        PassphraseSources(
+            stdin: given.flag("passphrase-stdin"), file: given.value("passphrase-file"),
+            environment: given.value("passphrase-env"))
     }
 }
 

@@ -69,9 +69,34 @@ struct PassphraseOptions: ParsableArguments {
     @Option(name: .customLong("passphrase-env"), help: "Read the passphrase from this environment variable.")
     var environment: String?
 
-    var candidates: Origins { origins(stdin: stdin, file: file, environment: environment) }
+    /// The options as plain values.
+    var sources: PassphraseSources { PassphraseSources(stdin: stdin, file: file, environment: environment) }
 
-    func validate() throws { _ = try input() }
+    /// The group holding `sources`' values.
+    init(_ sources: PassphraseSources) {
+        stdin = sources.stdin
+        file = sources.file
+        environment = sources.environment
+    }
+
+    init() {}
+
+    var candidates: Origins { sources.candidates }
+
+    func validate() throws { _ = try sources.input() }
+
+    /// The passphrase's origin, or nil when none was given.
+    func input() throws -> SecretInput? { try sources.input() }
+}
+
+/// What the passphrase options say, as plain values: the direct readers build it without
+/// argument-parser's property wrappers (Docs/cli.md, "Start-up").
+struct PassphraseSources {
+    var stdin = false
+    var file: String?
+    var environment: String?
+
+    var candidates: Origins { origins(stdin: stdin, file: file, environment: environment) }
 
     /// The passphrase's origin, or nil when none was given.
     func input() throws -> SecretInput? {

@@ -30,6 +30,44 @@ struct VaultOptions: ParsableArguments {
     /// `--lock-timeout` when none is given, in seconds.
     static let defaultLockTimeout: Double = 10
 
+    /// The options as plain values.
+    var access: VaultAccess {
+        VaultAccess(
+            explicitPath: explicitPath, keyFile: keyFile, keyEnvironment: keyEnvironment,
+            passphrase: passphrase.sources, lockTimeout: lockTimeout)
+    }
+
+    /// The group holding `access`'s values.
+    init(_ access: VaultAccess) {
+        explicitPath = access.explicitPath
+        keyFile = access.keyFile
+        keyEnvironment = access.keyEnvironment
+        passphrase = PassphraseOptions(access.passphrase)
+        lockTimeout = access.lockTimeout
+    }
+
+    init() {}
+
+    var path: String { access.path }
+    var isGiven: Bool { access.isGiven }
+    func validate() throws { try access.validate() }
+    func key() throws -> KeyInput? { try access.key() }
+    var keyUsesStdin: Bool { access.keyUsesStdin }
+    func requirePath() throws { try access.requirePath() }
+    func requireKey() throws { try access.requireKey() }
+    func unlock(confirm: Bool = false) throws -> VaultUnlock { try access.unlock(confirm: confirm) }
+    func open() throws -> TokenVault { try access.open() }
+}
+
+/// Where the vault is and how to open it, as plain values: what ``VaultOptions`` says, and what
+/// the direct readers build without argument-parser's property wrappers (Docs/cli.md, "Start-up").
+struct VaultAccess {
+    var explicitPath: String?
+    var keyFile: String?
+    var keyEnvironment: String?
+    var passphrase = PassphraseSources()
+    var lockTimeout = VaultOptions.defaultLockTimeout
+
     /// The vault file: `--vault`, else the default (``requirePath()`` checks there is one).
     var path: String { explicitPath ?? (try? TokenVault.defaultPath()) ?? "" }
 
