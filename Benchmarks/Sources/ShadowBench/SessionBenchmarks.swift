@@ -215,7 +215,8 @@ enum SessionBenchmarks {
     /// bound to a key of its own and every refresh carries a fresh proof by it (made before the
     /// timed run).
     static func refreshRate(
-        _ authorities: [SessionAuthority], label: String, dpop: Bool = false
+        _ authorities: [SessionAuthority], label: String, dpop: Bool = false, seconds: Double = 5,
+        noop: Bool = true
     ) async throws
         -> (rows: [BenchRow], rate: Double)
     {
@@ -265,7 +266,7 @@ enum SessionBenchmarks {
                         ?? []
                 ))
         }
-        let deadline = DispatchTime.now().uptimeNanoseconds + 5_000_000_000
+        let deadline = DispatchTime.now().uptimeNanoseconds + UInt64(seconds * 1e9)
         let (counts, latencies) = try await withThrowingTaskGroup(of: (Int, [Double]).self) { group in
             for start in starts {
                 group.addTask {
@@ -305,8 +306,10 @@ enum SessionBenchmarks {
                 $0.1 += $1.1
             }
         }
-        // The same 32 clients on the same servers, each sending GET /noop for 5 s.
-        let noopDeadline = DispatchTime.now().uptimeNanoseconds + 5_000_000_000
+        let rate = Double(counts) / seconds
+        guard noop else { return ([], rate) }
+        // The same 32 clients on the same servers, each sending GET /noop for as long.
+        let noopDeadline = DispatchTime.now().uptimeNanoseconds + UInt64(seconds * 1e9)
         let noops = try await withThrowingTaskGroup(of: Int.self) { group in
             for start in starts {
                 group.addTask {
@@ -326,8 +329,7 @@ enum SessionBenchmarks {
             return try await group.reduce(0, +)
         }
         let sorted = latencies.sorted()
-        let rate = Double(counts) / 5
-        let noopRate = Double(noops) / 5
+        let noopRate = Double(noops) / seconds
         let rows = [
             BenchRow(
                 name: "refresh over loopback HTTP, \(label), 32 clients", unit: "ops/s", ours: rate,
