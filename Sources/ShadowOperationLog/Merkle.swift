@@ -20,6 +20,13 @@ public struct TreeHash: Hashable, Sendable, CustomStringConvertible {
     /// Exactly 32 bytes, else nil.
     public init?(bytes: some Collection<UInt8>) {
         guard bytes.count == 32 else { return nil }
+        // Contiguous bytes (every caller's) load as one vector; SIMD's subscript is a lane at a time.
+        if let loaded = bytes.withContiguousStorageIfAvailable({
+            UnsafeRawBufferPointer($0).loadUnaligned(as: SIMD32<UInt8>.self)
+        }) {
+            value = loaded
+            return
+        }
         var value = SIMD32<UInt8>()
         for (index, byte) in bytes.enumerated() { value[index] = byte }
         self.value = value
@@ -38,10 +45,9 @@ public struct TreeHash: Hashable, Sendable, CustomStringConvertible {
 
     /// Equality that takes the same time whichever byte differs.
     public func constantTimeEquals(_ other: TreeHash) -> Bool {
-        let difference = value ^ other.value
-        var folded: UInt8 = 0
-        for index in 0..<32 { folded |= difference[index] }
-        return folded == 0
+        // Every byte of the difference is folded in, as four 64-bit words: no early exit.
+        let words = unsafeBitCast(value ^ other.value, to: SIMD4<UInt64>.self)
+        return words[0] | words[1] | words[2] | words[3] == 0
     }
 
     /// The root of the empty tree: SHA-256 of no bytes.

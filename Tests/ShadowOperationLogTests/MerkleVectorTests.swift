@@ -22,6 +22,28 @@ import Testing
         let wantErr: Bool
     }
 
+    /// A tree hash read from 32 bytes is those bytes, whatever the collection; equality, in
+    /// constant time, sees a change in any one bit of any byte.
+    @Test func treeHashesReadAndCompareEveryByte() throws {
+        let bytes = (0..<32).map { UInt8($0 * 7 + 3) }
+        let hash = try #require(TreeHash(bytes: bytes))
+        #expect(hash.bytes == bytes)
+        #expect(TreeHash(bytes: bytes[...]) == hash)
+        #expect(TreeHash(bytes: bytes.lazy.map { $0 }) == hash)  // not contiguous: read byte by byte
+        #expect(TreeHash(bytes: bytes.dropLast()) == nil)
+        #expect(TreeHash(bytes: bytes + [0]) == nil)
+        #expect(hash.constantTimeEquals(try #require(TreeHash(bytes: bytes))))
+        for index in 0..<32 {
+            for bit in [0, 7] {
+                var changed = bytes
+                changed[index] ^= 1 << bit
+                let other = try #require(TreeHash(bytes: changed))
+                #expect(!hash.constantTimeEquals(other), "byte \(index), bit \(bit)")
+                #expect(!other.constantTimeEquals(hash), "byte \(index), bit \(bit)")
+            }
+        }
+    }
+
     static func cases(_ kind: String) throws -> [(String, Case)] {
         let folder = PackagePaths.vectors.appendingPathComponent("transparency-dev-merkle/\(kind)")
         let files = FileManager.default.enumerator(atPath: folder.path)!.compactMap { $0 as? String }

@@ -133,6 +133,20 @@ import Testing
         try await withLog(create: false) { log in _ = try await log.verify() }
     }
 
+    /// A changed leaf breaks both the entry's own check and the tree its checkpoint signs. The
+    /// entry's checks run beside the tree's rebuilding; whichever finishes first, the report names
+    /// the entry (the lowest failure), as it would checked one after the other.
+    @Test func anEntrysOwnFailureIsReportedBeforeTheTrees() async throws {
+        try await withLog { log in try await fill(log, count: 20) }
+        try await edit("PRAGMA wal_checkpoint(TRUNCATE)")
+        try await edit("UPDATE shadow_oplog_entries SET leaf = zeroblob(32) WHERE idx = 3")
+        let error = await #expect(throws: LogError.self) {
+            try await withLog(create: false) { _ = try await $0.verify() }
+        }
+        #expect(error?.code == .tampered)
+        #expect(error?.reason == "entry 3's bytes do not match its leaf hash")
+    }
+
     @Test func editedRowsAreCaught() async throws {
         try await withLog { log in
             try await fill(log, count: 10)
