@@ -6,8 +6,8 @@ guard arguments.count >= 3 else {
     FileHandle.standardError.write(
         Data(
             """
-            usage: ShadowBench <shadow-keys binary> <results.json> [jwt jwks crypto apple vault state db oplog \
-            sessions dpop serve cli net]\n
+            usage: ShadowBench <shadow-keys binary> <results.json> [jwt jwks crypto apple vault state db import \
+            oplog sessions dpop serve cli net]\n
             """
             .utf8))
     exit(64)
@@ -39,11 +39,14 @@ if wants("apple") { rows += try await AppleBenchmarks.run(binary: binary, workDi
 if wants("vault") { rows += try await VaultBenchmarks.run(binary: binary, workDirectory: work) }
 if wants("state") { rows += try await StateBenchmarks.run(binary: binary, workDirectory: work) }
 if wants("db") { rows += try await DatabaseBenchmarks.run(binary: binary, workDirectory: work) }
+// shadow-keys-server (serve, PostgreSQL stores) is built beside shadow-keys.
+let server = URL(fileURLWithPath: binary).deletingLastPathComponent().appendingPathComponent("shadow-keys-server").path
+if wants("import") {
+    rows += try await ImportBenchmarks.run(binary: binary, server: server, workDirectory: work)
+}
 if wants("oplog") { rows += try await OperationLogBenchmarks.run(workDirectory: work) }
 if wants("sessions") { rows += try await SessionBenchmarks.run(workDirectory: work) }
 if wants("dpop") { rows += try await DPoPBenchmarks.run(workDirectory: work) }
-// serve is shadow-keys-server's, built beside shadow-keys.
-let server = URL(fileURLWithPath: binary).deletingLastPathComponent().appendingPathComponent("shadow-keys-server").path
 if wants("serve") { rows += try await ServeBenchmarks.run(binary: server, workDirectory: work) }
 // HelloFloor is built beside this program, the same way.
 let hello = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent(

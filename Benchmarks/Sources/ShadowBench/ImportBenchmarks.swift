@@ -1,0 +1,123 @@
+import Foundation
+import ShadowTestSupport
+import Synchronization
+
+/// `state apply-events` as a script runs it: a backlog of `SHADOW_BENCH_USERS` users (default a
+/// million) into a new SQLite store by one process, and the same backlog in four quarters into one
+/// PostgreSQL database by four `shadow-keys-server` processes at once. Each user signs in, and
+/// every eighth later revokes consent: 1.125 M events for a million users, in the default batches
+/// of 1,000, with every check of the audit chain. One run each (a run is minutes long); the rate is
+/// the events over the wall time of the whole command, start-up and store creation included.
+enum ImportBenchmarks {
+    static func run(binary: String, server: String, workDirectory: String) async throws -> [BenchRow] {
+        let directory = workDirectory + "/import"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let keyFile = directory + "/state.key"
+        try (String(repeating: "ab", count: 32) + "\n").write(toFile: keyFile, atomically: true, encoding: .utf8)
+        chmod(keyFile, 0o600)
+        let users = DatabaseBenchmarks.largeUsers
+        let quarters = try (0..<4).map { quarter in
+            let path = directory + "/events-\(quarter).jsonl"
+            try backlog(users: (users * quarter / 4)..<(users * (quarter + 1) / 4), to: path)
+            return path
+        }
+        let events = users + (users + 7) / 8
+        let environment = ProcessInfo.processInfo.environment.map { "\($0.key)=\($0.value)" }
+        var rows: [BenchRow] = []
+
+        // One process into SQLite: the four quarters as one file.
+        let whole = directory + "/events.jsonl"
+        FileManager.default.createFile(atPath: whole, contents: nil)
+        let output = try FileHandle(forWritingTo: URL(fileURLWithPath: whole))
+        for quarter in quarters { output.write(try Data(contentsOf: URL(fileURLWithPath: quarter))) }
+        try output.close()
+        let database = directory + "/state.sqlite"
+        let sqliteSeconds = try timed {
+            try check(
+                Harness.spawn(
+                    binary,
+                    [
+                        "state", "apply-events", whole, "--store", "sqlite:" + database, "--key-file", keyFile,
+                        "--quiet",
+                    ],
+                    environment: environment, timeout: 3600), "SQLite")
+        }
+        rows.append(
+            BenchRow(
+                name: "CLI state apply-events, \(users) users (\(events) events) into SQLite", unit: "ops/s",
+                ours: Double(events) / sqliteSeconds, raw: nil, peer: nil, peerName: nil,
+                note: String(
+                    format: """
+                        one process, batches of 1,000, every audit check; events over the command's wall time \
+                        (%.1f s, one run); goal ≥ 10,000 events/s
+                        """, sqliteSeconds)))
+
+        // Four processes into one PostgreSQL database, a quarter each, after one has made the schema.
+        let cluster = try PostgresCluster.start(durable: true)
+        defer { cluster.stop() }
+        let url = try cluster.createDatabase("import")
+        let first = directory + "/first.jsonl"
+        try backlog(users: users..<(users + 1), to: first)
+        try check(
+            Harness.spawn(
+                server, ["state", "apply-events", first, "--store", url, "--key-file", keyFile, "--quiet"],
+                environment: environment, timeout: 600), "PostgreSQL set-up")
+        let statuses = Mutex<[Int: Int32]>([:])
+        let postgresSeconds = try timed {
+            DispatchQueue.concurrentPerform(iterations: 4) { quarter in
+                let status =
+                    (try? Harness.spawn(
+                        server,
+                        ["state", "apply-events", quarters[quarter], "--store", url, "--key-file", keyFile, "--quiet"],
+                        environment: environment, timeout: 3600
+                    ).status) ?? -1
+                statuses.withLock { $0[quarter] = status }
+            }
+        }
+        guard statuses.withLock({ $0.values.allSatisfy { $0 == 0 } }) else {
+            throw BenchError("a PostgreSQL writer failed: \(statuses.withLock { $0 })")
+        }
+        rows.append(
+            BenchRow(
+                name: "CLI state apply-events, four writers into one PostgreSQL, \(events) events", unit: "ops/s",
+                ours: Double(events) / postgresSeconds, raw: nil, peer: nil, peerName: nil,
+                note: String(
+                    format: """
+                        four shadow-keys-server processes at once, a quarter of the users each, batches of 1,000, \
+                        the server on the same 2 cores; events over the wall time until the last finished (%.1f s, \
+                        one run); goal ≥ 40,000 events/s
+                        """, postgresSeconds)))
+        return rows
+    }
+
+    /// Writes the backlog of `users`: a sign-in each, and a later consent revocation for every eighth.
+    static func backlog(users: Range<Int>, to path: String) throws {
+        var text = ""
+        text.reserveCapacity(users.count * 150)
+        for user in users {
+            let subject = DatabaseBenchmarks.subject(user)
+            let time = DatabaseBenchmarks.start + Int64(user)
+            text += """
+                {"kind":"sign-in","client_id":"\(DatabaseBenchmarks.client)","sub":"\(subject)","time_ms":\(time),\
+                "id":"sign-in:\(String(format: "%032x", user))"}\n
+                """
+            if user % 8 == 0 {
+                text += """
+                    {"kind":"consent-revoked","client_id":"\(DatabaseBenchmarks.client)","sub":"\(subject)",\
+                    "time_ms":\(time + 86_400_000),"id":"revoke-\(user)"}\n
+                    """
+            }
+        }
+        try text.write(toFile: path, atomically: true, encoding: .utf8)
+    }
+
+    static func check(_ result: (status: Int32, maxRSSKiB: Int), _ what: String) throws {
+        guard result.status == 0 else { throw BenchError("state apply-events (\(what)) exited \(result.status)") }
+    }
+
+    static func timed(_ body: () throws -> Void) rethrows -> Double {
+        let began = DispatchTime.now().uptimeNanoseconds
+        try body()
+        return Double(DispatchTime.now().uptimeNanoseconds - began) / 1e9
+    }
+}
