@@ -43,14 +43,9 @@ enum ImportBenchmarks {
                     environment: environment, timeout: 3600), "SQLite")
         }
         rows.append(
-            BenchRow(
-                name: "CLI state apply-events, \(users) users (\(events) events) into SQLite", unit: "ops/s",
-                ours: Double(events) / sqliteSeconds, raw: nil, peer: nil, peerName: nil,
-                note: String(
-                    format: """
-                        one process, batches of 1,000, every audit check; events over the command's wall time \
-                        (%.1f s, one run); goal ≥ 10,000 events/s
-                        """, sqliteSeconds)))
+            row(
+                "\(users) users (\(events) events) into SQLite", events: events, seconds: sqliteSeconds,
+                how: "one process, batches of 1,000, every audit check", goal: "10,000"))
 
         // Four processes into one PostgreSQL database, a quarter each, after one has made the schema.
         let cluster = try PostgresCluster.start(durable: true)
@@ -78,15 +73,12 @@ enum ImportBenchmarks {
             throw BenchError("a PostgreSQL writer failed: \(statuses.withLock { $0 })")
         }
         rows.append(
-            BenchRow(
-                name: "CLI state apply-events, four writers into one PostgreSQL, \(events) events", unit: "ops/s",
-                ours: Double(events) / postgresSeconds, raw: nil, peer: nil, peerName: nil,
-                note: String(
-                    format: """
-                        four shadow-keys-server processes at once, a quarter of the users each, batches of 1,000, \
-                        the server on the same 2 cores; events over the wall time until the last finished (%.1f s, \
-                        one run); goal ≥ 40,000 events/s
-                        """, postgresSeconds)))
+            row(
+                "four writers into one PostgreSQL, \(events) events", events: events, seconds: postgresSeconds,
+                how: """
+                    four shadow-keys-server processes at once, a quarter of the users each, batches of 1,000, the \
+                    server on the same 2 cores; until the last finished
+                    """, goal: "40,000"))
         return rows
     }
 
@@ -109,6 +101,15 @@ enum ImportBenchmarks {
             }
         }
         try text.write(toFile: path, atomically: true, encoding: .utf8)
+    }
+
+    /// A row of `events` over `seconds` of wall time, one run.
+    static func row(_ what: String, events: Int, seconds: Double, how: String, goal: String) -> BenchRow {
+        BenchRow(
+            name: "CLI state apply-events, " + what, unit: "ops/s", ours: Double(events) / seconds, raw: nil,
+            peer: nil, peerName: nil,
+            note: how + String(format: "; events over the wall time (%.1f s, one run); goal ≥ ", seconds) + goal
+                + " events/s")
     }
 
     static func check(_ result: (status: Int32, maxRSSKiB: Int), _ what: String) throws {
