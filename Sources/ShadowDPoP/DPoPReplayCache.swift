@@ -14,25 +14,39 @@ public protocol DPoPReplayCache: Sendable {
 /// read. Replays to another instance are not seen; proofs are short-lived and bound to one
 /// method, URI and access token.
 public final class DPoPMemoryReplayCache: DPoPReplayCache {
-    private let entries = Mutex<[[UInt8]: Int64]>([:])
+    private struct State {
+        var entries: [[UInt8]: Int64] = [:]
+        /// When a full cache may next look for expired keys (ms since 1970).
+        var nextSweep = Int64.min
+    }
+
+    private let state = Mutex(State())
     /// The most keys held; when full and none has expired, new proofs are refused
-    /// (``DPoPErrorCode/unavailable``) rather than remembered partly.
+    /// (``DPoPErrorCode/unavailable``) rather than remembered partly. A full cache looks for
+    /// expired keys at most once a second, so a flood of proofs while it is full costs one pass
+    /// over the keys a second, not one a request.
     public let capacity: Int
+    /// How long a full cache waits between looks for expired keys, in ms.
+    static let sweepInterval: Int64 = 1000
 
     public init(capacity: Int = 100_000) {
         self.capacity = max(1, capacity)
     }
 
     public func firstUse(of key: [UInt8], until expiresAt: Int64, now: Int64) async throws -> Bool {
-        try entries.withLock { entries in
-            if let until = entries[key], until >= now { return false }
-            if entries.count >= capacity {
-                entries = entries.filter { $0.value >= now }
-                guard entries.count < capacity else {
+        try state.withLock { state in
+            if let until = state.entries[key], until >= now { return false }
+            if state.entries.count >= capacity, state.entries[key] == nil {
+                if now >= state.nextSweep {
+                    state.entries = state.entries.filter { $0.value >= now }
+                    let (later, overflow) = now.addingReportingOverflow(Self.sweepInterval)
+                    state.nextSweep = overflow ? Int64.max : later
+                }
+                guard state.entries.count < capacity else {
                     throw DPoPError(.unavailable, "the DPoP replay cache is full: try again")
                 }
             }
-            entries[key] = expiresAt
+            state.entries[key] = expiresAt
             return true
         }
     }

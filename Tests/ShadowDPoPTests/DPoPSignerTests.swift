@@ -164,6 +164,28 @@ import Testing
         #expect(try await cache.firstUse(of: [3], until: 4_000, now: 2_001))
     }
 
+    /// A full cache looks for expired keys at most once a second: a flood while it is full costs
+    /// one pass over the keys a second, not one a proof. An expired key used again takes its own
+    /// place, full or not.
+    @Test func aFullCacheLooksForExpiredKeysOnceASecond() async throws {
+        let cache = DPoPMemoryReplayCache(capacity: 2)
+        #expect(try await cache.firstUse(of: [1], until: 1_100, now: 1_000))
+        #expect(try await cache.firstUse(of: [2], until: 5_000, now: 1_000))
+        await #expect(throws: DPoPError(.unavailable, "")) {  // looks, finds none expired
+            try await cache.firstUse(of: [3], until: 9_000, now: 1_000)
+        }
+        await #expect(throws: DPoPError(.unavailable, "")) {  // [1] has expired, but no look until 2,000
+            try await cache.firstUse(of: [3], until: 9_000, now: 1_500)
+        }
+        #expect(try await cache.firstUse(of: [3], until: 9_000, now: 2_000))
+        #expect(try await !cache.firstUse(of: [2], until: 9_000, now: 2_000))
+        #expect(try await cache.firstUse(of: [2], until: 9_000, now: 5_001))
+        #expect(try await !cache.firstUse(of: [2], until: 9_000, now: 5_002))
+        await #expect(throws: DPoPError(.unavailable, "")) {
+            try await cache.firstUse(of: [4], until: 9_000, now: 5_002)
+        }
+    }
+
     @Test func theVerifierRefusesTheSecondUseOfAProof() async throws {
         let signer = try DPoPSigner.es256(P256.Signing.PrivateKey())
         let url = "https://api.example.com/x"
