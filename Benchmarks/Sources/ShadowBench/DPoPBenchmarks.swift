@@ -15,6 +15,7 @@ enum DPoPBenchmarks {
 
     static func run(workDirectory: String) async throws -> [BenchRow] {
         var rows = try proofs()
+        rows.append(try await fullReplayCache())
         let directory = workDirectory + "/dpop"
         try? FileManager.default.removeItem(atPath: directory)
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
@@ -64,6 +65,42 @@ enum DPoPBenchmarks {
                     (≤ 1.3× the time)
                     """)
         ]
+    }
+
+    /// A flood of new proofs at a memory replay cache full of live keys (100,000, the default):
+    /// each is refused, and the cache looks for expired keys at most once a second; beside it, the
+    /// same cache answering a replayed key (one lookup).
+    static func fullReplayCache() async throws -> BenchRow {
+        let cache = DPoPMemoryReplayCache()
+        func milliseconds() -> Int64 { Int64(Date().timeIntervalSince1970 * 1000) }
+        let later = milliseconds() + 3_600_000
+        for index in 0..<cache.capacity {
+            _ = try await cache.firstUse(
+                of: withUnsafeBytes(of: index) { Array($0) }, until: later, now: milliseconds())
+        }
+        var next = cache.capacity
+        let known = withUnsafeBytes(of: 7) { Array($0) }
+        let samples = try await Harness.sampleAsync([
+            {
+                next += 1
+                do {
+                    _ = try await cache.firstUse(
+                        of: withUnsafeBytes(of: next) { Array($0) }, until: later, now: milliseconds())
+                    throw BenchError("a full cache took a new key")
+                } catch let error as DPoPError where error.code == .unavailable {}
+            },
+            {
+                guard try await !cache.firstUse(of: known, until: later, now: milliseconds()) else {
+                    throw BenchError("a replay was taken")
+                }
+            },
+        ])
+        return BenchRow(
+            name: "DPoP memory replay cache full of live keys: a new proof refused", samples: samples, peerName: nil,
+            note: """
+                DPoPMemoryReplayCache at its 100,000 keys, all live: a new key refused (503), with the look \
+                for expired keys at most once a second; raw = the same cache answering a replayed key
+                """)
     }
 
     /// A route behind SessionMiddleware with a DPoP-bound token and a fresh proof per request
