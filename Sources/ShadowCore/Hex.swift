@@ -1,3 +1,9 @@
+#if canImport(FoundationEssentials)
+package import FoundationEssentials
+#else
+package import Foundation
+#endif
+
 /// Lower-case hexadecimal encoding.
 package enum Hex {
     /// Why a string is not hexadecimal.
@@ -45,12 +51,43 @@ package enum Hex {
         return out
     }
 
-    private static func value(_ c: UInt8) -> UInt8? {
+    static func value(_ c: UInt8) -> UInt8? {
         switch c {
         case UInt8(ascii: "0")...UInt8(ascii: "9"): return c - UInt8(ascii: "0")
         case UInt8(ascii: "a")...UInt8(ascii: "f"): return c - UInt8(ascii: "a") + 10
         case UInt8(ascii: "A")...UInt8(ascii: "F"): return c - UInt8(ascii: "A") + 10
         default: return nil
         }
+    }
+}
+
+extension UUID {
+    /// A UUID in its text form: 32 hex digits (either case) in groups of 8, 4, 4, 4 and 12 split
+    /// by hyphens, the strings `UUID(uuidString:)` reads, read without its formatted-input scan
+    /// (a share of every access token's check).
+    package init?(text: String) {
+        var text = text
+        let parsed = text.withUTF8 { bytes -> uuid_t? in
+            guard bytes.count == 36 else { return nil }
+            var value: uuid_t = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+            let complete = withUnsafeMutableBytes(of: &value) { out -> Bool in
+                var offset = 0
+                for index in 0..<16 {
+                    if index == 4 || index == 6 || index == 8 || index == 10 {
+                        guard bytes[offset] == UInt8(ascii: "-") else { return false }
+                        offset += 1
+                    }
+                    guard let high = Hex.value(bytes[offset]), let low = Hex.value(bytes[offset + 1]) else {
+                        return false
+                    }
+                    out[index] = high << 4 | low
+                    offset += 2
+                }
+                return true
+            }
+            return complete ? value : nil
+        }
+        guard let parsed else { return nil }
+        self.init(uuid: parsed)
     }
 }

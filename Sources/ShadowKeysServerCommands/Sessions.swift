@@ -289,12 +289,12 @@ struct SessionsCommand: AsyncParsableCommand {
         var quiet: Bool { common.quiet }
 
         func validate() throws {
-            guard UUID(uuidString: user) != nil else { throw ValidationError("USER: a UUID") }
+            guard UUID(text: user) != nil else { throw ValidationError("USER: a UUID") }
         }
 
         func run() async throws {
             try await reportingFailures(json: common.json) {
-                guard let user = UUID(uuidString: user) else { throw ValidationError("USER: a UUID") }
+                guard let user = UUID(text: user) else { throw ValidationError("USER: a UUID") }
                 let rows = try await common.withAuthority { try await $0.sessions(user: user) }
                 for row in rows {
                     Console.json([
@@ -318,7 +318,7 @@ struct SessionsCommand: AsyncParsableCommand {
         var quiet: Bool { common.quiet }
 
         func validate() throws {
-            guard UUID(uuidString: target) != nil || SessionID(target) != nil else {
+            guard UUID(text: target) != nil || SessionID(target) != nil else {
                 throw ValidationError("give a user's UUID or a session ID")
             }
         }
@@ -326,7 +326,7 @@ struct SessionsCommand: AsyncParsableCommand {
         func run() async throws {
             try await reportingFailures(json: common.json) {
                 let count = try await common.withAuthority { authority -> Int in
-                    if let user = UUID(uuidString: target) { return try await authority.revokeAll(user: user) }
+                    if let user = UUID(text: target) { return try await authority.revokeAll(user: user) }
                     guard let session = SessionID(target) else {
                         throw ValidationError("give a user's UUID or a session ID")
                     }

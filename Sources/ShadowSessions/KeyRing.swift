@@ -216,7 +216,7 @@ public struct AccessTokenVerifier: Sendable {
 
     /// The typed claims of a verified token.
     static func sessionClaims(_ claims: JWTClaims) throws -> SessionClaims {
-        guard let subject = claims.subject, let user = UUID(uuidString: subject),
+        guard let subject = claims.subject, let user = UUID(text: subject),
             let sid = claims["sid"]?.stringValue, let session = SessionID(sid), let jti = claims.jwtID,
             let clientID = claims["client_id"]?.stringValue, let issuedAt = claims.issuedAt,
             let expiresAt = claims.expiresAt

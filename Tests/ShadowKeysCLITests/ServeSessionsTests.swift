@@ -15,6 +15,24 @@ import Testing
         return object
     }
 
+    /// A user is named by the canonical text of its UUID, nothing looser: a stray sign, which a
+    /// scanf-based reader takes for part of a byte ("-b" as 0xF5), names no user, so `revoke`
+    /// never ends another user's sessions. Refused before any store is opened.
+    @Test func sessionCommandsTakeOnlyCanonicalUserIDs() throws {
+        for (action, user) in [
+            ("list", "-ba7b810-9dad-11d1-80b4-00c04fd430c8"), ("revoke", "+ba7b810-9dad-11d1-80b4-00c04fd430c8"),
+            ("list", "6ba7b810-9dad-11d1-80b4-00c04fd430c8 "),
+        ] {
+            let refused = try CLIRunner.runServer(
+                [
+                    "sessions", action, "--store", "sqlite:/nonexistent/state.sqlite", "--key-file", "/nonexistent",
+                    "--", user,
+                ])
+            #expect(refused.status == 64, "\(action) \(user): \(refused.status) \(refused.stderr)")
+            #expect(refused.stderr.contains("UUID"), "\(refused.stderr)")
+        }
+    }
+
     @Test func signInRefreshReuseDevicesAndRevocation() async throws {
         let server = try SessionServer(extra: ["--refresh-grace", "0"])
         let (port, apple, directory, keyFile) = (server.port, server.apple, server.directory, server.keyFile)
