@@ -120,7 +120,8 @@ enum DPoPClaims {
 
     /// `ath`: base64url(SHA-256(the access token's ASCII)) (§4.2).
     static func accessTokenHash(_ token: String) -> String {
-        Base64URL.encode(SHA256.hash(data: Array(token.utf8)))
+        var token = token
+        return Base64URL.encode(token.withUTF8 { SHA256.hash(data: $0) })
     }
 
     /// A method token (RFC 9110 §9.1, §5.6.2), 1 to 32 characters.

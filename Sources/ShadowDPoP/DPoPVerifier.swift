@@ -106,7 +106,12 @@ public struct DPoPVerifier: Sendable {
         }
         // A device sends the same header with every proof: one already checked (its type, its
         // algorithm, no crit, its key) is taken from the cache by its exact text.
-        let headerText = proof.utf8.firstIndex(of: UInt8(ascii: ".")).map { String(proof[..<$0]) }
+        var text = proof
+        let headerText = text.withUTF8 { bytes in
+            bytes.firstIndex(of: UInt8(ascii: ".")).map {
+                String(decoding: UnsafeBufferPointer(rebasing: bytes[..<$0]), as: UTF8.self)
+            }
+        }
         let cached = headerText.flatMap(headers.entry)
         // Step 2: a well-formed JWS whose header and payload are JSON objects.
         let jws: CompactJWS
