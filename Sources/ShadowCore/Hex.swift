@@ -62,9 +62,10 @@ package enum Hex {
 }
 
 extension UUID {
-    /// A UUID in its text form: 32 hex digits (either case) in groups of 8, 4, 4, 4 and 12 split
-    /// by hyphens, the strings `UUID(uuidString:)` reads, read without its formatted-input scan
-    /// (a share of every access token's check).
+    /// A UUID in its canonical text: 32 hex digits (either case) in groups of 8, 4, 4, 4 and 12
+    /// split by hyphens, and nothing else. `UUID(uuidString:)` here reads each byte with a
+    /// formatted-input scan, which also takes a sign (`-b` as 0xF5) and costs a share of every
+    /// access token's check.
     package init?(text: String) {
         var text = text
         let parsed = text.withUTF8 { bytes -> uuid_t? in
