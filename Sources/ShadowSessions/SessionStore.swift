@@ -141,4 +141,55 @@ public protocol SessionStore: DPoPReplayCache {
     /// when that is at most `now + tolerance + interval`. Returns nil when allowed, else the time
     /// (ms) at which a request would be.
     func rateLimit(key: [UInt8], now: Int64, interval: Int64, tolerance: Int64) async throws -> Int64?
+
+    /// A request's rate limits counted and its DPoP proof's use recorded in one call: each part
+    /// as ``rateLimit(key:now:interval:tolerance:)`` and ``DPoPReplayCache/firstUse(of:until:now:)``
+    /// would make it alone, with its own result. A store that group-commits makes them one commit
+    /// and answers once.
+    func admit(_ charges: [RateCharge], use: DPoPProofUse?) async -> StoreAdmission
+}
+
+/// One request counted against one rate limit (``SessionStore/rateLimit(key:now:interval:tolerance:)``).
+public struct RateCharge: Sendable, Hashable {
+    public let key: [UInt8]
+    public let now: Int64
+    public let interval: Int64
+    public let tolerance: Int64
+
+    public init(key: [UInt8], now: Int64, interval: Int64, tolerance: Int64) {
+        (self.key, self.now, self.interval, self.tolerance) = (key, now, interval, tolerance)
+    }
+}
+
+/// The results of ``SessionStore/admit(_:use:)``: per charge, in order, nil when allowed or the
+/// time (ms) at which a request would be; whether the proof's use was the first (nil without one).
+public struct StoreAdmission: Sendable {
+    public var limits: [Result<Int64?, any Error>]
+    public var firstUse: Result<Bool, any Error>?
+
+    public init(limits: [Result<Int64?, any Error>], firstUse: Result<Bool, any Error>?) {
+        (self.limits, self.firstUse) = (limits, firstUse)
+    }
+}
+
+extension SessionStore {
+    /// Each part by its own method, one after the other.
+    public func admit(_ charges: [RateCharge], use: DPoPProofUse?) async -> StoreAdmission {
+        var admission = StoreAdmission(limits: [], firstUse: nil)
+        for charge in charges {
+            admission.limits.append(
+                await Self.result {
+                    try await rateLimit(
+                        key: charge.key, now: charge.now, interval: charge.interval, tolerance: charge.tolerance)
+                })
+        }
+        if let use {
+            admission.firstUse = await Self.result { try await firstUse(of: use.key, until: use.until, now: use.now) }
+        }
+        return admission
+    }
+
+    private static func result<R>(_ body: () async throws -> R) async -> Result<R, any Error> {
+        do { return .success(try await body()) } catch { return .failure(error) }
+    }
 }

@@ -64,4 +64,63 @@ import Testing
             }
         }
     }
+
+    /// Statements given together (`writeEach`) run back to back in one commit, among single writes
+    /// arriving at the same time, and each answers alone: its own rows, or its own failure.
+    @Test func statementsWrittenTogetherRunBackToBackAndEachAnswersAlone() async throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.path + "/each.sqlite"
+        let database = try await SQLiteDatabase.open(path: path, create: true)
+        try await closing({ await database.close() }) {
+            _ = try await database.write("CREATE TABLE counter (id INTEGER PRIMARY KEY, n INTEGER NOT NULL)", [])
+            _ = try await database.write("CREATE TABLE items (id INTEGER PRIMARY KEY)", [])
+            _ = try await database.write("INSERT INTO counter (id, n) VALUES (1, 0)", [])
+            _ = try await database.write("INSERT INTO items (id) VALUES (0)", [])
+            #expect(try await database.writeEach([]).isEmpty)
+            let increment = SQLStatement("UPDATE counter SET n = n + 1 WHERE id = 1 RETURNING n", [])
+            // 20 callers of three statements (the middle one repeats key 0 for every fourth) and
+            // 20 single increments, all at once.
+            let answers = await withTaskGroup(of: (Int, [Result<[SQLRow], any Error>]).self) { group in
+                for index in 0..<40 {
+                    group.addTask {
+                        do {
+                            if index.isMultiple(of: 2) {
+                                return (index, [.success(try await database.write(increment.sql, increment.values))])
+                            }
+                            let key = index % 4 == 1 ? 0 : Int64(index)
+                            let insert = SQLStatement("INSERT INTO items (id) VALUES (?) RETURNING id", [.integer(key)])
+                            return (index, try await database.writeEach([increment, insert, increment]))
+                        } catch {
+                            return (index, [.failure(error)])
+                        }
+                    }
+                }
+                return await group.reduce(into: [Int: [Result<[SQLRow], any Error>]]()) { $0[$1.0] = $1.1 }
+            }
+            var seen: [Int64] = []
+            for (index, results) in answers {
+                if index.isMultiple(of: 2) {
+                    seen.append(try #require(try results.first?.get().first?.integer("n")))
+                    continue
+                }
+                try #require(results.count == 3)
+                let before = try #require(try results[0].get().first?.integer("n"))
+                let after = try #require(try results[2].get().first?.integer("n"))
+                #expect(after == before + 1, "caller \(index)'s statements ran back to back")
+                seen += [before, after]
+                if index % 4 == 1 {
+                    #expect(throws: StorageError.self) { try results[1].get() }
+                } else {
+                    #expect(try results[1].get().first?.integer("id") == Int64(index))
+                }
+            }
+            #expect(seen.sorted() == Array(1...60))
+            let reopened = try await SQLiteDatabase.open(path: path, create: false, readOnly: true)
+            try await closing({ await reopened.close() }) {
+                #expect(try await reopened.read("SELECT n FROM counter", []).first?.integer("n") == 60)
+                let items = try await reopened.read("SELECT COUNT(*) AS c FROM items", []).first?.integer("c")
+                #expect(items == 11, "the first row, and the 10 inserts of new keys")
+            }
+        }
+    }
 }
