@@ -183,7 +183,7 @@ let package = Package(
             dependencies: [
                 "ShadowCore", "ShadowJOSE", "ShadowJWKS", "ShadowApple", "ShadowCrypto", "ShadowVault",
                 "ShadowCredentials", "ShadowPostgres", "ShadowHTTP", "ShadowOperationLog", "ShadowSessions",
-                "ShadowTokenSource", "ShadowStorage", "ShadowDPoP", crypto, httpTypes,
+                "ShadowTokenSource", "ShadowStorage", "ShadowDPoP", "ShadowKeysCommands", crypto, httpTypes,
             ],
             swiftSettings: strictSettings),
         .target(

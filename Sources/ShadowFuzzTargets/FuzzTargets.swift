@@ -57,6 +57,11 @@ public enum FuzzTargets {
             "oauth", "token-endpoint answers and errors, Retry-After values, and pasted redirect URLs",
             SessionTargets.oauth
         ),
+        (
+            "argv",
+            "verify-token, vault, encrypt and decrypt command lines: the direct readers against argument-parser",
+            CommandLineTargets.argv
+        ),
     ]
 
     /// Builds every harness's fixtures (keys, verifiers) now, so that the leak checker does not
