@@ -23,6 +23,9 @@ enum OperationLogTargets {
         case 0:
             let checked = (try? EntryCodec.check(input.rest)) != nil
             precondition(checked == ((try? EntryCodec.decode(input.rest)) != nil), "check and decode disagree")
+            let verified = (try? EntryCodec.verify(input.rest, keys: keys)) != nil
+            let opened = try? EntryCodec.open(try EntryCodec.decode(input.rest), keys: keys)
+            precondition(verified == (opened != nil), "verify and decode-then-open disagree")
             guard let stored = try? EntryCodec.decode(input.rest) else { return }
             precondition(TreeHash.leaf(input.rest) == stored.leafHash)
             guard let entry = try? EntryCodec.open(stored, keys: keys) else { return }

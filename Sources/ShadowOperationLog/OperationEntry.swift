@@ -59,8 +59,13 @@ public struct OperationEntry: Sendable, Hashable {
             }
         }
         if let details {
-            guard JSONValue.object(details).serialized().utf8.count <= Self.maxDetailsBytes else {
+            let text = JSONValue.object(details).serialized()
+            guard text.utf8.count <= Self.maxDetailsBytes else {
                 throw LogError(.invalidParameter, "the details are at most \(Self.maxDetailsBytes) bytes of JSON")
+            }
+            // What a reader refuses is not written: the details as stored, read as a reader reads them.
+            guard (try? StrictJSON.parse(text, limits: EntryCodec.detailsLimits)) != nil else {
+                throw LogError(.invalidParameter, "the details nest deeper than 16 or are not I-JSON")
             }
         }
     }
@@ -89,10 +94,14 @@ public struct LogKeys: Sendable, CustomStringConvertible {
 
     /// HMAC-SHA-256(lookup key, entity ID): how an entity is found without its ID in clear.
     public func entityHash(_ entityID: String) -> [UInt8] {
-        var mac = lookupMAC
         var id = entityID
-        id.withUTF8 { mac.update(data: UnsafeRawBufferPointer($0)) }
-        return Array(mac.finalize())
+        return id.withUTF8 { Array(entityHash(UnsafeRawBufferPointer($0))) }
+    }
+
+    func entityHash(_ entityID: UnsafeRawBufferPointer) -> HashedAuthenticationCode<SHA256> {
+        var mac = lookupMAC
+        mac.update(data: entityID)
+        return mac.finalize()
     }
 
     /// The log's note signer, named by the log's origin.
@@ -164,141 +173,195 @@ public enum EntryCodec {
         return out
     }
 
+    /// How `details` are read: a JSON object of at most 16,384 bytes, nested at most 16 deep.
+    static let detailsLimits = StrictJSON.Limits(maxBytes: OperationEntry.maxDetailsBytes, maxDepth: 16)
+
+    /// Where the fields of an entry's clear part lie, and its details, read once with every check.
+    struct Layout {
+        var time: Int64
+        var success: Bool
+        var operation: Range<Int>
+        var provider: Range<Int>
+        var entityType: Range<Int>
+        var entityHash: Range<Int>
+        var details: JSONObject?
+        var sealedStart: Int
+    }
+
     /// Reads the clear part of an entry's bytes; checks every field and length.
     /// - Throws: ``LogErrorCode/tampered`` naming what is wrong.
     public static func decode(_ bytes: [UInt8]) throws -> StoredEntry {
-        var reader = ByteReader(bytes: bytes)
-        guard bytes.count <= maxBytes else { throw ByteReader.bad("an entry is over \(maxBytes) bytes") }
-        guard try reader.byte() == version else { throw ByteReader.bad("an entry is not version 1") }
-        let time = try reader.uint64()
-        guard time <= UInt64(OperationEntry.timeRange.upperBound) else {
-            throw ByteReader.bad("an entry's time is past the year 9999")
-        }
-        let flags = try reader.byte()
-        guard flags <= 1 else { throw ByteReader.bad("an entry's flags are not 0 or 1") }
-        var names: [String] = []
-        for label in ["operation", "provider", "entity type"] {
-            let name = try reader.take(Int(try reader.byte()))
-            do { try checkName(name, label) } catch let error as LogError { throw ByteReader.bad(error.reason) }
-            names.append(String(decoding: name, as: UTF8.self))
-        }
-        let entityHash = Array(try reader.take(32))
-        let detailsLength = Int(try reader.uint32())
-        guard detailsLength <= OperationEntry.maxDetailsBytes else {
-            throw ByteReader.bad("an entry's details are too long")
-        }
-        var details: JSONObject?
-        if detailsLength > 0 {
-            guard case .object(let object)? = try? StrictJSON.parse(try reader.take(detailsLength)) else {
-                throw ByteReader.bad("an entry's details are not a JSON object")
-            }
-            details = object
-        }
-        let sealedStart = reader.offset
-        _ = try reader.take(AES256GCM.nonceBytes)
-        let sealedLength = Int(try reader.uint32())
-        guard sealedLength >= AES256GCM.tagBytes + 3 else {
-            throw ByteReader.bad("an entry's sealed part is too short")
-        }
-        _ = try reader.take(sealedLength)
-        guard reader.atEnd else { throw ByteReader.bad("an entry has bytes after its sealed part") }
+        let layout = try layout(bytes)
+        func text(_ range: Range<Int>) -> String { String(decoding: bytes[range], as: UTF8.self) }
         return StoredEntry(
-            operation: names[0], provider: names[1], entityType: names[2], time: Int64(time), success: flags == 1,
-            entityHash: entityHash, details: details, bytes: bytes, sealedStart: sealedStart)
+            operation: text(layout.operation), provider: text(layout.provider), entityType: text(layout.entityType),
+            time: layout.time, success: layout.success, entityHash: Array(bytes[layout.entityHash]),
+            details: layout.details, bytes: bytes, sealedStart: layout.sealedStart)
     }
 
-    /// The checks of ``decode(_:)`` without building the entry: what `verify` runs on every entry.
-    public static func check(_ bytes: [UInt8]) throws {
+    /// The checks of ``decode(_:)`` without building the entry.
+    public static func check(_ bytes: [UInt8]) throws { _ = try layout(bytes) }
+
+    static func layout(_ bytes: [UInt8]) throws -> Layout {
         try bytes.withUnsafeBufferPointer { buffer in
-            func bad(_ reason: String) -> LogError { LogError(.tampered, reason) }
             var offset = 0
-            func need(_ count: Int) throws {
-                guard count >= 0, count <= buffer.count - offset else { throw bad("the bytes end inside a field") }
+            func take(_ count: Int) throws -> Range<Int> {
+                guard count >= 0, count <= buffer.count - offset else {
+                    throw ByteReader.bad("the bytes end inside a field")
+                }
+                defer { offset += count }
+                return offset..<(offset + count)
             }
             func integer(_ width: Int) throws -> UInt64 {
-                try need(width)
                 var value: UInt64 = 0
-                for index in offset..<(offset + width) { value = value << 8 | UInt64(buffer[index]) }
-                offset += width
+                for index in try take(width) { value = value << 8 | UInt64(buffer[index]) }
                 return value
             }
-            guard buffer.count <= maxBytes else { throw bad("an entry is over \(maxBytes) bytes") }
-            guard try integer(1) == UInt64(version) else { throw bad("an entry is not version 1") }
-            guard try integer(8) <= UInt64(OperationEntry.timeRange.upperBound) else {
-                throw bad("an entry's time is past the year 9999")
-            }
-            guard try integer(1) <= 1 else { throw bad("an entry's flags are not 0 or 1") }
-            for _ in 0..<3 {
-                let length = Int(try integer(1))
-                try need(length)
-                guard (1...OperationEntry.maxNameBytes).contains(length),
-                    buffer[offset..<(offset + length)].allSatisfy({ (0x21...0x7E).contains($0) })
-                else { throw bad("an entry's operation, provider or entity type is not 1 to 64 printable ASCII") }
-                offset += length
-            }
-            try need(32)
-            offset += 32
-            let detailsLength = Int(try integer(4))
-            guard detailsLength <= OperationEntry.maxDetailsBytes else { throw bad("an entry's details are too long") }
-            if detailsLength > 0 {
-                try need(detailsLength)
-                let details = UnsafeBufferPointer(rebasing: buffer[offset..<(offset + detailsLength)])
-                guard case .object? = try? StrictJSON.parse(buffer: details, limits: .jose) else {
-                    throw bad("an entry's details are not a JSON object")
+            func name(_ label: String) throws -> Range<Int> {
+                let range = try take(Int(try integer(1)))
+                do {
+                    try checkName(UnsafeBufferPointer(rebasing: buffer[range]), label)
+                } catch let error as LogError {
+                    throw ByteReader.bad(error.reason)
                 }
-                offset += detailsLength
+                return range
             }
-            try need(AES256GCM.nonceBytes)
-            offset += AES256GCM.nonceBytes
+            guard buffer.count <= maxBytes else { throw ByteReader.bad("an entry is over \(maxBytes) bytes") }
+            guard try integer(1) == UInt64(version) else { throw ByteReader.bad("an entry is not version 1") }
+            let time = try integer(8)
+            guard time <= UInt64(OperationEntry.timeRange.upperBound) else {
+                throw ByteReader.bad("an entry's time is past the year 9999")
+            }
+            let flags = try integer(1)
+            guard flags <= 1 else { throw ByteReader.bad("an entry's flags are not 0 or 1") }
+            let (operation, provider, entityType) = (
+                try name("operation"), try name("provider"), try name("entity type")
+            )
+            let entityHash = try take(32)
+            let detailsLength = Int(try integer(4))
+            guard detailsLength <= OperationEntry.maxDetailsBytes else {
+                throw ByteReader.bad("an entry's details are too long")
+            }
+            var details: JSONObject?
+            if detailsLength > 0 {
+                let range = try take(detailsLength)
+                guard
+                    case .object(let object)? = try? StrictJSON.parse(
+                        buffer: UnsafeBufferPointer(rebasing: buffer[range]), limits: detailsLimits)
+                else { throw ByteReader.bad("an entry's details are not a JSON object") }
+                details = object
+            }
+            let sealedStart = offset
+            _ = try take(AES256GCM.nonceBytes)
             let sealedLength = Int(try integer(4))
-            guard sealedLength >= AES256GCM.tagBytes + 3 else { throw bad("an entry's sealed part is too short") }
-            guard sealedLength == buffer.count - offset else {
-                throw bad(
-                    sealedLength > buffer.count - offset
-                        ? "the bytes end inside a field" : "an entry has bytes after its sealed part")
+            guard sealedLength >= AES256GCM.tagBytes + 3 else {
+                throw ByteReader.bad("an entry's sealed part is too short")
             }
+            _ = try take(sealedLength)
+            guard offset == buffer.count else { throw ByteReader.bad("an entry has bytes after its sealed part") }
+            return Layout(
+                time: Int64(time), success: flags == 1, operation: operation, provider: provider,
+                entityType: entityType, entityHash: entityHash, details: details, sealedStart: sealedStart)
         }
     }
 
     /// The whole entry, its sealed part opened with `keys`.
     /// - Throws: ``LogErrorCode/tampered`` when the sealed part does not open or does not match.
     public static func open(_ stored: StoredEntry, keys: LogKeys) throws -> OperationEntry {
-        let bytes = stored.bytes
-        let nonce = bytes[stored.sealedStart..<(stored.sealedStart + AES256GCM.nonceBytes)]
-        let sealed = bytes[(stored.sealedStart + AES256GCM.nonceBytes + 4)...]
+        let (plaintext, sealed) = try openSealed(
+            stored.bytes, sealedStart: stored.sealedStart, success: stored.success, keys: keys
+        ) {
+            ConstantTime.equals($0, stored.entityHash)
+        }
+        func text(_ range: Range<Int>) -> String { String(decoding: plaintext[range], as: UTF8.self) }
+        return OperationEntry(
+            operation: stored.operation, provider: stored.provider, entityType: stored.entityType,
+            entityID: text(sealed.entityID), time: stored.time, success: stored.success, error: sealed.error.map(text),
+            details: stored.details)
+    }
+
+    /// Every check ``decode(_:)`` and ``open(_:keys:)`` make, with nothing built: what
+    /// ``OperationLog/verify()`` runs on every entry.
+    /// - Throws: ``LogErrorCode/tampered``, as `decode` and `open` would.
+    public static func verify(_ bytes: [UInt8], keys: LogKeys) throws {
+        let layout = try layout(bytes)
+        _ = try openSealed(bytes, sealedStart: layout.sealedStart, success: layout.success, keys: keys) { mac in
+            bytes.withUnsafeBufferPointer {
+                ConstantTime.equals(mac, UnsafeBufferPointer(rebasing: $0[layout.entityHash]))
+            }
+        }
+    }
+
+    /// Where the entity ID and the error lie in a sealed part's plaintext.
+    struct SealedFields {
+        var entityID: Range<Int>
+        var error: Range<Int>?
+    }
+
+    /// Opens the sealed part and checks its plaintext's rules, then that `matchesEntityHash` takes
+    /// the HMAC of the entity ID; returns the plaintext and where its fields lie.
+    static func openSealed(
+        _ bytes: [UInt8], sealedStart: Int, success: Bool, keys: LogKeys,
+        matchesEntityHash: (UnsafeBufferPointer<UInt8>) -> Bool
+    ) throws -> ([UInt8], SealedFields) {
+        let nonce = bytes[sealedStart..<(sealedStart + AES256GCM.nonceBytes)]
+        let sealed = bytes[(sealedStart + AES256GCM.nonceBytes + 4)...]
         let plaintext: [UInt8]
         do {
-            plaintext = try AES256GCM.open(
-                sealed, key: keys.seal, nonce: nonce, aad: aadLabel + bytes[..<stored.sealedStart])
+            plaintext = try AES256GCM.open(sealed, key: keys.seal, nonce: nonce, aad: aadLabel + bytes[..<sealedStart])
         } catch {
             throw ByteReader.bad("an entry's sealed part does not open with this log's key")
         }
-        var reader = ByteReader(bytes: plaintext)
-        let idLength = Int(try reader.uint16())
-        guard (1...OperationEntry.maxEntityIDBytes).contains(idLength) else {
-            throw ByteReader.bad("an entry's entity ID length is out of range")
+        let fields = try plaintext.withUnsafeBufferPointer { buffer -> SealedFields in
+            var offset = 0
+            func take(_ count: Int) throws -> Range<Int> {
+                guard count >= 0, count <= buffer.count - offset else {
+                    throw ByteReader.bad("the bytes end inside a field")
+                }
+                defer { offset += count }
+                return offset..<(offset + count)
+            }
+            func length() throws -> Int {
+                let range = try take(2)
+                return Int(buffer[range.lowerBound]) << 8 | Int(buffer[range.lowerBound + 1])
+            }
+            let idLength = try length()
+            guard (1...OperationEntry.maxEntityIDBytes).contains(idLength) else {
+                throw ByteReader.bad("an entry's entity ID length is out of range")
+            }
+            let entityID = try take(idLength)
+            guard isUTF8(UnsafeBufferPointer(rebasing: buffer[entityID])) else {
+                throw ByteReader.bad("an entry's entity ID is not UTF-8")
+            }
+            var error: Range<Int>?
+            switch buffer[try take(1).lowerBound] {
+            case 0: break
+            case 1:
+                let length = try length()
+                guard length <= OperationEntry.maxErrorBytes, !success else {
+                    throw ByteReader.bad("an entry's error message is malformed")
+                }
+                let range = try take(length)
+                guard isUTF8(UnsafeBufferPointer(rebasing: buffer[range])) else {
+                    throw ByteReader.bad("an entry's error message is malformed")
+                }
+                error = range
+            default: throw ByteReader.bad("an entry's error flag is not 0 or 1")
+            }
+            guard offset == buffer.count else { throw ByteReader.bad("an entry's sealed part has trailing bytes") }
+            let mac = keys.entityHash(UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer(buffer)[entityID]))
+            guard mac.withUnsafeBytes({ matchesEntityHash($0.assumingMemoryBound(to: UInt8.self)) }) else {
+                throw ByteReader.bad("an entry's entity hash does not match its sealed entity ID")
+            }
+            return SealedFields(entityID: entityID, error: error)
         }
-        guard let entityID = String(validating: try reader.take(idLength), as: UTF8.self) else {
-            throw ByteReader.bad("an entry's entity ID is not UTF-8")
-        }
-        var error: String?
-        switch try reader.byte() {
-        case 0: break
-        case 1:
-            let length = Int(try reader.uint16())
-            guard length <= OperationEntry.maxErrorBytes, !stored.success,
-                let text = String(validating: try reader.take(length), as: UTF8.self)
-            else { throw ByteReader.bad("an entry's error message is malformed") }
-            error = text
-        default: throw ByteReader.bad("an entry's error flag is not 0 or 1")
-        }
-        guard reader.atEnd else { throw ByteReader.bad("an entry's sealed part has trailing bytes") }
-        guard ConstantTime.equals(keys.entityHash(entityID), stored.entityHash) else {
-            throw ByteReader.bad("an entry's entity hash does not match its sealed entity ID")
-        }
-        return OperationEntry(
-            operation: stored.operation, provider: stored.provider, entityType: stored.entityType, entityID: entityID,
-            time: stored.time, success: stored.success, error: error, details: stored.details)
+        return (plaintext, fields)
+    }
+
+    /// Whether `bytes` are UTF-8 as `String(validating:as:)` takes it, without building a string.
+    static func isUTF8(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+        if bytes.allSatisfy({ $0 < 0x80 }) { return true }
+        return !transcode(bytes.makeIterator(), from: UTF8.self, to: UTF32.self, stoppingOnError: true) { _ in }
     }
 
     /// 1 to 64 bytes of printable ASCII (0x21 to 0x7E).

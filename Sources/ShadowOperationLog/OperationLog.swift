@@ -144,7 +144,7 @@ public actor OperationLog {
                     throw LogError(.tampered, "entry \(record.index)'s bytes do not match its leaf hash")
                 }
                 do {
-                    _ = try EntryCodec.open(try EntryCodec.decode(bytes), keys: keys)
+                    try EntryCodec.verify(bytes, keys: keys)
                 } catch let error as LogError {
                     throw LogError(.tampered, "entry \(record.index): \(error.reason)")
                 }
