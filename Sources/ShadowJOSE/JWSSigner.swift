@@ -44,8 +44,21 @@ public struct JWSSigner: Sendable {
     }
 
     /// Signs a claims set. The header is `alg`, then `kid` when set, then `header`'s members.
+    /// - Throws: ``JOSEError/Code/malformedToken`` for claims a verifier here would refuse to read
+    ///   (nested deeper than 16, or over 64 KiB: `StrictJSON`'s JOSE limits), which are not signed.
     public func sign(claims: JSONObject, header: JSONObject = [:]) throws -> String {
-        try sign(payload: Array(JSONValue.object(claims).serialized().utf8), header: header)
+        let payload = Array(JSONValue.object(claims).serialized().utf8)
+        try Self.checkReadable(payload, part: "payload")
+        return try sign(payload: payload, header: header)
+    }
+
+    /// What ``CompactJWS`` refuses in a header or payload is not written.
+    static func checkReadable(_ json: [UInt8], part: String) throws {
+        do {
+            _ = try json.withUnsafeBufferPointer { try CompactJWS.parseObject($0, part: part) }
+        } catch let error as JOSEError {
+            throw JOSEError(.malformedToken, "a verifier would refuse this token: \(error.reason)")
+        }
     }
 
     /// Signs arbitrary payload bytes.
@@ -60,7 +73,9 @@ public struct JWSSigner: Sendable {
             }
             header.set(member.name, member.value)
         }
-        let signingInput = Base64URL.encode(header.serialized().utf8) + "." + Base64URL.encode(payload)
+        let headerBytes = Array(header.serialized().utf8)
+        try Self.checkReadable(headerBytes, part: "header")
+        let signingInput = Base64URL.encode(headerBytes) + "." + Base64URL.encode(payload)
         let bytes = Array(signingInput.utf8)
         let signature: [UInt8]
         switch key {

@@ -71,8 +71,13 @@ struct Sign: AsyncParsableCommand, QuietCommand {
             }
             if let exp { object.set("exp", .int(try Self.time(exp, option: "--exp").wholeSeconds)) }
             try Self.checkRegisteredClaims(object)
-            let token = try signer.sign(claims: object)
             // What verify-token would refuse to read, sign refuses to write.
+            let token: String
+            do {
+                token = try signer.sign(claims: object)
+            } catch let error as JOSEError {
+                throw CLIError(.malformedInput, code: "invalid_claims", error.reason)
+            }
             guard token.utf8.count <= TokenOptions.readLimit else {
                 throw CLIError(
                     .malformedInput, code: "token_too_large",

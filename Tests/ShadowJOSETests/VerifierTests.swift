@@ -47,6 +47,27 @@ import Testing
         }
     }
 
+    /// The signer refuses a claims set or header the verifier would refuse to read, and signs
+    /// one at the limits, which verifies.
+    @Test func theSignerWritesOnlyWhatTheVerifierReads() throws {
+        func nested(_ depth: Int) -> JSONObject {
+            var object: JSONObject = [:]
+            for _ in 1..<depth { object = ["a": .object(object)] }
+            return object
+        }
+        var claims = TokenFactory.claims(now: now)
+        claims.set("deep", .object(nested(15)))
+        let token = try ecSigner.sign(claims: claims)
+        #expect(try verifier.verify(token, keys: keys).claims.json["deep"] == .object(nested(15)))
+        claims.set("deep", .object(nested(16)))
+        #expect(throws: JOSEError(.malformedToken, "")) { try ecSigner.sign(claims: claims) }
+        claims.set("deep", .string(String(repeating: "a", count: 70_000)))
+        #expect(throws: JOSEError(.malformedToken, "")) { try ecSigner.sign(claims: claims) }
+        #expect(throws: JOSEError(.malformedToken, "")) {
+            try ecSigner.sign(claims: TokenFactory.claims(now: now), header: ["x": .object(nested(16))])
+        }
+    }
+
     @Test func aChangedBitAnywhereIsRejected() throws {
         for signer in [rsaSigner, ecSigner] {
             let token = try signer.sign(claims: TokenFactory.claims(now: now))

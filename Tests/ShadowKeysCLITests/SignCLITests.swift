@@ -96,6 +96,18 @@ import Testing
             (["sign", "--key", ec, "--claims", try write("c3.json", #"{"exp":1.5}"#)], 65, "exp"),
             (["sign", "--key", ec, "--claims", try write("c4.json", #"{"aud":[1]}"#)], 65, "aud"),
             (["sign", "--key", ec, "--claims", try write("c5.json", #"{"a":1,"a":2}"#)], 65, "not valid JSON"),
+            // Claims verify-token could never read back: nested deeper than 16, or a payload over 64 KiB.
+            (
+                ["sign", "--key", ec, "--claims", try write("c6.json", Self.nested(17))], 65,
+                "a verifier would refuse this token: payload is not valid JSON: nesting deeper than 16"
+            ),
+            (
+                [
+                    "sign", "--key", ec, "--claims",
+                    try write("c7.json", #"{"x":""# + String(repeating: "a", count: 70_000) + #""}"#),
+                ],
+                65, "a verifier would refuse this token: payload is not valid JSON"
+            ),
             (["sign", "--key", ec, "--exp", "+99999999999d"], 64, "--exp"),
             (["sign", "--key", ec, "--exp", "tomorrow"], 64, "--exp"),
             (["jwks", "from-key", try write("junk2.pem", "hello")], 65, "not a PEM key"),
@@ -106,6 +118,22 @@ import Testing
             #expect(result.stderr.contains(message), "\(arguments): \(result.stderr)")
             #expect(result.stdout.isEmpty, "\(arguments) printed \(result.stdout)")
         }
+    }
+
+    /// A JSON object nested `depth` deep.
+    static func nested(_ depth: Int) -> String {
+        String(repeating: #"{"a":"#, count: depth - 1) + "{}" + String(repeating: "}", count: depth - 1)
+    }
+
+    /// Claims at the readers' limits sign, and what sign writes verify-token reads.
+    @Test func claimsAtTheReadersLimitsSignAndVerify() throws {
+        let key = try write("limits.pem", TestKeys.p256.pemRepresentation)
+        let jwks = try write("limits.json", try CLIRunner.run(["jwks", "from-key", key]).stdout)
+        let signed = try CLIRunner.run(
+            ["sign", "--key", key, "--exp", "+10m", "--claims", try write("deep.json", Self.nested(16))])
+        #expect(signed.status == 0, "\(signed.stderr)")
+        let verified = try CLIRunner.run(["verify-token", "-", "--jwks", jwks, "--json", "-q"], stdin: signed.stdout)
+        #expect(verified.status == 0, "\(verified.stdout)")
     }
 
     @Test func aLooseKeyFileDrawsAWarning() throws {
