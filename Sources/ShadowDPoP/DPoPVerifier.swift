@@ -38,17 +38,6 @@ public struct DPoPProof: Sendable {
     }
 }
 
-/// A proof's entry in a replay cache: its key, recorded until `until`, at `now` (ms since 1970).
-public struct DPoPProofUse: Sendable, Hashable {
-    public let key: [UInt8]
-    public let until: Int64
-    public let now: Int64
-
-    public init(key: [UInt8], until: Int64, now: Int64) {
-        (self.key, self.until, self.now) = (key, until, now)
-    }
-}
-
 /// Checks DPoP proofs as RFC 9449 §4.3 says, each step with its own ``DPoPErrorCode`` (Docs/dpop.md).
 public struct DPoPVerifier: Sendable {
     /// The algorithms a proof may use (asymmetric only: `none` and HMAC are never accepted).
@@ -213,36 +202,18 @@ public struct DPoPVerifier: Sendable {
     ) async throws -> DPoPProof {
         let proof = try verify(
             values, method: method, url: url, accessToken: accessToken, boundTo: thumbprint, nonces: nonces)
-        let use = self.use(of: proof)
+        let now = Int64((clock.now.timeIntervalSince1970 * 1000).rounded(.down))
+        let until = Int64((proof.acceptedUntil.timeIntervalSince1970 * 1000).rounded(.up))
         let first: Bool
         do {
-            first = try await replay.firstUse(of: use.key, until: use.until, now: use.now)
+            first = try await replay.firstUse(of: proof.replayKey, until: until, now: now)
+        } catch let error as DPoPError {
+            throw error
         } catch {
-            throw Self.replayCheckFailure(error)
+            throw DPoPError(.unavailable, "the DPoP replay cache cannot be reached: try again")
         }
-        try Self.checkFirstUse(first)
-        return proof
-    }
-
-    /// What the replay check records for a proof that passed every other check: its
-    /// ``DPoPProof/replayKey``, kept until the proof would stop being accepted.
-    public func use(of proof: DPoPProof) -> DPoPProofUse {
-        DPoPProofUse(
-            key: proof.replayKey, until: Int64((proof.acceptedUntil.timeIntervalSince1970 * 1000).rounded(.up)),
-            now: Int64((clock.now.timeIntervalSince1970 * 1000).rounded(.down)))
-    }
-
-    /// The replay check's answer, from whether a cache found the proof's use the first
-    /// (``DPoPReplayCache/firstUse(of:until:now:)``).
-    /// - Throws: ``DPoPErrorCode/replayed`` when it was not.
-    public static func checkFirstUse(_ first: Bool) throws {
         guard first else { throw DPoPError(.replayed, "this proof (its jti) was used before") }
-    }
-
-    /// A replay cache's failure as the replay check reports it: ``DPoPErrorCode/unavailable``
-    /// (a ``DPoPError`` of the cache's own passes through).
-    public static func replayCheckFailure(_ error: any Error) -> DPoPError {
-        (error as? DPoPError) ?? DPoPError(.unavailable, "the DPoP replay cache cannot be reached: try again")
+        return proof
     }
 
     /// Steps 3 to 6: typ, the algorithm, no crit, and a public JWK that can verify the algorithm.

@@ -35,39 +35,10 @@ public final class SQLiteDatabase: SQLDatabase {
     /// Single writes waiting for the next commit, and whether a commit is under way.
     private let queue = Mutex<(waiting: [Write], committing: Bool)>(([], false))
 
-    /// A caller waiting for the next commit: one statement, or several answered together.
-    private enum Write: Sendable {
-        case one(SQLStatement, CheckedContinuation<[SQLRow], any Error>)
-        case each([SQLStatement], CheckedContinuation<[Result<[SQLRow], any Error>], any Error>)
-
-        var statements: [SQLStatement] {
-            switch self {
-            case .one(let statement, _): [statement]
-            case .each(let statements, _): statements
-            }
-        }
-
-        var count: Int {
-            switch self {
-            case .one: 1
-            case .each(let statements, _): statements.count
-            }
-        }
-
-        /// Answers with this caller's share of a group's results.
-        func resume(_ results: ArraySlice<Result<[SQLRow], any Error>>) {
-            switch self {
-            case .one(_, let done): done.resume(with: results[results.startIndex])
-            case .each(_, let done): done.resume(returning: Array(results))
-            }
-        }
-
-        func resume(throwing error: any Error) {
-            switch self {
-            case .one(_, let done): done.resume(throwing: error)
-            case .each(_, let done): done.resume(throwing: error)
-            }
-        }
+    private struct Write: Sendable {
+        let sql: String
+        let values: [SQLValue]
+        let done: CheckedContinuation<[SQLRow], any Error>
     }
 
     package var dialect: SQLDialect { .sqlite }
@@ -213,23 +184,15 @@ public final class SQLiteDatabase: SQLDatabase {
     /// so running them together changes nothing but the number of fsyncs. A statement that fails
     /// fails alone; a commit that fails fails its whole group.
     package func write(_ sql: String, _ values: [SQLValue]) async throws -> [SQLRow] {
-        try await withCheckedThrowingContinuation { enqueue(.one(SQLStatement(sql, values), $0)) }
-    }
-
-    /// The statements in the same group commit, each as ``write(_:_:)`` runs it, with one wait.
-    package func writeEach(_ statements: [SQLStatement]) async throws -> [Result<[SQLRow], any Error>] {
-        guard !statements.isEmpty else { return [] }
-        return try await withCheckedThrowingContinuation { enqueue(.each(statements, $0)) }
-    }
-
-    private func enqueue(_ write: Write) {
-        let start = queue.withLock { state -> Bool in
-            state.waiting.append(write)
-            guard !state.committing else { return false }
-            state.committing = true
-            return true
+        try await withCheckedThrowingContinuation { done in
+            let start = queue.withLock { state -> Bool in
+                state.waiting.append(Write(sql: sql, values: values, done: done))
+                guard !state.committing else { return false }
+                state.committing = true
+                return true
+            }
+            if start { Task { await self.commitWaiting() } }
         }
-        if start { Task { await self.commitWaiting() } }
     }
 
     private func commitWaiting() async {
@@ -241,7 +204,6 @@ public final class SQLiteDatabase: SQLDatabase {
                 return group
             }
             guard !group.isEmpty else { return }
-            let statements = group.count == 1 ? group[0].statements : group.flatMap(\.statements)
             do {
                 let results = try await withWriter { writer -> [Result<[SQLRow], any Error>] in
                     // The transaction must have begun before its statements are queued: a statement
@@ -249,18 +211,18 @@ public final class SQLiteDatabase: SQLDatabase {
                     _ = try await writer.query("BEGIN IMMEDIATE", [])
                     var results: [Result<[SQLRow], any Error>] = []
                     let commit: EventLoopFuture<[SQLiteRow]>?
-                    if let statement = statements.first, statements.count == 1 {
+                    if let write = group.first, group.count == 1 {
                         // Alone, a statement is awaited directly: a queued one answers through the
                         // event loop, a hand-off more for a writer with nothing to share it with.
                         do {
-                            results.append(.success(try await Self.rows(writer, statement.sql, statement.values)))
+                            results.append(.success(try await Self.rows(writer, write.sql, write.values)))
                         } catch {
                             results.append(.failure(Self.storageError(error, path)))
                         }
                         commit = nil
                     } else {
                         // Then the whole group and its COMMIT at once, run in order on the writer's thread.
-                        let queued: [EventLoopFuture<[SQLiteRow]>] = statements.map {
+                        let queued: [EventLoopFuture<[SQLiteRow]>] = group.map {
                             writer.query($0.sql, $0.values.map(Self.data))
                         }
                         commit = writer.query("COMMIT", [])
@@ -280,13 +242,9 @@ public final class SQLiteDatabase: SQLDatabase {
                     }
                     return results
                 }
-                var start = results.startIndex
-                for write in group {
-                    write.resume(results[start..<start + write.count])
-                    start += write.count
-                }
+                for (write, result) in zip(group, results) { write.done.resume(with: result) }
             } catch {
-                for write in group { write.resume(throwing: error) }
+                for write in group { write.done.resume(throwing: error) }
             }
         }
     }

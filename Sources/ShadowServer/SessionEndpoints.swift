@@ -115,15 +115,11 @@ public final class SessionEndpoints: Sendable {
     func limited(_ key: String, _ limit: RateLimit) async -> SessionHTTPResponse? {
         do {
             guard let wait = try await authority.admit(key, limit: limit) else { return nil }
-            return Self.rateLimited(wait)
+            return .error(
+                429, "rate_limited", "too many requests; retry in \(wait) s", headers: [.retryAfter: String(wait)])
         } catch {
             return .error(503, "store_unavailable", "the session store is unavailable")
         }
-    }
-
-    /// 429 with `Retry-After`.
-    static func rateLimited(_ wait: Int) -> SessionHTTPResponse {
-        .error(429, "rate_limited", "too many requests; retry in \(wait) s", headers: [.retryAfter: String(wait)])
     }
 
     func tokens(_ issued: IssuedTokens, withUser: Bool) -> SessionHTTPResponse {
@@ -145,43 +141,24 @@ public final class SessionEndpoints: Sendable {
     /// 400 `use_dpop_nonce` with the current nonce, 503 when the store is down. Every check but
     /// the replay's reads and writes nothing.
     func tokenRouteProof(_ values: [String], path: String) async -> Result<DPoPProof?, SessionHTTPResponse> {
-        let checked = checkedProof(values, path: path)
-        guard case .success(let proof?) = checked else { return checked }
-        let use = dpop.verifier.use(of: proof)
-        do {
-            try DPoPVerifier.checkFirstUse(
-                try await authority.replayCache.firstUse(of: use.key, until: use.until, now: use.now))
-        } catch {
-            return .failure(refusal(DPoPVerifier.replayCheckFailure(error)))
-        }
-        return checked
-    }
-
-    /// The request's DPoP proof at a token route, checked but for the replay check, which the
-    /// caller makes (``DPoPVerifier/use(of:)``); nil when there is none.
-    func checkedProof(_ values: [String], path: String) -> Result<DPoPProof?, SessionHTTPResponse> {
         guard !values.isEmpty else { return .success(nil) }
         do {
             return .success(
-                try dpop.verifier.verify(
+                try await dpop.verifier.verify(
                     values, method: "POST", url: Self.url(issuer: authority.configuration.issuer, path: path),
-                    nonces: dpop.nonces))
+                    nonces: dpop.nonces, replay: authority.replayCache))
         } catch let error as DPoPError {
-            return .failure(refusal(error))
+            switch error.code {
+            case .useNonce:
+                return .failure(.error(400, "use_dpop_nonce", error.reason, headers: dpop.nonceFields))
+            case .unavailable:
+                return .failure(.error(503, "store_unavailable", "the session store is unavailable"))
+            default:
+                return .failure(
+                    .error(400, "invalid_dpop_proof", "\(error.codeName): \(error.reason)", headers: dpop.nonceFields))
+            }
         } catch {
             return .failure(.error(503, "store_unavailable", "the session store is unavailable"))
-        }
-    }
-
-    /// The answer to a proof that failed a check.
-    func refusal(_ error: DPoPError) -> SessionHTTPResponse {
-        switch error.code {
-        case .useNonce:
-            return .error(400, "use_dpop_nonce", error.reason, headers: dpop.nonceFields)
-        case .unavailable:
-            return .error(503, "store_unavailable", "the session store is unavailable")
-        default:
-            return .error(400, "invalid_dpop_proof", "\(error.codeName): \(error.reason)", headers: dpop.nonceFields)
         }
     }
 
@@ -333,34 +310,19 @@ public final class SessionEndpoints: Sendable {
             }
             (text, token) = (value.text, checked)
         }
-        // The IP's and the session's rate limits and the proof's replay row are independent
-        // writes, made in one store call (one group commit). Each counts as it would one after
-        // the other: a refused proof still counts against the limits, and a limited request's
-        // proof is still spent. The IP's refusal is answered first, then the session's, then the
-        // proof's.
-        let checked = checkedProof(proofs, path: "/auth/refresh")
+        // The IP's and the session's rate limits and the proof's check (its replay row) are
+        // independent writes: made together, they share one group commit. Each counts as it would
+        // one after the other: a refused proof still counts against the limits, and a limited
+        // request's proof is still spent. The IP's refusal is answered first.
+        async let ipLimit = limited("ip:" + clientIP, limits.perIP)
+        async let sessionLimit = limited("session:" + token.family.description, limits.perUser)
+        let checked = await tokenRouteProof(proofs, path: "/auth/refresh")
+        if let refused = await ipLimit { return refused }
+        if let refused = await sessionLimit { return refused }
         let proof: DPoPProof?
         switch checked {
+        case .failure(let response): return response
         case .success(let value): proof = value
-        case .failure: proof = nil
-        }
-        let admission = await authority.admit(
-            [("ip:" + clientIP, limits.perIP), ("session:" + token.family.description, limits.perUser)],
-            use: proof.map(dpop.verifier.use(of:)))
-        for limit in admission.limits {
-            switch limit {
-            case .failure: return .error(503, "store_unavailable", "the session store is unavailable")
-            case .success(let wait?): return Self.rateLimited(wait)
-            case .success(nil): continue
-            }
-        }
-        if case .failure(let response) = checked { return response }
-        if let firstUse = admission.firstUse {
-            do {
-                try DPoPVerifier.checkFirstUse(try firstUse.get())
-            } catch {
-                return refusal(DPoPVerifier.replayCheckFailure(error))
-            }
         }
         do {
             return tokens(try await authority.refresh(text, proof: proof), withUser: false)

@@ -5,7 +5,6 @@ public import FoundationEssentials
 public import Foundation
 #endif
 import ShadowCore
-public import ShadowDPoP
 package import ShadowStorage
 package import ShadowVault
 
@@ -546,17 +545,13 @@ public final class DatabaseSessionStore: SessionStore {
     /// inserted, or an expired row of it renewed; no row back means it was seen and is still live.
     public func firstUse(of key: [UInt8], until expiresAt: Int64, now: Int64) async throws -> Bool {
         try await Self.storing {
-            let statement = Self.firstUseStatement(DPoPProofUse(key: key, until: expiresAt, now: now))
-            return try await !database.write(statement.sql, statement.values).isEmpty
+            try await !database.write(
+                """
+                INSERT INTO shadow_dpop_proofs (key, expires_ms) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET \
+                expires_ms = excluded.expires_ms WHERE shadow_dpop_proofs.expires_ms < ? RETURNING key
+                """, .blob(key), .integer(expiresAt), .integer(now)
+            ).isEmpty
         }
-    }
-
-    static func firstUseStatement(_ use: DPoPProofUse) -> SQLStatement {
-        SQLStatement(
-            """
-            INSERT INTO shadow_dpop_proofs (key, expires_ms) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET \
-            expires_ms = excluded.expires_ms WHERE shadow_dpop_proofs.expires_ms < ? RETURNING key
-            """, [.blob(use.key), .integer(use.until), .integer(use.now)])
     }
 
     // MARK: Rate limits
@@ -565,63 +560,17 @@ public final class DatabaseSessionStore: SessionStore {
     /// time moves to max(tat, now) + T when max(tat, now) − now ≤ τ; no row back means refused.
     public func rateLimit(key: [UInt8], now: Int64, interval: Int64, tolerance: Int64) async throws -> Int64? {
         try await Self.storing {
-            let charge = RateCharge(key: key, now: now, interval: interval, tolerance: tolerance)
-            let statement = Self.rateLimitStatement(charge)
-            return try await refusal(try await database.write(statement.sql, statement.values), charge)
+            let later = "CASE WHEN shadow_rate_limits.tat_ms > ? THEN shadow_rate_limits.tat_ms ELSE ? END"
+            let allowed = try await database.write(
+                """
+                INSERT INTO shadow_rate_limits (key, tat_ms) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET tat_ms = \
+                \(later) + ? WHERE \(later) - ? <= ? RETURNING tat_ms
+                """, .blob(key), .integer(now + interval), .integer(now), .integer(now), .integer(interval),
+                .integer(now), .integer(now), .integer(now), .integer(tolerance))
+            guard allowed.isEmpty else { return nil }
+            let tat = try await database.read("SELECT tat_ms FROM shadow_rate_limits WHERE key = ?", .blob(key)).first?
+                .integer("tat_ms")
+            return (tat ?? now) - tolerance
         }
-    }
-
-    static func rateLimitStatement(_ charge: RateCharge) -> SQLStatement {
-        let later = "CASE WHEN shadow_rate_limits.tat_ms > ? THEN shadow_rate_limits.tat_ms ELSE ? END"
-        let now = SQLValue.integer(charge.now)
-        return SQLStatement(
-            """
-            INSERT INTO shadow_rate_limits (key, tat_ms) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET tat_ms = \
-            \(later) + ? WHERE \(later) - ? <= ? RETURNING tat_ms
-            """,
-            [
-                .blob(charge.key), .integer(charge.now + charge.interval), now, now, .integer(charge.interval), now,
-                now, now, .integer(charge.tolerance),
-            ])
-    }
-
-    /// The rate limit statement's answer: nil when it let the request through (a row back), else
-    /// when a request would be (read from the key's row).
-    func refusal(_ allowed: [SQLRow], _ charge: RateCharge) async throws -> Int64? {
-        guard allowed.isEmpty else { return nil }
-        let tat = try await database.read("SELECT tat_ms FROM shadow_rate_limits WHERE key = ?", .blob(charge.key))
-            .first?.integer("tat_ms")
-        return (tat ?? charge.now) - charge.tolerance
-    }
-
-    /// The limits' statements and the proof's in one group commit (SQLite) or at once
-    /// (PostgreSQL), each with its own result.
-    public func admit(_ charges: [RateCharge], use: DPoPProofUse?) async -> StoreAdmission {
-        var statements = charges.map(Self.rateLimitStatement)
-        if let use { statements.append(Self.firstUseStatement(use)) }
-        let results: [Result<[SQLRow], any Error>]
-        do {
-            results = try await database.writeEach(statements)
-        } catch {
-            let failure = Result<[SQLRow], any Error>.failure(error)
-            results = Array(repeating: failure, count: statements.count)
-        }
-        var admission = StoreAdmission(limits: [], firstUse: nil)
-        for (charge, result) in zip(charges, results) {
-            do {
-                admission.limits.append(
-                    .success(try await Self.storing { try await refusal(try result.get(), charge) }))
-            } catch {
-                admission.limits.append(.failure(error))
-            }
-        }
-        if use != nil, let last = results.last {
-            do {
-                admission.firstUse = .success(try await Self.storing { !(try last.get()).isEmpty })
-            } catch {
-                admission.firstUse = .failure(error)
-            }
-        }
-        return admission
     }
 }

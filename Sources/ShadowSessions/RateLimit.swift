@@ -5,7 +5,6 @@ public import FoundationEssentials
 public import Foundation
 #endif
 import ShadowCore
-public import ShadowDPoP
 
 /// A GCRA limit (the generic cell rate algorithm): `requests` per `period`, with bursts of up to
 /// `burst` requests at once. Each key's whole state is one number, its theoretical arrival time,
@@ -47,34 +46,13 @@ extension SessionAuthority {
     /// Counts a request against `limit` for `key` (`ip:…`, `user:…`); nil when it is allowed,
     /// else the seconds to wait (for `Retry-After`, at least 1).
     public func admit(_ key: String, limit: RateLimit) async throws -> Int? {
-        let charge = self.charge(key, limit)
-        guard
-            let next = try await store.rateLimit(
-                key: charge.key, now: charge.now, interval: charge.interval, tolerance: charge.tolerance)
-        else { return nil }
-        return Self.wait(until: next, now: charge.now)
-    }
-
-    /// Counts a request against each limit and records its DPoP proof's use, in one store call
-    /// (``SessionStore/admit(_:use:)``): each part has the effect and the answer it has alone.
-    /// Per limit, in order, nil when allowed or the seconds to wait; whether the proof's use was
-    /// the first (nil without `use`).
-    public func admit(
-        _ limits: [(key: String, limit: RateLimit)], use: DPoPProofUse?
-    ) async -> (limits: [Result<Int?, any Error>], firstUse: Result<Bool, any Error>?) {
-        let charges = limits.map { charge($0.key, $0.limit) }
-        let admission = await store.admit(charges, use: use)
-        let waits = zip(charges, admission.limits).map { charge, result in
-            result.map { $0.map { Self.wait(until: $0, now: charge.now) } }
-        }
-        return (waits, admission.firstUse)
-    }
-
-    func charge(_ key: String, _ limit: RateLimit) -> RateCharge {
         // Keys are hashed: the table holds no address or user ID in clear, and every key is 16 bytes.
         let hashed = Array(SHA256.hash(data: Array("shadow-keys rate v1\u{0}\(key)".utf8)).prefix(16))
-        return RateCharge(key: hashed, now: now, interval: limit.interval, tolerance: limit.tolerance)
+        let now = self.now
+        guard
+            let next = try await store.rateLimit(
+                key: hashed, now: now, interval: limit.interval, tolerance: limit.tolerance)
+        else { return nil }
+        return max(1, Int((next - now + 999) / 1000))
     }
-
-    static func wait(until next: Int64, now: Int64) -> Int { max(1, Int((next - now + 999) / 1000)) }
 }

@@ -64,10 +64,6 @@ package protocol SQLDatabase: Sendable {
     /// One writing statement, committed durably before it returns. It may share a transaction
     /// with other writes of this process (group commit), so each must stand alone.
     func write(_ sql: String, _ values: [SQLValue]) async throws -> [SQLRow]
-    /// Writing statements that each stand alone, as ``write(_:_:)`` runs them, answered together:
-    /// each has its own effect and its own result, in order. SQLite runs them in one group commit
-    /// and answers once; the default runs them at once as separate writes.
-    func writeEach(_ statements: [SQLStatement]) async throws -> [Result<[SQLRow], any Error>]
     /// `body`'s statements in one writing transaction, committed when it returns and rolled back
     /// when it throws; writers of every process are serialised from its first statement (in
     /// PostgreSQL, once `body` locks what it writes). A transient failure retries the whole body,
@@ -86,33 +82,7 @@ package protocol SQLTransaction: Sendable {
     func run(_ sql: String, _ values: [SQLValue]) async throws -> [SQLRow]
 }
 
-/// One statement and its values.
-package struct SQLStatement: Sendable {
-    package let sql: String
-    package let values: [SQLValue]
-
-    package init(_ sql: String, _ values: [SQLValue]) {
-        self.sql = sql
-        self.values = values
-    }
-}
-
 extension SQLDatabase {
-    package func writeEach(_ statements: [SQLStatement]) async throws -> [Result<[SQLRow], any Error>] {
-        await withTaskGroup(of: (Int, Result<[SQLRow], any Error>).self) { group in
-            for (index, statement) in statements.enumerated() {
-                group.addTask {
-                    do { return (index, .success(try await write(statement.sql, statement.values))) } catch {
-                        return (index, .failure(error))
-                    }
-                }
-            }
-            var results = [Result<[SQLRow], any Error>](repeating: .success([]), count: statements.count)
-            for await (index, result) in group { results[index] = result }
-            return results
-        }
-    }
-
     /// A transaction retried whole on a transient failure.
     package func transaction<R: Sendable>(
         _ body: @escaping @Sendable (any SQLTransaction) async throws -> R

@@ -1,6 +1,5 @@
 import Foundation
 import ShadowCore
-import ShadowDPoP
 import ShadowPostgres
 import ShadowSQLite
 import ShadowSessions
@@ -76,47 +75,6 @@ import Testing
             #expect(try await authority.admit("ip:192.0.2.1", limit: limit) == nil)
             #expect(try await authority.admit("ip:192.0.2.1", limit: limit) == nil)
             #expect(try await authority.admit("ip:192.0.2.1", limit: limit) != nil)
-        }
-    }
-
-    /// `admit` makes each part's effect and gives each part's answer as its own method would:
-    /// the same sequence of limits through `admit` and through `rateLimit` on another key gives
-    /// the same answers, the proof's use is first once, and a part whose table is gone fails alone.
-    @Test(arguments: engines) func admitAnswersEachPartAsItsOwnMethodWould(engine: String) async throws {
-        let fixture = try await fixture(engine)
-        try await closing({ await fixture.store.close() }) {
-            let store = fixture.store
-            func charge(_ key: UInt8, _ now: Int64) -> RateCharge {
-                RateCharge(key: Array(repeating: key, count: 16), now: now, interval: 1_000, tolerance: 1_000)
-            }
-            let use = DPoPProofUse(key: Array(repeating: 9, count: 16), until: 70_000, now: 10_000)
-            var answers: [StoreAdmission] = []
-            for now in [10_000, 10_000, 10_000, 10_500, 12_100] as [Int64] {
-                answers.append(await store.admit([charge(1, now), charge(2, now)], use: use))
-            }
-            // Key 3 takes the same requests one by one.
-            for (round, now) in ([10_000, 10_000, 10_000, 10_500, 12_100] as [Int64]).enumerated() {
-                let alone = try await store.rateLimit(
-                    key: charge(3, now).key, now: now, interval: 1_000, tolerance: 1_000)
-                #expect(try answers[round].limits[0].get() == alone, "round \(round)")
-                #expect(try answers[round].limits[1].get() == alone, "round \(round)")
-                #expect(try answers[round].firstUse?.get() == (round == 0), "round \(round)")
-            }
-            #expect(try answers[2].limits[0].get() != nil, "the third request in a burst of two is refused")
-            #expect(try answers[4].limits[0].get() == nil, "and let through again later")
-            // Without a use there is no replay answer; with no limits, only the use's.
-            #expect(await store.admit([charge(5, 10_000)], use: nil).firstUse == nil)
-            let alone = await store.admit([], use: DPoPProofUse(key: [7], until: 70_000, now: 10_000))
-            #expect(alone.limits.isEmpty)
-            #expect(try alone.firstUse?.get() == true)
-            // The replay table gone: the use fails alone, as a store failure; the limits still count.
-            try await fixture.sql("DROP TABLE shadow_dpop_proofs")
-            let broken = await store.admit([charge(6, 10_000)], use: use)
-            #expect(try broken.limits[0].get() == nil)
-            #expect(throws: SessionError.self) { try broken.firstUse?.get() }
-            #expect(
-                try await store.rateLimit(key: charge(6, 10_000).key, now: 10_000, interval: 1_000, tolerance: 0) != nil
-            )
         }
     }
 
