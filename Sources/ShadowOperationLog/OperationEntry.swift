@@ -204,21 +204,9 @@ public enum EntryCodec {
 
     static func layout(_ bytes: [UInt8]) throws -> Layout {
         try bytes.withUnsafeBufferPointer { buffer in
-            var offset = 0
-            func take(_ count: Int) throws -> Range<Int> {
-                guard count >= 0, count <= buffer.count - offset else {
-                    throw ByteReader.bad("the bytes end inside a field")
-                }
-                defer { offset += count }
-                return offset..<(offset + count)
-            }
-            func integer(_ width: Int) throws -> UInt64 {
-                var value: UInt64 = 0
-                for index in try take(width) { value = value << 8 | UInt64(buffer[index]) }
-                return value
-            }
+            var reader = ByteReader(buffer)
             func name(_ label: String) throws -> Range<Int> {
-                let range = try take(Int(try integer(1)))
+                let range = try reader.take(Int(try reader.integer(1)))
                 do {
                     try checkName(UnsafeBufferPointer(rebasing: buffer[range]), label)
                 } catch let error as LogError {
@@ -227,38 +215,38 @@ public enum EntryCodec {
                 return range
             }
             guard buffer.count <= maxBytes else { throw ByteReader.bad("an entry is over \(maxBytes) bytes") }
-            guard try integer(1) == UInt64(version) else { throw ByteReader.bad("an entry is not version 1") }
-            let time = try integer(8)
+            guard try reader.integer(1) == UInt64(version) else { throw ByteReader.bad("an entry is not version 1") }
+            let time = try reader.integer(8)
             guard time <= UInt64(OperationEntry.timeRange.upperBound) else {
                 throw ByteReader.bad("an entry's time is past the year 9999")
             }
-            let flags = try integer(1)
+            let flags = try reader.integer(1)
             guard flags <= 1 else { throw ByteReader.bad("an entry's flags are not 0 or 1") }
             let (operation, provider, entityType) = (
                 try name("operation"), try name("provider"), try name("entity type")
             )
-            let entityHash = try take(32)
-            let detailsLength = Int(try integer(4))
+            let entityHash = try reader.take(32)
+            let detailsLength = Int(try reader.integer(4))
             guard detailsLength <= OperationEntry.maxDetailsBytes else {
                 throw ByteReader.bad("an entry's details are too long")
             }
             var details: JSONObject?
             if detailsLength > 0 {
-                let range = try take(detailsLength)
+                let range = try reader.take(detailsLength)
                 guard
                     case .object(let object)? = try? StrictJSON.parse(
                         buffer: UnsafeBufferPointer(rebasing: buffer[range]), limits: detailsLimits)
                 else { throw ByteReader.bad("an entry's details are not a JSON object") }
                 details = object
             }
-            let sealedStart = offset
-            _ = try take(AES256GCM.nonceBytes)
-            let sealedLength = Int(try integer(4))
+            let sealedStart = reader.offset
+            _ = try reader.take(AES256GCM.nonceBytes)
+            let sealedLength = Int(try reader.integer(4))
             guard sealedLength >= AES256GCM.tagBytes + 3 else {
                 throw ByteReader.bad("an entry's sealed part is too short")
             }
-            _ = try take(sealedLength)
-            guard offset == buffer.count else { throw ByteReader.bad("an entry has bytes after its sealed part") }
+            _ = try reader.take(sealedLength)
+            guard reader.atEnd else { throw ByteReader.bad("an entry has bytes after its sealed part") }
             return Layout(
                 time: Int64(time), success: flags == 1, operation: operation, provider: provider,
                 entityType: entityType, entityHash: entityHash, details: details, sealedStart: sealedStart)
@@ -313,42 +301,31 @@ public enum EntryCodec {
             throw ByteReader.bad("an entry's sealed part does not open with this log's key")
         }
         let fields = try plaintext.withUnsafeBufferPointer { buffer -> SealedFields in
-            var offset = 0
-            func take(_ count: Int) throws -> Range<Int> {
-                guard count >= 0, count <= buffer.count - offset else {
-                    throw ByteReader.bad("the bytes end inside a field")
-                }
-                defer { offset += count }
-                return offset..<(offset + count)
-            }
-            func length() throws -> Int {
-                let range = try take(2)
-                return Int(buffer[range.lowerBound]) << 8 | Int(buffer[range.lowerBound + 1])
-            }
-            let idLength = try length()
+            var reader = ByteReader(buffer)
+            let idLength = Int(try reader.integer(2))
             guard (1...OperationEntry.maxEntityIDBytes).contains(idLength) else {
                 throw ByteReader.bad("an entry's entity ID length is out of range")
             }
-            let entityID = try take(idLength)
+            let entityID = try reader.take(idLength)
             guard isUTF8(UnsafeBufferPointer(rebasing: buffer[entityID])) else {
                 throw ByteReader.bad("an entry's entity ID is not UTF-8")
             }
             var error: Range<Int>?
-            switch buffer[try take(1).lowerBound] {
+            switch buffer[try reader.take(1).lowerBound] {
             case 0: break
             case 1:
-                let length = try length()
+                let length = Int(try reader.integer(2))
                 guard length <= OperationEntry.maxErrorBytes, !success else {
                     throw ByteReader.bad("an entry's error message is malformed")
                 }
-                let range = try take(length)
+                let range = try reader.take(length)
                 guard isUTF8(UnsafeBufferPointer(rebasing: buffer[range])) else {
                     throw ByteReader.bad("an entry's error message is malformed")
                 }
                 error = range
             default: throw ByteReader.bad("an entry's error flag is not 0 or 1")
             }
-            guard offset == buffer.count else { throw ByteReader.bad("an entry's sealed part has trailing bytes") }
+            guard reader.atEnd else { throw ByteReader.bad("an entry's sealed part has trailing bytes") }
             let mac = keys.entityHash(UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer(buffer)[entityID]))
             guard mac.withUnsafeBytes({ matchesEntityHash($0.assumingMemoryBound(to: UInt8.self)) }) else {
                 throw ByteReader.bad("an entry's entity hash does not match its sealed entity ID")
@@ -374,26 +351,30 @@ public enum EntryCodec {
     }
 }
 
-/// Reads big-endian fields; every overrun is ``LogErrorCode/tampered``.
+/// Reads big-endian fields of a buffer by position; every overrun is ``LogErrorCode/tampered``.
 struct ByteReader {
-    let bytes: [UInt8]
-    var offset = 0
+    let buffer: UnsafeBufferPointer<UInt8>
+    private(set) var offset = 0
 
-    init(bytes: [UInt8]) { self.bytes = bytes }
+    init(_ buffer: UnsafeBufferPointer<UInt8>) { self.buffer = buffer }
 
-    var atEnd: Bool { offset == bytes.count }
+    var atEnd: Bool { offset == buffer.count }
 
     static func bad(_ reason: String) -> LogError { LogError(.tampered, reason) }
 
-    mutating func take(_ count: Int) throws -> ArraySlice<UInt8> {
-        guard count >= 0, count <= bytes.count - offset else { throw Self.bad("the bytes end inside a field") }
+    /// The next `count` bytes' positions.
+    mutating func take(_ count: Int) throws -> Range<Int> {
+        guard count >= 0, count <= buffer.count - offset else { throw Self.bad("the bytes end inside a field") }
         defer { offset += count }
-        return bytes[offset..<(offset + count)]
+        return offset..<(offset + count)
     }
-    mutating func byte() throws -> UInt8 { try take(1).reduce(0) { _, byte in byte } }
-    mutating func uint16() throws -> UInt16 { BigEndian.uint16(try take(2)) }
-    mutating func uint32() throws -> UInt32 { BigEndian.uint32(try take(4)) }
-    mutating func uint64() throws -> UInt64 { BigEndian.uint64(try take(8)) }
+
+    /// The next `width` bytes as a big-endian number.
+    mutating func integer(_ width: Int) throws -> UInt64 {
+        var value: UInt64 = 0
+        for index in try take(width) { value = value << 8 | UInt64(buffer[index]) }
+        return value
+    }
 }
 
 enum SHA256Bytes {
