@@ -7,14 +7,14 @@ enum CommandLineTargets {
     /// command of.
     static let argv: FuzzTargets.Harness = { data in
         guard let first = data.first, data.count <= 4096 else { return }
-        let command = Int(first) % DirectReaderAgreement.commands.count
+        let command = DirectReaderAgreement.commands[Int(first) % DirectReaderAgreement.commands.count]
         let words = data.dropFirst().split(separator: 0, omittingEmptySubsequences: false).map {
             String(decoding: $0, as: UTF8.self)
         }
         guard words.count <= 40 else { return }
         let arguments = words == [""] ? [] : words
-        if let disagreement = DirectReaderAgreement.disagreement(command: command, arguments) {
-            preconditionFailure("\(DirectReaderAgreement.commands[command]) \(arguments): \(disagreement)")
+        if case .disagreed(let why) = DirectReaderAgreement.compare(command, arguments) {
+            preconditionFailure("\(command) \(arguments): \(why)")
         }
     }
 }

@@ -5,7 +5,9 @@ import Testing
 /// The entry codec's readers against each other and against its writer (Docs/operation-log.md,
 /// "Entries").
 @Suite struct EntryCodecTests {
-    let keys = try! LogKeys(secret: (0..<32).map { UInt8($0) })
+    let keys: LogKeys
+
+    init() throws { keys = try LogKeys(secret: (0..<32).map { UInt8($0) }) }
 
     /// Details nested `depth` deep: `{"a":{"a":…{}…}}`.
     static func nested(_ depth: Int) -> JSONObject {
