@@ -67,7 +67,7 @@ public enum FuzzTargets {
     /// Builds every harness's fixtures (keys, verifiers) now, so that the leak checker does not
     /// take a one-time fixture built during the first input for a leak.
     public static func prepare() {
-        _ = (JOSETargets.keys, JOSETargets.verifier, JWKSTargets.now, JWKSTargets.url)
+        _ = (JOSETargets.keys, JOSETargets.verifier, JOSETargets.signer, JWKSTargets.now, JWKSTargets.url)
         _ = (
             AppleTargets.validator, AppleTargets.notificationVerifier, AppleTargets.header, AppleTargets.key,
             AppleTargets.now

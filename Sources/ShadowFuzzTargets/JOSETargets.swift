@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import ShadowCore
 import ShadowJOSE
@@ -21,8 +22,17 @@ enum JOSETargets {
         policy: ClaimPolicy(requireExpiration: false, leeway: 60, maxAge: nil), understoodCriticalHeaders: ["b64x"],
         clock: .fixed(Date(timeIntervalSince1970: 1_300_819_380)))
 
+    /// A fixed ES256 signer (its key's scalar is 1).
+    static let signer: JWSSigner = {
+        guard let key = try? P256.Signing.PrivateKey(rawRepresentation: [UInt8](repeating: 0, count: 31) + [1]) else {
+            preconditionFailure("the fuzz signing key")
+        }
+        return JWSSigner.es256(key)
+    }()
+
     /// A token: split, header, payload, then the whole verification (keys chosen by `kid`,
-    /// or the one able key without one).
+    /// or the one able key without one). A payload the reader takes as claims, the signer signs
+    /// (unless written compactly it is over the reader's 64 KiB), and it reads back the same.
     static let jws: FuzzTargets.Harness = { data in
         let token = String(decoding: data, as: UTF8.self)
         guard let parsed = try? CompactJWS(token) else {
@@ -30,7 +40,17 @@ enum JOSETargets {
             return
         }
         _ = parsed.header.typeMatches("JWT")
-        _ = try? parsed.unverifiedPayload()
+        if let claims = try? parsed.unverifiedPayload() {
+            if let token = try? signer.sign(claims: claims) {
+                precondition(
+                    (try? CompactJWS(token, maxBytes: 1 << 20).unverifiedPayload()) == claims,
+                    "signed claims read back differently")
+            } else {
+                precondition(
+                    JSONValue.object(claims).serialized().utf8.count > 64 * 1024,
+                    "the signer refused claims the reader took")
+            }
+        }
         if let verified = try? verifier.verify(token, keys: keys) {
             precondition(verified.key.canVerify(verified.algorithm))
             _ = verified.claims.audiences
