@@ -31,16 +31,37 @@ public struct AuditEntry: Sendable, Equatable {
 
     /// The line's JSON, member order fixed, `prev` last.
     package func line(previous: [UInt8]) -> [UInt8] {
+        Self.line(sequence: sequence, members: members(), previous: previous)
+    }
+
+    /// The members between `seq` and `prev`, serialized with their commas: everything a line
+    /// holds that does not depend on its place in the chain, so a writer can make it before it
+    /// knows that place.
+    package func members() -> [UInt8] {
         let object: JSONObject = [
-            "seq": .int(sequence), "recorded_at_ms": .int(recordedAtMilliseconds),
-            "event_time_ms": .int(eventTimeMilliseconds),
+            "recorded_at_ms": .int(recordedAtMilliseconds), "event_time_ms": .int(eventTimeMilliseconds),
             "client_id": .string(clientID), "subject": .string(subjectHash), "old": .string(old.description),
             "new": .string(new.description),
             "cause": .string(cause.rawValue), "event_id": .string(eventID),
             "linked_subject": linkedSubjectHash.map(JSONValue.string) ?? .null,
-            "email_forwarding": emailForwarding.map(JSONValue.bool) ?? .null, "prev": .string(Hex.encode(previous)),
+            "email_forwarding": emailForwarding.map(JSONValue.bool) ?? .null,
         ]
-        return JSONValue.object(object).serializedBytes()
+        // `{…}` without its braces.
+        return Array(JSONValue.object(object).serializedBytes().dropFirst().dropLast())
+    }
+
+    /// The line at `sequence` after the chain value `previous`, around ``members()``.
+    package static func line(sequence: Int, members: [UInt8], previous: [UInt8]) -> [UInt8] {
+        var line: [UInt8] = []
+        line.reserveCapacity(members.count + 110)
+        line.append(contentsOf: #"{"seq":"#.utf8)
+        line.append(contentsOf: String(sequence).utf8)
+        line.append(UInt8(ascii: ","))
+        line.append(contentsOf: members)
+        line.append(contentsOf: #","prev":""#.utf8)
+        line.append(contentsOf: Hex.encode(previous).utf8)
+        line.append(contentsOf: #""}"#.utf8)
+        return line
     }
 
     /// Reads a line, returning it with its `prev`; nil for anything that is not byte for byte

@@ -60,6 +60,14 @@ package protocol StateDatabase: Sendable {
     func transaction<R: Sendable>(
         writing: Bool, _ body: @escaping @Sendable (any StateTransaction) async throws -> R
     ) async throws -> R
+    /// A writing transaction that takes the write lock only when its body asks
+    /// (``StateTransaction/lockWriter()``): before that, it locks and writes only the credential
+    /// rows it names (``StateTransaction/lockRows(_:)``), so writers on other hosts whose users
+    /// differ do that part at once, and only the audit chain's part is serialised. Where the
+    /// database has a single writer (SQLite) it is an ordinary writing transaction.
+    func rowsFirstTransaction<R: Sendable>(
+        _ body: @escaping @Sendable (any StateTransaction) async throws -> R
+    ) async throws -> R
     /// Runs `body`, which issues exactly one reading statement, outside an explicit transaction
     /// (one statement is atomic by itself): the lookup path, one round trip.
     func read<R: Sendable>(_ body: @escaping @Sendable (any StateTransaction) async throws -> R) async throws -> R
@@ -73,7 +81,16 @@ package protocol StateTransaction: Sendable {
     func setMeta(_ name: String, _ value: [UInt8]) async throws
     /// The rows with these ids (those that exist).
     func rows(_ ids: [[UInt8]]) async throws -> [StoredRow]
+    /// The rows with these ids (those that exist), each locked against every other writer until
+    /// the commit, taken in id order so that two writers never wait for each other.
+    func lockRows(_ ids: [[UInt8]]) async throws -> [StoredRow]
+    /// Takes the store's write lock (the audit chain's), held to the commit; in a transaction
+    /// that already holds it, nothing.
+    func lockWriter() async throws
     func upsert(_ rows: [StoredRow]) async throws
+    /// Inserts rows that did not exist when this transaction locked its rows, in id order, and
+    /// returns how many it inserted: a row another writer made since is left as it is.
+    func insertNew(_ rows: [StoredRow]) async throws -> Int
     /// The number of rows in each state.
     func stateCounts() async throws -> [Int: Int]
     func appendAudit(_ lines: [StoredAuditLine]) async throws
@@ -84,6 +101,8 @@ package protocol StateTransaction: Sendable {
     func putToken(_ row: StoredTokenRow) async throws
     /// The row's tokens (of `kind`, or all), in kind order.
     func tokens(rowID: [UInt8], kind: String?) async throws -> [StoredTokenRow]
+    /// Every token of these rows, in one statement, each row's in kind order.
+    func tokens(rowIDs: [[UInt8]]) async throws -> [StoredTokenRow]
     func deleteToken(rowID: [UInt8], kind: String) async throws -> Bool
     func expiredTokens(at milliseconds: Int64, limit: Int) async throws -> [StoredTokenRow]
     /// Adds revocations; an entry already pending for the token is kept, a finished one starts over.
@@ -94,6 +113,12 @@ package protocol StateTransaction: Sendable {
     /// Finishes an entry (`outcome` and `at` set), or, with both nil, makes it due at `due`.
     func finishRevocation(rowID: [UInt8], kind: String, outcome: String?, at: Int64?, due: Int64) async throws
     func revocationCounts() async throws -> RevocationCounts
+}
+
+/// A writer made one of a transaction's new rows first: the transaction is rolled back and run
+/// again, and then finds that row and locks it.
+package struct RowMadeConcurrently: Error {
+    package init() {}
 }
 
 /// The meta rows every database store keeps.

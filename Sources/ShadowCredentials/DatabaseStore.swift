@@ -103,13 +103,17 @@ public final class StateEngine: Sendable {
     }
 
     /// Applies several callers' events in one transaction; returns each caller's changes.
+    ///
+    /// The transaction has two parts. First, without the store's write lock, it locks the rows
+    /// of the users its events are about (in row-id order), works out their new records, and
+    /// writes them: writers whose users differ do this at once. Then it takes the write lock,
+    /// checks the audit chain since the checkpoint, and appends one line per transition at the
+    /// chain's head. A user's rows stay locked to the commit, so two writers' transitions of one
+    /// user are chained in the order they were made.
     private func applyTogether(_ batches: [[CredentialEvent]]) async throws -> [[CredentialChange]] {
         let recordedAt = try CredentialEvent.milliseconds(clock.now)
         let keys = self.keys
-        return try await database.transaction(writing: true) { transaction in
-            var (count, chain) = try keys.decodeHead(try await transaction.meta(MetaName.auditHead))
-            let checkpoint = try await self.checkSinceCheckpoint(of: transaction, count: count, chain: chain)
-            let verified = (count: count, chain: chain)
+        return try await database.rowsFirstTransaction { transaction in
             let items = batches.enumerated().flatMap { owner, events in events.map { (owner: owner, event: $0) } }
                 .sorted { CredentialEvent.appliesBefore($0.event, $1.event) }
             var rowIDs: [SubjectKey: [UInt8]] = [:]
@@ -118,17 +122,19 @@ public final class StateEngine: Sendable {
             }
             var records: [SubjectKey: CredentialRecord] = [:]
             let byID = Dictionary(uniqueKeysWithValues: rowIDs.map { ($1, $0) })
-            for chunk in Array(rowIDs.values).chunked(500) {
-                for row in try await transaction.rows(Array(chunk)) {
+            for chunk in rowIDs.values.sorted(by: { $0.lexicographicallyPrecedes($1) }).chunked(500) {
+                for row in try await transaction.lockRows(Array(chunk)) {
                     guard let key = byID[row.id] else { continue }
                     records[key] = try self.open(
                         row, clientID: String(decoding: key.clientID, as: UTF8.self),
                         subject: String(decoding: key.subject, as: UTF8.self))
                 }
             }
+            let existing = Set(records.keys)
             var changes = Array(repeating: [CredentialChange](), count: batches.count)
             var dirty: Set<SubjectKey> = []
-            var lines: [StoredAuditLine] = []
+            // Each transition's line but for its place in the chain (`seq` and `prev`).
+            var transitions: [(subject: [UInt8], linked: [UInt8]?, members: [UInt8])] = []
             var revoking: [(rowID: [UInt8], eventMilliseconds: Int64)] = []
             for (owner, event) in items {
                 let key = SubjectKey(event)
@@ -146,12 +152,42 @@ public final class StateEngine: Sendable {
                 guard change.isTransition, let subject = rowIDs[key] else { continue }
                 let linked = event.linkedSubject.map { keys.rowID(clientID: event.clientID, subject: $0) }
                 let entry = AuditEntry(
-                    sequence: count + 1, recordedAtMilliseconds: recordedAt,
-                    eventTimeMilliseconds: event.timeMilliseconds, clientID: event.clientID,
-                    subjectHash: Hex.encode(subject), old: before.status.state, new: change.new.state,
-                    cause: event.kind, eventID: event.id,
+                    sequence: 0, recordedAtMilliseconds: recordedAt, eventTimeMilliseconds: event.timeMilliseconds,
+                    clientID: event.clientID, subjectHash: Hex.encode(subject), old: change.old.state,
+                    new: change.new.state, cause: event.kind, eventID: event.id,
                     linkedSubjectHash: linked.map(Hex.encode), emailForwarding: change.new.emailForwarding)
-                let line = entry.line(previous: chain)
+                transitions.append((subject, linked, entry.members()))
+            }
+            var updated: [StoredRow] = []
+            var created: [StoredRow] = []
+            for key in dirty.sorted() {
+                guard let record = records[key], let id = rowIDs[key] else { continue }
+                let plaintext = SealedRows.encode(
+                    clientID: String(decoding: key.clientID, as: UTF8.self),
+                    subject: String(decoding: key.subject, as: UTF8.self), record: record)
+                let row = StoredRow(
+                    id: id, state: record.status.state.rawValue,
+                    body: try SealedRows.sealRecord(plaintext, rowID: id, keys: keys))
+                if existing.contains(key) { updated.append(row) } else { created.append(row) }
+            }
+            for chunk in updated.chunked(300) { try await transaction.upsert(Array(chunk)) }
+            created.sort { $0.id.lexicographicallyPrecedes($1.id) }
+            for chunk in created.chunked(300) {
+                // Another writer made one of these users' rows after this one found none: its
+                // record was worked out from nothing, so the whole transaction runs again.
+                guard try await transaction.insertNew(Array(chunk)) == chunk.count else { throw RowMadeConcurrently() }
+            }
+            try await transaction.lockWriter()
+            var (count, chain) = try keys.decodeHead(try await transaction.meta(MetaName.auditHead))
+            let checkpoint = try await self.checkSinceCheckpoint(of: transaction, count: count, chain: chain)
+            let verified = (count: count, chain: chain)
+            // In the same transaction: a recorded deletion or revocation always has its tokens queued.
+            if !revoking.isEmpty { try await self.queueRevocations(revoking, now: recordedAt, in: transaction) }
+            guard !transitions.isEmpty else { return changes }
+            var lines: [StoredAuditLine] = []
+            lines.reserveCapacity(transitions.count)
+            for (subject, linked, members) in transitions {
+                let line = AuditEntry.line(sequence: count + 1, members: members, previous: chain)
                 count += 1
                 chain = keys.audit.link(line[...])
                 lines.append(
@@ -159,32 +195,14 @@ public final class StateEngine: Sendable {
                         sequence: count, subject: subject, linked: linked,
                         line: try SealedRows.sealAuditLine(line, sequence: count, keys: keys)))
             }
-            guard !dirty.isEmpty else { return changes }
-            var rows: [StoredRow] = []
-            rows.reserveCapacity(dirty.count)
-            for key in dirty.sorted() {
-                guard let record = records[key], let id = rowIDs[key] else { continue }
-                let plaintext = SealedRows.encode(
-                    clientID: String(decoding: key.clientID, as: UTF8.self),
-                    subject: String(decoding: key.subject, as: UTF8.self), record: record)
-                rows.append(
-                    StoredRow(
-                        id: id, state: record.status.state.rawValue,
-                        body: try SealedRows.sealRecord(plaintext, rowID: id, keys: keys)))
+            for chunk in lines.chunked(200) { try await transaction.appendAudit(Array(chunk)) }
+            try await transaction.setMeta(MetaName.auditHead, keys.encodeHead(count: count, chain: chain))
+            // The lines up to the head this write checked are known good: the checkpoint moves
+            // there, so the next write checks this write's lines and no more (a cost per batch).
+            if verified.count > checkpoint.count {
+                try await transaction.setMeta(
+                    MetaName.auditCheckpoint, keys.encodeCheckpoint(count: verified.count, chain: verified.chain))
             }
-            for chunk in rows.chunked(300) { try await transaction.upsert(Array(chunk)) }
-            if !lines.isEmpty {
-                for chunk in lines.chunked(200) { try await transaction.appendAudit(Array(chunk)) }
-                try await transaction.setMeta(MetaName.auditHead, keys.encodeHead(count: count, chain: chain))
-                // The lines up to the head this write checked are known good: the checkpoint moves
-                // there, so the next write checks this write's lines and no more (a cost per batch).
-                if verified.count > checkpoint.count {
-                    try await transaction.setMeta(
-                        MetaName.auditCheckpoint, keys.encodeCheckpoint(count: verified.count, chain: verified.chain))
-                }
-            }
-            // In the same transaction: a recorded deletion or revocation always has its tokens queued.
-            if !revoking.isEmpty { try await self.queueRevocations(revoking, now: recordedAt, in: transaction) }
             return changes
         }
     }

@@ -4,6 +4,7 @@ public import FoundationEssentials
 public import Foundation
 #endif
 import ShadowCore
+import ShadowStorage
 
 /// A queued revocation as a database holds it: the token's row id and kind, the time of the
 /// event that asked for it, when it is next due, how often it was tried, and, once finished,
@@ -108,8 +109,12 @@ extension StateEngine {
         _ requests: [(rowID: [UInt8], eventMilliseconds: Int64)], now: Int64, in transaction: any StateTransaction
     ) async throws {
         var queued: [StoredRevocation] = []
+        var owned: [[UInt8]: [StoredTokenRow]] = [:]
+        for chunk in Array(Set(requests.map(\.rowID))).chunked(500) {
+            for row in try await transaction.tokens(rowIDs: Array(chunk)) { owned[row.rowID, default: []].append(row) }
+        }
         for request in requests {
-            for row in try await transaction.tokens(rowID: request.rowID, kind: nil) {
+            for row in owned[request.rowID] ?? [] {
                 let token = try openToken(row)
                 guard token.storedAtMilliseconds <= request.eventMilliseconds else { continue }
                 queued.append(

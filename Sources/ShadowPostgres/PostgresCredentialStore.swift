@@ -16,8 +16,10 @@ public import ShadowVault
 /// Credential state and server tokens in PostgreSQL, for several server instances sharing one
 /// database.
 ///
-/// Every writing transaction first locks the `shadow_meta` row `writer` (`SELECT … FOR UPDATE`),
-/// so writers on every host are serialised and the audit chain stays one chain; each instance
+/// Writing transactions lock the `shadow_meta` row `writer` (`SELECT … FOR UPDATE`), so the audit
+/// chain stays one chain. Applying events first locks and writes the users' own rows (`FOR
+/// UPDATE`, in row-id order) and takes the `writer` row only to extend the chain, so writers on
+/// other hosts overlap where their users differ; every other write takes it first. Each instance
 /// coalesces concurrent ``apply(_:)`` calls into one transaction (group commit). Lost connections
 /// (a restarted server) are retried until the retry budget runs out; applying an event again is
 /// harmless, since duplicates change nothing and log nothing (Docs/credential-state.md).
@@ -297,16 +299,23 @@ final class PostgresStateDatabase: StateDatabase {
         try await sqlTransaction(writing: writing, body)
     }
 
-    /// A transaction whose body may also issue its own SQL (the schema's checks).
+    func rowsFirstTransaction<R: Sendable>(
+        _ body: @escaping @Sendable (any StateTransaction) async throws -> R
+    ) async throws -> R {
+        try await sqlTransaction(writing: true, lockWriterFirst: false, body)
+    }
+
+    /// A transaction whose body may also issue its own SQL (the schema's checks). A writing one
+    /// locks the `writer` row first, unless `lockWriterFirst` is false (its body locks it).
     func sqlTransaction<R: Sendable>(
-        writing: Bool, _ body: @escaping @Sendable (PostgresStateTransaction) async throws -> R
+        writing: Bool, lockWriterFirst: Bool = true,
+        _ body: @escaping @Sendable (PostgresStateTransaction) async throws -> R
     ) async throws -> R {
         try await retrying {
             try await self.withConnection { connection in
                 try await self.inTransaction(connection) { () -> R in
-                    if writing {
-                        try await connection.run(
-                            "SELECT 1 FROM shadow_meta WHERE name = 'writer' FOR UPDATE", logger: self.logger)
+                    if writing && lockWriterFirst {
+                        try await PostgresStateTransaction(connection: connection, logger: self.logger).lockWriter()
                     }
                     return try await body(PostgresStateTransaction(connection: connection, logger: self.logger))
                 }
@@ -422,6 +431,11 @@ final class PostgresStateDatabase: StateDatabase {
                 return map(cause)
             }
         }
+        if error is RowMadeConcurrently {
+            return (
+                CredentialError(.storeUnavailable, "\(location): other writers kept making the same users' rows"), true
+            )
+        }
         if error is LeaseTimeout {
             return (
                 CredentialError(.storeUnavailable, "cannot reach \(location) (gave up after \(budget))"), true
@@ -488,6 +502,39 @@ struct PostgresStateTransaction: StateTransaction {
         return try await storedRows(
             try await connection.query(
                 "SELECT row_id, state, body FROM shadow_credentials WHERE row_id = ANY(\(list))", logger: logger))
+    }
+
+    func lockRows(_ ids: [[UInt8]]) async throws -> [StoredRow] {
+        guard !ids.isEmpty else { return [] }
+        let list = ids.map { ByteBuffer(bytes: $0) }
+        // The rows are locked above the sort, so in row-id order.
+        return try await storedRows(
+            try await connection.query(
+                """
+                SELECT row_id, state, body FROM shadow_credentials WHERE row_id = ANY(\(list)) ORDER BY row_id \
+                FOR UPDATE
+                """, logger: logger))
+    }
+
+    func lockWriter() async throws {
+        try await connection.run("SELECT 1 FROM shadow_meta WHERE name = 'writer' FOR UPDATE", logger: logger)
+    }
+
+    func insertNew(_ rows: [StoredRow]) async throws -> Int {
+        guard !rows.isEmpty else { return 0 }
+        let ids = rows.map { ByteBuffer(bytes: $0.id) }, states = rows.map { Int16($0.state) },
+            bodies = rows.map { ByteBuffer(bytes: $0.body) }
+        var inserted = 0
+        for try await _ in try await connection.query(
+            """
+            INSERT INTO shadow_credentials (row_id, state, body) SELECT * FROM unnest(\(ids)::bytea[], \
+            \(states)::smallint[], \(bodies)::bytea[])
+            ON CONFLICT (row_id) DO NOTHING RETURNING 1
+            """, logger: logger
+        ).decode(Int32.self) {
+            inserted += 1
+        }
+        return inserted
     }
 
     func storedRows(_ sequence: PostgresRowSequence) async throws -> [StoredRow] {
@@ -585,6 +632,17 @@ struct PostgresStateTransaction: StateTransaction {
                 "SELECT row_id, kind, expires_at_ms, body FROM shadow_tokens WHERE row_id = \(id) ORDER BY kind"
             }
         return try await tokenRows(try await connection.query(query, logger: logger))
+    }
+
+    func tokens(rowIDs: [[UInt8]]) async throws -> [StoredTokenRow] {
+        guard !rowIDs.isEmpty else { return [] }
+        let ids = rowIDs.map { ByteBuffer(bytes: $0) }
+        return try await tokenRows(
+            try await connection.query(
+                """
+                SELECT row_id, kind, expires_at_ms, body FROM shadow_tokens WHERE row_id = ANY(\(ids)) \
+                ORDER BY row_id, kind
+                """, logger: logger))
     }
 
     func deleteToken(rowID: [UInt8], kind: String) async throws -> Bool {

@@ -301,6 +301,13 @@ final class SQLiteStateDatabase: StateDatabase {
         try await sqlTransaction(writing: writing, body)
     }
 
+    /// One writer: `BEGIN IMMEDIATE` already holds the write lock.
+    func rowsFirstTransaction<R: Sendable>(
+        _ body: @escaping @Sendable (any StateTransaction) async throws -> R
+    ) async throws -> R {
+        try await sqlTransaction(writing: true, body)
+    }
+
     /// A transaction whose body may also issue its own SQL (the schema's checks and migrations).
     func sqlTransaction<R: Sendable>(
         writing: Bool, _ body: @escaping @Sendable (SQLiteStateTransaction) async throws -> R
@@ -360,6 +367,24 @@ struct SQLiteStateTransaction: StateTransaction {
             ids.map { .blob(ByteBuffer(bytes: $0)) }
         )
         .map(storedRow)
+    }
+
+    /// The writing transaction (`BEGIN IMMEDIATE`) already locks the whole database.
+    func lockRows(_ ids: [[UInt8]]) async throws -> [StoredRow] { try await rows(ids) }
+
+    func lockWriter() async throws {}
+
+    func insertNew(_ rows: [StoredRow]) async throws -> Int {
+        guard !rows.isEmpty else { return 0 }
+        let values = Array(repeating: "(?,?,?)", count: rows.count).joined(separator: ",")
+        let binds: [SQLiteData] = rows.flatMap {
+            [.blob(ByteBuffer(bytes: $0.id)), .integer(SQLiteInt64($0.state)), .blob(ByteBuffer(bytes: $0.body))]
+        }
+        return try await connection.query(
+            "INSERT INTO shadow_credentials (row_id, state, body) VALUES \(values) ON CONFLICT (row_id) DO NOTHING "
+                + "RETURNING 1",
+            binds
+        ).count
     }
 
     func storedRow(_ row: SQLiteRow) throws -> StoredRow {
@@ -465,6 +490,16 @@ struct SQLiteStateTransaction: StateTransaction {
                     "SELECT row_id, kind, expires_at_ms, body FROM shadow_tokens WHERE row_id = ? ORDER BY kind", [id])
             }
         return try rows.map(tokenRow)
+    }
+
+    func tokens(rowIDs: [[UInt8]]) async throws -> [StoredTokenRow] {
+        guard !rowIDs.isEmpty else { return [] }
+        let marks = Array(repeating: "?", count: rowIDs.count).joined(separator: ",")
+        return try await connection.query(
+            "SELECT row_id, kind, expires_at_ms, body FROM shadow_tokens WHERE row_id IN (\(marks)) "
+                + "ORDER BY row_id, kind",
+            rowIDs.map { .blob(ByteBuffer(bytes: $0)) }
+        ).map(tokenRow)
     }
 
     func deleteToken(rowID: [UInt8], kind: String) async throws -> Bool {

@@ -182,6 +182,57 @@ func close(_ store: any AuditedCredentialStore) async {
         #expect(!entries.isEmpty)
     }
 
+    /// Four handles (four instances) apply at once, their batches full of users none of them has
+    /// seen yet, so two often make the same user's row together. Each user's transitions are
+    /// chained in the order they were made: every line starts from the state the line before it
+    /// left (from `notFound` for the first), and the states are one handle's result.
+    @Test(arguments: [StoreKind.sqlite, .postgres].filter(StoreKind.wanted.contains))
+    func fourWritersChainEachUsersTransitionsInOrder(kind: StoreKind) async throws {
+        let fixture = try StoreFixture(kind)
+        var stores: [any AuditedCredentialStore] = []
+        for _ in 0..<4 { stores.append(try await fixture.open()) }
+        defer { Task { [stores] in for store in stores { await close(store) } } }
+        var random = SeededGenerator(seed: 0x4_0A11)
+        let subjects = (0..<60).map { "w.\($0)" }
+        var events: [CredentialEvent] = []
+        for index in 0..<600 {
+            events.append(
+                Table.event(
+                    CredentialEvent.Kind.allCases.randomElement(using: &random)!,
+                    at: Table.t + Int64.random(in: 0...30, using: &random) * 1000, id: "e\(index)",
+                    subject: subjects.randomElement(using: &random)!))
+        }
+        let streams = (0..<4).map { _ in events.shuffled(using: &random) }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for (store, stream) in zip(stores, streams) {
+                group.addTask {
+                    for chunk in stride(from: 0, to: stream.count, by: 40) {
+                        _ = try await store.apply(Array(stream[chunk..<min(chunk + 40, stream.count)]))
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        for subject in subjects {
+            #expect(
+                try await stores[0].status(clientID: Table.client, subject: subject)
+                    == Table.fold(events.filter { $0.subject == subject }), "\(kind) \(subject)")
+        }
+        let entries = try await stores[1].auditEntries()
+        #expect(try await stores[2].verifyAudit().entries == entries.count)
+        var last: [String: CredentialState] = [:]
+        for entry in entries {
+            #expect(
+                entry.old == last[entry.subjectHash, default: .notFound],
+                """
+                \(kind): line \(entry.sequence) starts from \(entry.old), the user's line before ended at \
+                \(String(describing: last[entry.subjectHash]))
+                """)
+            last[entry.subjectHash] = entry.new
+        }
+        #expect(Set(last.keys).count == subjects.count)
+    }
+
     @Test(arguments: StoreKind.wanted)
     func aWrongKeyIsRefused(kind: StoreKind) async throws {
         let fixture = try StoreFixture(kind)
