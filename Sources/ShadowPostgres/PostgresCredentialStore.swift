@@ -314,10 +314,9 @@ final class PostgresStateDatabase: StateDatabase {
         try await retrying {
             try await self.withConnection { connection in
                 try await self.inTransaction(connection) { () -> R in
-                    if writing && lockWriterFirst {
-                        try await PostgresStateTransaction(connection: connection, logger: self.logger).lockWriter()
-                    }
-                    return try await body(PostgresStateTransaction(connection: connection, logger: self.logger))
+                    let transaction = PostgresStateTransaction(connection: connection, logger: self.logger)
+                    if writing && lockWriterFirst { try await transaction.lockWriter() }
+                    return try await body(transaction)
                 }
             }
         }
@@ -522,19 +521,23 @@ struct PostgresStateTransaction: StateTransaction {
 
     func insertNew(_ rows: [StoredRow]) async throws -> Int {
         guard !rows.isEmpty else { return 0 }
-        let ids = rows.map { ByteBuffer(bytes: $0.id) }, states = rows.map { Int16($0.state) },
-            bodies = rows.map { ByteBuffer(bytes: $0.body) }
         var inserted = 0
-        for try await _ in try await connection.query(
-            """
-            INSERT INTO shadow_credentials (row_id, state, body) SELECT * FROM unnest(\(ids)::bytea[], \
-            \(states)::smallint[], \(bodies)::bytea[])
-            ON CONFLICT (row_id) DO NOTHING RETURNING 1
-            """, logger: logger
-        ).decode(Int32.self) {
+        for try await _ in try await insert(rows, onConflict: "DO NOTHING RETURNING 1").decode(Int32.self) {
             inserted += 1
         }
         return inserted
+    }
+
+    /// One `INSERT` of `rows`, then `onConflict` (SQL of ours, never a value) after `ON CONFLICT (row_id)`.
+    private func insert(_ rows: [StoredRow], onConflict: String) async throws -> PostgresRowSequence {
+        let ids = rows.map { ByteBuffer(bytes: $0.id) }, states = rows.map { Int16($0.state) },
+            bodies = rows.map { ByteBuffer(bytes: $0.body) }
+        return try await connection.query(
+            """
+            INSERT INTO shadow_credentials (row_id, state, body) SELECT * FROM unnest(\(ids)::bytea[], \
+            \(states)::smallint[], \(bodies)::bytea[])
+            ON CONFLICT (row_id) \(unescaped: onConflict)
+            """, logger: logger)
     }
 
     func storedRows(_ sequence: PostgresRowSequence) async throws -> [StoredRow] {
@@ -548,14 +551,7 @@ struct PostgresStateTransaction: StateTransaction {
 
     func upsert(_ rows: [StoredRow]) async throws {
         guard !rows.isEmpty else { return }
-        let ids = rows.map { ByteBuffer(bytes: $0.id) }, states = rows.map { Int16($0.state) },
-            bodies = rows.map { ByteBuffer(bytes: $0.body) }
-        try await connection.run(
-            """
-            INSERT INTO shadow_credentials (row_id, state, body) SELECT * FROM unnest(\(ids)::bytea[], \
-            \(states)::smallint[], \(bodies)::bytea[])
-            ON CONFLICT (row_id) DO UPDATE SET state = EXCLUDED.state, body = EXCLUDED.body
-            """, logger: logger)
+        _ = try await insert(rows, onConflict: "DO UPDATE SET state = EXCLUDED.state, body = EXCLUDED.body").collect()
     }
 
     func stateCounts() async throws -> [Int: Int] {

@@ -376,15 +376,18 @@ struct SQLiteStateTransaction: StateTransaction {
 
     func insertNew(_ rows: [StoredRow]) async throws -> Int {
         guard !rows.isEmpty else { return 0 }
+        return try await insert(rows, onConflict: "DO NOTHING RETURNING 1").count
+    }
+
+    /// One `INSERT` of `rows`, then `onConflict` (SQL of ours, never a value) after `ON CONFLICT (row_id)`.
+    private func insert(_ rows: [StoredRow], onConflict: String) async throws -> [SQLiteRow] {
         let values = Array(repeating: "(?,?,?)", count: rows.count).joined(separator: ",")
         let binds: [SQLiteData] = rows.flatMap {
             [.blob(ByteBuffer(bytes: $0.id)), .integer(SQLiteInt64($0.state)), .blob(ByteBuffer(bytes: $0.body))]
         }
         return try await connection.query(
-            "INSERT INTO shadow_credentials (row_id, state, body) VALUES \(values) ON CONFLICT (row_id) DO NOTHING "
-                + "RETURNING 1",
-            binds
-        ).count
+            "INSERT INTO shadow_credentials (row_id, state, body) VALUES \(values) ON CONFLICT (row_id) \(onConflict)",
+            binds)
     }
 
     func storedRow(_ row: SQLiteRow) throws -> StoredRow {
@@ -396,16 +399,7 @@ struct SQLiteStateTransaction: StateTransaction {
 
     func upsert(_ rows: [StoredRow]) async throws {
         guard !rows.isEmpty else { return }
-        let values = Array(repeating: "(?,?,?)", count: rows.count).joined(separator: ",")
-        let binds: [SQLiteData] = rows.flatMap {
-            [.blob(ByteBuffer(bytes: $0.id)), .integer(SQLiteInt64($0.state)), .blob(ByteBuffer(bytes: $0.body))]
-        }
-        _ = try await connection.query(
-            """
-            INSERT INTO shadow_credentials (row_id, state, body) VALUES \(values) ON CONFLICT (row_id) DO UPDATE SET \
-            state = excluded.state, body = excluded.body
-            """,
-            binds)
+        _ = try await insert(rows, onConflict: "DO UPDATE SET state = excluded.state, body = excluded.body")
     }
 
     func stateCounts() async throws -> [Int: Int] {

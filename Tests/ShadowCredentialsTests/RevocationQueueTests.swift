@@ -93,6 +93,36 @@ import Testing
         }
     }
 
+    /// One write that deletes or revokes several users reads their tokens together: each user's
+    /// tokens stored before their own event are queued, once however many events name them, and
+    /// no one else's.
+    @Test(arguments: databases)
+    func oneWriteQueuesEachRevokedUsersOwnTokens(kind: StoreKind) async throws {
+        try await Self.with(kind) { setup in
+            let store = setup.store
+            try await store.put(setup.token("alice", .refresh))
+            try await store.put(setup.token("alice", .access))
+            try await store.put(setup.token("bob", storedAt: -30))
+            try await store.put(setup.token("carol"))
+            try await store.put(setup.token("dave"))
+            _ = try await store.apply(
+                try ["alice", "bob", "carol", "dave"].map { try setup.event(.signIn, $0, at: -120, id: "s.\($0)") })
+            _ = try await store.apply([
+                try setup.event(.accountDeleted, "alice", at: 0, id: "n1"),
+                try setup.event(.consentRevoked, "alice", at: 1, id: "n2"),
+                try setup.event(.consentRevoked, "bob", at: -45, id: "n3"),
+                try setup.event(.consentRevoked, "carol", at: 0, id: "n4"),
+                try setup.event(.consentRevoked, "erin", at: 0, id: "n5"),
+            ])
+            let due = try await store.dueRevocations(limit: 10, lease: .seconds(60))
+            #expect(
+                due.map { "\($0.token.subject)/\($0.token.kind)" }.sorted()
+                    == ["alice/access", "alice/refresh", "carol/refresh"],
+                "bob's token is newer than his event; dave and erin were not revoked")
+            #expect(try await store.revocationCounts() == RevocationCounts(pending: 3, done: 0, failed: 0))
+        }
+    }
+
     @Test(arguments: databases)
     func leasesRetriesAndGivingUp(kind: StoreKind) async throws {
         try await Self.with(kind) { setup in
