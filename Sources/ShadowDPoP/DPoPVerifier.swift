@@ -202,6 +202,15 @@ public struct DPoPVerifier: Sendable {
     ) async throws -> DPoPProof {
         let proof = try verify(
             values, method: method, url: url, accessToken: accessToken, boundTo: thumbprint, nonces: nonces)
+        try await spend(proof, in: replay)
+        return proof
+    }
+
+    /// The replay check (§11.1) of a proof that passed every other: its ``DPoPProof/replayKey``
+    /// recorded in `replay` until it would stop being accepted. A server that writes other rows
+    /// for the same request checks the proof first, then sends this write beside them.
+    /// - Throws: ``DPoPErrorCode/replayed``; ``DPoPErrorCode/unavailable`` when `replay` fails.
+    public func spend(_ proof: DPoPProof, in replay: some DPoPReplayCache) async throws {
         let now = Int64((clock.now.timeIntervalSince1970 * 1000).rounded(.down))
         let until = Int64((proof.acceptedUntil.timeIntervalSince1970 * 1000).rounded(.up))
         let first: Bool
@@ -213,7 +222,6 @@ public struct DPoPVerifier: Sendable {
             throw DPoPError(.unavailable, "the DPoP replay cache cannot be reached: try again")
         }
         guard first else { throw DPoPError(.replayed, "this proof (its jti) was used before") }
-        return proof
     }
 
     /// Steps 3 to 6: typ, the algorithm, no crit, and a public JWK that can verify the algorithm.

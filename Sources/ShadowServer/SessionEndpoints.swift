@@ -141,24 +141,44 @@ public final class SessionEndpoints: Sendable {
     /// 400 `use_dpop_nonce` with the current nonce, 503 when the store is down. Every check but
     /// the replay's reads and writes nothing.
     func tokenRouteProof(_ values: [String], path: String) async -> Result<DPoPProof?, SessionHTTPResponse> {
+        await spent(checkedProof(values, path: path))
+    }
+
+    /// Every check of the proof at `path` but the replay's: no store read or write.
+    func checkedProof(_ values: [String], path: String) -> Result<DPoPProof?, SessionHTTPResponse> {
         guard !values.isEmpty else { return .success(nil) }
         do {
             return .success(
-                try await dpop.verifier.verify(
+                try dpop.verifier.verify(
                     values, method: "POST", url: Self.url(issuer: authority.configuration.issuer, path: path),
-                    nonces: dpop.nonces, replay: authority.replayCache))
-        } catch let error as DPoPError {
-            switch error.code {
-            case .useNonce:
-                return .failure(.error(400, "use_dpop_nonce", error.reason, headers: dpop.nonceFields))
-            case .unavailable:
-                return .failure(.error(503, "store_unavailable", "the session store is unavailable"))
-            default:
-                return .failure(
-                    .error(400, "invalid_dpop_proof", "\(error.codeName): \(error.reason)", headers: dpop.nonceFields))
-            }
+                    nonces: dpop.nonces))
         } catch {
-            return .failure(.error(503, "store_unavailable", "the session store is unavailable"))
+            return .failure(proofFailure(error))
+        }
+    }
+
+    /// The replay check of a proof ``checkedProof(_:path:)`` passed: its row written in the store.
+    func spent(_ checked: Result<DPoPProof?, SessionHTTPResponse>) async -> Result<DPoPProof?, SessionHTTPResponse> {
+        guard case .success(let proof?) = checked else { return checked }
+        do {
+            try await dpop.verifier.spend(proof, in: authority.replayCache)
+            return checked
+        } catch {
+            return .failure(proofFailure(error))
+        }
+    }
+
+    private func proofFailure(_ error: any Error) -> SessionHTTPResponse {
+        guard let error = error as? DPoPError else {
+            return .error(503, "store_unavailable", "the session store is unavailable")
+        }
+        switch error.code {
+        case .useNonce:
+            return .error(400, "use_dpop_nonce", error.reason, headers: dpop.nonceFields)
+        case .unavailable:
+            return .error(503, "store_unavailable", "the session store is unavailable")
+        default:
+            return .error(400, "invalid_dpop_proof", "\(error.codeName): \(error.reason)", headers: dpop.nonceFields)
         }
     }
 
@@ -310,13 +330,15 @@ public final class SessionEndpoints: Sendable {
             }
             (text, token) = (value.text, checked)
         }
-        // The IP's and the session's rate limits and the proof's check (its replay row) are
-        // independent writes: made together, they share one group commit. Each counts as it would
-        // one after the other: a refused proof still counts against the limits, and a limited
-        // request's proof is still spent. The IP's refusal is answered first.
+        // The IP's and the session's rate limits and the proof's replay row are independent
+        // writes: sent together, after the proof's checks that need no store, they share one
+        // group commit. Each counts as it would one after the other: a refused proof still counts
+        // against the limits, and a limited request's proof is still spent. The IP's refusal is
+        // answered first.
+        let verified = checkedProof(proofs, path: "/auth/refresh")
         async let ipLimit = limited("ip:" + clientIP, limits.perIP)
         async let sessionLimit = limited("session:" + token.family.description, limits.perUser)
-        let checked = await tokenRouteProof(proofs, path: "/auth/refresh")
+        let checked = await spent(verified)
         if let refused = await ipLimit { return refused }
         if let refused = await sessionLimit { return refused }
         let proof: DPoPProof?
