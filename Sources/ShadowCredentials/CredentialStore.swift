@@ -141,6 +141,14 @@ struct SubjectKey: Hashable, Sendable, Comparable {
 
     init(_ event: CredentialEvent) { self.init(clientID: event.clientID, subject: event.subject) }
 
+    /// The bytes at once (the synthesized hash feeds them one at a time); the client ID's length
+    /// keeps ("ab", "c") apart from ("a", "bc").
+    func hash(into hasher: inout Hasher) {
+        hasher.combine(clientID.count)
+        clientID.withUnsafeBytes { hasher.combine(bytes: $0) }
+        subject.withUnsafeBytes { hasher.combine(bytes: $0) }
+    }
+
     static func < (a: SubjectKey, b: SubjectKey) -> Bool {
         a.clientID != b.clientID
             ? a.clientID.lexicographicallyPrecedes(b.clientID) : a.subject.lexicographicallyPrecedes(b.subject)

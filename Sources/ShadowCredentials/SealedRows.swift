@@ -192,7 +192,7 @@ package enum SealedRows {
     /// reproduce vectors.
     static func seal(_ plaintext: [UInt8], aad: [UInt8], keys: StoreKeys, nonce given: [UInt8]? = nil) throws -> [UInt8]
     {
-        let nonce = given ?? SecretBytes.random(count: AES256GCM.nonceBytes).withUnsafeBytes { Array($0) }
+        let nonce = given ?? AES256GCM.randomNonce()
         return nonce + (try AES256GCM.seal(plaintext, key: keys.seal, nonce: nonce, aad: aad))
     }
 

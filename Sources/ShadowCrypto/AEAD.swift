@@ -15,6 +15,9 @@ public enum AES256GCM {
     /// Tag length in bytes.
     public static let tagBytes = 16
 
+    /// A fresh random 12-byte nonce, from swift-crypto's generator.
+    public static func randomNonce() -> [UInt8] { AES.GCM.Nonce().withUnsafeBytes { Array($0) } }
+
     /// Encrypts `plaintext`, returning ciphertext followed by the 16-byte tag.
     public static func seal(
         _ plaintext: some DataProtocol, key: SymmetricKey, nonce: some DataProtocol, aad: some DataProtocol

@@ -165,7 +165,7 @@ public enum EntryCodec {
         } else {
             plaintext.append(0)
         }
-        let nonce = nonce ?? SecretBytes.random(count: AES256GCM.nonceBytes).withUnsafeBytes { Array($0) }
+        let nonce = nonce ?? AES256GCM.randomNonce()
         let sealed = try AES256GCM.seal(plaintext, key: keys.seal, nonce: nonce, aad: aadLabel + out)
         out += nonce
         out += BigEndian.bytes(UInt32(sealed.count))

@@ -79,7 +79,7 @@ extension SessionAuthority {
             publicKey = try JWK(p256: key.publicKey)
         }
         let keyID = publicKey.thumbprint
-        let nonce = SecretBytes.random(count: AES256GCM.nonceBytes).withUnsafeBytes { Array($0) }
+        let nonce = AES256GCM.randomNonce()
         let sealed =
             nonce + (try AES256GCM.seal(der, key: keys.seal, nonce: nonce, aad: Self.keyLabel + Array(keyID.utf8)))
         return StoredSigningKey(

@@ -402,7 +402,7 @@ public final class SessionAuthority: Sendable {
     static let appleLabel = Array("shadow-keys session v1 apple refresh".utf8)
 
     func seal(_ plaintext: [UInt8], user: UUID) throws -> [UInt8] {
-        let nonce = SecretBytes.random(count: AES256GCM.nonceBytes).withUnsafeBytes { Array($0) }
+        let nonce = AES256GCM.randomNonce()
         return nonce
             + (try AES256GCM.seal(plaintext, key: keys.seal, nonce: nonce, aad: Self.appleLabel + user.bytes16))
     }

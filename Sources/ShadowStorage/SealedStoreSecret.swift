@@ -55,7 +55,7 @@ package enum SealedStoreSecret {
             header += salt ?? SecretBytes.random(count: 16).withUnsafeBytes { Array($0) }
         }
         let kek = try keyEncryptionKey(unlock: unlock, header: header, purpose: purpose)
-        let nonce = fixedNonce ?? SecretBytes.random(count: AES256GCM.nonceBytes).withUnsafeBytes { Array($0) }
+        let nonce = fixedNonce ?? AES256GCM.randomNonce()
         let sealed = try AES256GCM.seal(secret, key: kek, nonce: nonce, aad: purpose.label + header)
         return (secret, header + nonce + sealed)
     }
