@@ -65,6 +65,10 @@ extension JSONValue {
         out += repeatElement(UInt8(ascii: " "), count: 2 * indent)
     }
 
+    /// Appends `string` as a JSON string, escaped as ``serialized(pretty:)`` escapes it: for
+    /// writers of a fixed layout that build their text without a ``JSONObject``.
+    package static func appendString(_ string: String, to out: inout [UInt8]) { writeString(string, to: &out) }
+
     /// Strings are escaped as RFC 8785 (JCS) and ECMAScript `JSON.stringify` do: the two-character
     /// escapes for `"` `\\` and `\\b \\f \\n \\r \\t`, `\\u00xx` for other control characters,
     /// everything else as is (unless `terminal`, which escapes every terminal control). Runs that

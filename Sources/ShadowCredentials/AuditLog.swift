@@ -38,16 +38,27 @@ public struct AuditEntry: Sendable, Equatable {
     /// holds that does not depend on its place in the chain, so a writer can make it before it
     /// knows that place.
     package func members() -> [UInt8] {
-        let object: JSONObject = [
-            "recorded_at_ms": .int(recordedAtMilliseconds), "event_time_ms": .int(eventTimeMilliseconds),
-            "client_id": .string(clientID), "subject": .string(subjectHash), "old": .string(old.description),
-            "new": .string(new.description),
-            "cause": .string(cause.rawValue), "event_id": .string(eventID),
-            "linked_subject": linkedSubjectHash.map(JSONValue.string) ?? .null,
-            "email_forwarding": emailForwarding.map(JSONValue.bool) ?? .null,
-        ]
-        // `{…}` without its braces.
-        return Array(JSONValue.object(object).serializedBytes().dropFirst().dropLast())
+        // Written in place, as a JSONObject of these members would serialize.
+        var out: [UInt8] = []
+        out.reserveCapacity(256 + clientID.utf8.count + eventID.utf8.count)
+        out += #""recorded_at_ms":"#.utf8
+        out += String(recordedAtMilliseconds).utf8
+        out += #","event_time_ms":"#.utf8
+        out += String(eventTimeMilliseconds).utf8
+        for (name, value) in [
+            ("client_id", clientID), ("subject", subjectHash), ("old", old.description), ("new", new.description),
+            ("cause", cause.rawValue), ("event_id", eventID),
+        ] {
+            out += #",""#.utf8
+            out += name.utf8
+            out += #"":"#.utf8
+            JSONValue.appendString(value, to: &out)
+        }
+        out += #","linked_subject":"#.utf8
+        if let linkedSubjectHash { JSONValue.appendString(linkedSubjectHash, to: &out) } else { out += "null".utf8 }
+        out += #","email_forwarding":"#.utf8
+        out += (emailForwarding.map { $0 ? "true" : "false" } ?? "null").utf8
+        return out
     }
 
     /// The line at `sequence` after the chain value `previous`, around ``members()``.
@@ -81,6 +92,41 @@ public struct AuditEntry: Sendable, Equatable {
         guard text.utf8.count == 64, text.utf8.allSatisfy({ ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x66) })
         else { return nil }
         return try? Hex.decode(text)
+    }
+
+    /// Whether `line`, which opened under the store's key at `sequence` and so was made by
+    /// ``line(sequence:members:previous:)``, carries that sequence, `subject` and `linked` (hex of
+    /// the row's columns; nil for `null`) and `prev` equal to `previous` (hex of the chain value
+    /// before it). The members are found where that writer puts them: `seq` first, `prev` last,
+    /// and `"subject":` and `"linked_subject":` after the first `,"` that precedes each name (in
+    /// that writer's output a `,"` inside a string value is impossible, its quotes being escaped).
+    /// No parse and no re-encoding: what a write checks of the lines before it (``parse(_:)``
+    /// remains the full check of every byte).
+    package static func carries(
+        _ line: ArraySlice<UInt8>, sequence: Int, subject: [UInt8], linked: [UInt8]?, previous: [UInt8]
+    ) -> Bool {
+        let head = Array(#"{"seq":"#.utf8) + Array(String(sequence).utf8) + Array(#","recorded_at_ms":"#.utf8)
+        let tail = Array(#","prev":""#.utf8) + previous + Array(#""}"#.utf8)
+        guard line.count > head.count + tail.count, line.starts(with: head),
+            let subjectStart = Self.end(of: Array(#","subject":""#.utf8), in: line),
+            line[subjectStart...].starts(with: subject + Array(#"",""#.utf8)),
+            let linkedStart = Self.end(of: Array(#","linked_subject":"#.utf8), in: line[subjectStart...]),
+            line[linkedStart...].starts(with: linked.map { [0x22] + $0 + [0x22, 0x2C] } ?? Array("null,".utf8))
+        else { return false }
+        return ConstantTime.equals(Array(line.suffix(tail.count)), tail)
+    }
+
+    /// The index just past the first occurrence of `pattern` in `bytes`.
+    private static func end(of pattern: [UInt8], in bytes: ArraySlice<UInt8>) -> Int? {
+        guard bytes.count >= pattern.count, let first = pattern.first else { return nil }
+        var index = bytes.startIndex
+        while index <= bytes.endIndex - pattern.count {
+            if bytes[index] == first, bytes[index..<(index + pattern.count)].elementsEqual(pattern) {
+                return index + pattern.count
+            }
+            index += 1
+        }
+        return nil
     }
 
     private static func parseValues(_ line: ArraySlice<UInt8>) -> (entry: AuditEntry, previous: String)? {

@@ -178,33 +178,60 @@ public final class StateEngine: Sendable {
                 guard try await transaction.insertNew(Array(chunk)) == chunk.count else { throw RowMadeConcurrently() }
             }
             try await transaction.lockWriter()
-            var (count, chain) = try keys.decodeHead(try await transaction.meta(MetaName.auditHead))
-            let checkpoint = try await self.checkSinceCheckpoint(of: transaction, count: count, chain: chain)
-            let verified = (count: count, chain: chain)
-            // In the same transaction: a recorded deletion or revocation always has its tokens queued.
-            if !revoking.isEmpty { try await self.queueRevocations(revoking, now: recordedAt, in: transaction) }
-            guard !transitions.isEmpty else { return changes }
-            var lines: [StoredAuditLine] = []
-            lines.reserveCapacity(transitions.count)
-            for (subject, linked, members) in transitions {
-                let line = AuditEntry.line(sequence: count + 1, members: members, previous: chain)
-                count += 1
-                chain = keys.audit.link(line[...])
-                lines.append(
-                    StoredAuditLine(
-                        sequence: count, subject: subject, linked: linked,
-                        line: try SealedRows.sealAuditLine(line, sequence: count, keys: keys)))
+            let (count, chain) = try keys.decodeHead(try await transaction.meta(MetaName.auditHead))
+            // The lines since the checkpoint are read now; their seals and chain are checked while
+            // this write's lines are made and appended, which need neither. A failed check fails
+            // the transaction, so nothing of it is committed.
+            let (checkpoint, tail) = try await self.linesSinceCheckpoint(of: transaction, count: count, chain: chain)
+            async let checked: Void = Self.check(tail)
+            do {
+                // In the same transaction: a recorded deletion or revocation always has its tokens queued.
+                if !revoking.isEmpty { try await self.queueRevocations(revoking, now: recordedAt, in: transaction) }
+                if !transitions.isEmpty {
+                    let (lines, head) = try Self.auditLines(transitions, after: count, chain: chain, keys: keys)
+                    for chunk in lines.chunked(1000) { try await transaction.appendAudit(Array(chunk)) }
+                    try await transaction.setMeta(
+                        MetaName.auditHead, keys.encodeHead(count: head.count, chain: head.chain))
+                    // The lines up to the head this write checked are known good: the checkpoint
+                    // moves there, so the next write checks this write's lines and no more.
+                    if count > checkpoint.count {
+                        try await transaction.setMeta(
+                            MetaName.auditCheckpoint, keys.encodeCheckpoint(count: count, chain: chain))
+                    }
+                }
+            } catch {
+                try await checked  // a store the check refuses is the answer, whatever else failed
+                throw error
             }
-            for chunk in lines.chunked(200) { try await transaction.appendAudit(Array(chunk)) }
-            try await transaction.setMeta(MetaName.auditHead, keys.encodeHead(count: count, chain: chain))
-            // The lines up to the head this write checked are known good: the checkpoint moves
-            // there, so the next write checks this write's lines and no more (a cost per batch).
-            if verified.count > checkpoint.count {
-                try await transaction.setMeta(
-                    MetaName.auditCheckpoint, keys.encodeCheckpoint(count: verified.count, chain: verified.chain))
-            }
+            try await checked
             return changes
         }
+    }
+
+    private static func check(_ tail: AuditTail) throws {
+        var tail = tail
+        try tail.check()
+    }
+
+    /// The sealed lines of `transitions` after line `count`, whose chain value is `chain`; and
+    /// the head after them.
+    private static func auditLines(
+        _ transitions: [(subject: [UInt8], linked: [UInt8]?, members: [UInt8])], after count: Int, chain: [UInt8],
+        keys: StoreKeys
+    ) throws -> (lines: [StoredAuditLine], head: (count: Int, chain: [UInt8])) {
+        var (count, chain) = (count, chain)
+        var lines: [StoredAuditLine] = []
+        lines.reserveCapacity(transitions.count)
+        for (subject, linked, members) in transitions {
+            let line = AuditEntry.line(sequence: count + 1, members: members, previous: chain)
+            count += 1
+            chain = keys.audit.link(line[...])
+            lines.append(
+                StoredAuditLine(
+                    sequence: count, subject: subject, linked: linked,
+                    line: try SealedRows.sealAuditLine(line, sequence: count, keys: keys)))
+        }
+        return (lines, (count, chain))
     }
 
     /// How many users are in each state.

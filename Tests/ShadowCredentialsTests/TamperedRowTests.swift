@@ -37,8 +37,9 @@ import Testing
         try await DatabaseStoreTests().sql(fixture, statement)
     }
 
-    /// After `edit` to an audit row's clear columns, verifying the log and reading the history of
-    /// `subject` both fail as tampering.
+    /// After `edit` to an audit row's clear columns, verifying the log, reading the history of
+    /// `subject` and the next write (the line is after the checkpoint) all fail as tampering, and
+    /// the write leaves nothing behind.
     func expectColumnEditCaught(_ kind: StoreKind, _ edit: String, historyOf subject: String) async throws {
         let fixture = try await written(kind)
         try await sql(fixture, edit)
@@ -47,6 +48,11 @@ import Testing
             await #expect(throws: CredentialError(.auditTampered, "")) {
                 _ = try await store.history(clientID: Table.client, subject: subject)
             }
+            await #expect(throws: CredentialError(.auditTampered, "")) {
+                _ = try await store.apply([Table.event(.signIn, at: Table.t + 10, subject: "c")])
+            }
+            let appended = try await store.status(clientID: Table.client, subject: "c")
+            #expect(appended.state == .notFound)
         }
     }
 
