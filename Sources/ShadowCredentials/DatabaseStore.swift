@@ -185,11 +185,24 @@ public final class StateEngine: Sendable {
             let (checkpoint, tail) = try await self.linesSinceCheckpoint(of: transaction, count: count, chain: chain)
             async let checked: Void = Self.check(tail)
             do {
-                // In the same transaction: a recorded deletion or revocation always has its tokens queued.
-                if !revoking.isEmpty { try await self.queueRevocations(revoking, now: recordedAt, in: transaction) }
-                if !transitions.isEmpty {
-                    let (lines, head) = try Self.auditLines(transitions, after: count, chain: chain, keys: keys)
-                    for chunk in lines.chunked(1000) { try await transaction.appendAudit(Array(chunk)) }
+                let (revoking, transitions) = (revoking, transitions)
+                let head = try await withThrowingTaskGroup(of: Void.self) { group in
+                    // In the same transaction: a recorded deletion or revocation always has its
+                    // tokens queued. The store works through it, and then through each stretch of
+                    // lines, while the next stretch is made.
+                    if !revoking.isEmpty {
+                        group.addTask { try await self.queueRevocations(revoking, now: recordedAt, in: transaction) }
+                    }
+                    var head = (count: count, chain: chain)
+                    for stretch in transitions.chunked(250) {
+                        let lines: [StoredAuditLine]
+                        (lines, head) = try Self.auditLines(stretch, after: head.count, chain: head.chain, keys: keys)
+                        group.addTask { try await transaction.appendAudit(lines) }
+                    }
+                    try await group.waitForAll()
+                    return head
+                }
+                if head.count > count {
                     try await transaction.setMeta(
                         MetaName.auditHead, keys.encodeHead(count: head.count, chain: head.chain))
                     // The lines up to the head this write checked are known good: the checkpoint
@@ -216,8 +229,8 @@ public final class StateEngine: Sendable {
     /// The sealed lines of `transitions` after line `count`, whose chain value is `chain`; and
     /// the head after them.
     private static func auditLines(
-        _ transitions: [(subject: [UInt8], linked: [UInt8]?, members: [UInt8])], after count: Int, chain: [UInt8],
-        keys: StoreKeys
+        _ transitions: ArraySlice<(subject: [UInt8], linked: [UInt8]?, members: [UInt8])>, after count: Int,
+        chain: [UInt8], keys: StoreKeys
     ) throws -> (lines: [StoredAuditLine], head: (count: Int, chain: [UInt8])) {
         var (count, chain) = (count, chain)
         var lines: [StoredAuditLine] = []
