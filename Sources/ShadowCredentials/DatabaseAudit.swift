@@ -67,18 +67,6 @@ extension StateEngine {
         }
     }
 
-    /// ``linesSinceCheckpoint(of:count:chain:)`` and its check, one after the other.
-    @discardableResult
-    func checkSinceCheckpoint(
-        of transaction: any StateTransaction, count: Int, chain: [UInt8]
-    ) async throws
-        -> (count: Int, chain: [UInt8])
-    {
-        var (checkpoint, tail) = try await linesSinceCheckpoint(of: transaction, count: count, chain: chain)
-        try tail.check()
-        return checkpoint
-    }
-
     /// Checks the whole chain against the authenticated head, reading it a page at a time in one
     /// read transaction (a consistent snapshot); returns the entries too when `collect` is set.
     package func verifyAudit(collect: Bool = false) async throws -> (report: AuditReport, entries: [AuditEntry]) {
