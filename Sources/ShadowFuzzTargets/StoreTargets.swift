@@ -36,8 +36,9 @@ enum CredentialTargets {
         return AuditKeys(secret: secret)
     }()
 
-    /// An audit log: each line that parses re-encodes to itself; the log is verified as wholly
-    /// uncommitted (mode 0) and as committed up to its last full line (mode 1).
+    /// An audit log: each line that parses re-encodes to itself, and the write's field check
+    /// (`AuditEntry.carries`) finds in it the fields the parse found and no other subject; the log
+    /// is verified as wholly uncommitted (mode 0) and as committed up to its last full line (mode 1).
     static let auditLog: FuzzTargets.Harness = { data in
         let input = Input(data)
         var chain = keys.start
@@ -45,11 +46,21 @@ enum CredentialTargets {
         var count = 0
         var offset = 0
         for line in input.rest.split(separator: 0x0A, omittingEmptySubsequences: false).dropLast() {
+            let any = Array(repeating: UInt8(ascii: "a"), count: 64)
+            _ = AuditEntry.carries(line, sequence: count + 1, subject: any, linked: nil, previous: any)
             if let (entry, previous) = AuditEntry.parse(line) {
                 let prev = try? Hex.decode(previous)
                 precondition(
                     prev.map { entry.line(previous: $0).elementsEqual(line) } ?? false,
                     "an audit line does not re-encode to itself")
+                let subject = Array(entry.subjectHash.utf8)
+                func carries(_ subject: [UInt8]) -> Bool {
+                    AuditEntry.carries(
+                        line, sequence: entry.sequence, subject: subject,
+                        linked: entry.linkedSubjectHash.map { Array($0.utf8) }, previous: Array(previous.utf8))
+                }
+                precondition(carries(subject), "a canonical line does not carry its own fields")
+                precondition(!carries(subject.map { $0 == 0x30 ? 0x31 : 0x30 }), "a line carries another subject")
             }
             offset += line.count + 1
             chain = keys.link(line)
