@@ -170,6 +170,47 @@ import Testing
         }
     }
 
+    /// A write the check refuses leaves nothing behind, though its revocations and lines were
+    /// already on their way to the store while the check ran (600 sign-ins: three stretches of
+    /// lines; a revocation with a token to queue): once the edit is undone, the store is exactly
+    /// as it was, and takes the next write.
+    @Test(arguments: databases)
+    func aRefusedWriteLeavesNothingBehind(kind: StoreKind) async throws {
+        let fixture = try await written(kind)
+        try await withStore(fixture) { store in
+            let tokens = try #require(store as? any DatabaseCredentialStore)
+            try await tokens.put(
+                ServerToken(
+                    clientID: Table.client, subject: "b", kind: .refresh, value: SecretBytes(utf8: "r.b"),
+                    storedAt: Date(timeIntervalSince1970: Double(Table.t) / 1000)))
+        }
+        try await sql(fixture, "CREATE TABLE audit_backup AS SELECT * FROM shadow_audit")
+        try await sql(
+            fixture, "UPDATE shadow_audit SET line = (SELECT line FROM shadow_audit WHERE seq = 1) WHERE seq = 2")
+        let write =
+            (0..<600).map { Table.event(.signIn, at: Table.t + 10, subject: "n\($0)") } + [
+                Table.event(.consentRevoked, at: Table.t + 20, subject: "b")
+            ]
+        try await withStore(fixture) { store in
+            await #expect(throws: CredentialError(.auditTampered, "")) { _ = try await store.apply(write) }
+        }
+        try await sql(
+            fixture, "UPDATE shadow_audit SET line = (SELECT line FROM audit_backup WHERE seq = 2) WHERE seq = 2")
+        try await withStore(fixture) { store in
+            #expect(try await store.verifyAudit().entries == 4)
+            let (b, n0) = (
+                try await store.status(clientID: Table.client, subject: "b"),
+                try await store.status(clientID: Table.client, subject: "n0")
+            )
+            #expect(b.state == .authorized && n0.state == .notFound)
+            let queue = try #require(store as? any DatabaseCredentialStore)
+            #expect(try await queue.revocationCounts().pending == 0)
+            _ = try await store.apply(write)
+            #expect(try await store.verifyAudit().entries == 4 + 601)
+            #expect(try await queue.revocationCounts().pending == 1)
+        }
+    }
+
     /// Each write moves the checkpoint to the head it checked, so the next write checks exactly
     /// the lines of the write before it (a cost per batch, whatever the log's length): an edit
     /// there is refused; an edit further back is left to verifyAudit.
