@@ -98,10 +98,11 @@ public struct AuditEntry: Sendable, Equatable {
     /// ``line(sequence:members:previous:)``, carries that sequence, `subject` and `linked` (hex of
     /// the row's columns; nil for `null`) and `prev` equal to `previous` (hex of the chain value
     /// before it). The members are found where that writer puts them: `seq` first, `prev` last,
-    /// and `"subject":` and `"linked_subject":` after the first `,"` that precedes each name (in
-    /// that writer's output a `,"` inside a string value is impossible, its quotes being escaped).
-    /// No parse and no re-encoding: what a write checks of the lines before it (``parse(_:)``
-    /// remains the full check of every byte).
+    /// and `subject` and `linked_subject` at the first `,"subject":"` and `,"linked_subject":`. In
+    /// that writer's output those bytes occur only there: a quote inside a value is escaped, and a
+    /// value's closing quote is followed by `,` or `}`, never by a name. No parse and no
+    /// re-encoding: what a write checks of the lines before it (``parse(_:)`` remains the full
+    /// check of every byte).
     package static func carries(
         _ line: ArraySlice<UInt8>, sequence: Int, subject: [UInt8], linked: [UInt8]?, previous: [UInt8]
     ) -> Bool {
