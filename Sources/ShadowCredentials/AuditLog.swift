@@ -106,15 +106,27 @@ public struct AuditEntry: Sendable, Equatable {
     package static func carries(
         _ line: ArraySlice<UInt8>, sequence: Int, subject: [UInt8], linked: [UInt8]?, previous: [UInt8]
     ) -> Bool {
-        let head = Array(#"{"seq":"#.utf8) + Array(String(sequence).utf8) + Array(#","recorded_at_ms":"#.utf8)
-        let tail = Array(#","prev":""#.utf8) + previous + Array(#""}"#.utf8)
+        let head = Field.seq + Array(String(sequence).utf8) + Field.recordedAt
+        let tail = Field.prev + previous + Field.end
         guard line.count > head.count + tail.count, line.starts(with: head),
-            let subjectStart = Self.end(of: Array(#","subject":""#.utf8), in: line),
-            line[subjectStart...].starts(with: subject + Array(#"",""#.utf8)),
-            let linkedStart = Self.end(of: Array(#","linked_subject":"#.utf8), in: line[subjectStart...]),
-            line[linkedStart...].starts(with: linked.map { [0x22] + $0 + [0x22, 0x2C] } ?? Array("null,".utf8))
+            let subjectStart = Self.end(of: Field.subject, in: line),
+            line[subjectStart...].starts(with: subject + Field.afterSubject),
+            let linkedStart = Self.end(of: Field.linked, in: line[subjectStart...]),
+            line[linkedStart...].starts(with: linked.map { [0x22] + $0 + [0x22, 0x2C] } ?? Field.null)
         else { return false }
         return ConstantTime.equals(Array(line.suffix(tail.count)), tail)
+    }
+
+    /// The fixed bytes ``carries(_:sequence:subject:linked:previous:)`` looks for, made once.
+    private enum Field {
+        static let seq = Array(#"{"seq":"#.utf8)
+        static let recordedAt = Array(#","recorded_at_ms":"#.utf8)
+        static let subject = Array(#","subject":""#.utf8)
+        static let afterSubject = Array(#"",""#.utf8)
+        static let linked = Array(#","linked_subject":"#.utf8)
+        static let null = Array("null,".utf8)
+        static let prev = Array(#","prev":""#.utf8)
+        static let end = Array(#""}"#.utf8)
     }
 
     /// The index just past the first occurrence of `pattern` in `bytes`.
