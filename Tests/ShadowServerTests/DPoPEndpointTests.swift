@@ -172,6 +172,32 @@ import Testing
         }
     }
 
+    /// A proof refused by a check that needs no store (here its `htu`) is refused before any
+    /// write and writes no replay row, yet its request still counts against the session's limit,
+    /// as it would with the limit counted first.
+    @Test func aProofRefusedWithoutTheStoreStillCountsAndIsNotSpent() async throws {
+        var limits = SessionEndpoints.Limits()
+        limits.perUser = try RateLimit(requests: 1, per: 600, burst: 1)
+        let fixture = try await fixture(limits: limits)
+        try await closing({ await fixture.store.close() }) {
+            let device = try DPoPSigner.es256(P256.Signing.PrivateKey())
+            let signedIn = await fixture.endpoints.signIn(
+                body: try signInBody("001234.dpop.0010"), contentType: "application/json", clientIP: "192.0.2.1",
+                dpop: try proof(device, "POST", "/auth/apple"))
+            let refreshToken = try #require(try Self.object(signedIn)["refreshToken"]?.stringValue)
+            let elsewhere = try proof(device, "POST", "/auth/logout")
+            let refused = await refresh(fixture.endpoints, refreshToken, elsewhere)
+            #expect(refused.status == .badRequest && Self.errorCode(refused) == "invalid_dpop_proof")
+            #expect(String(decoding: refused.body, as: UTF8.self).contains("uri_mismatch"))
+            let checked = try DPoPVerifier(clock: clock).verify(
+                elsewhere, method: "POST", url: Self.issuer + "/auth/logout")
+            let now = Int64(seconds.now * 1000)
+            #expect(try await fixture.store.firstUse(of: checked.replayKey, until: now + 600_000, now: now))
+            let limited = await refresh(fixture.endpoints, refreshToken, try proof(device, "POST", "/auth/refresh"))
+            #expect(limited.status == .tooManyRequests && Self.errorCode(limited) == "rate_limited")
+        }
+    }
+
     /// RFC 9449 §7.1: a bound token is refused as a bearer token, with the DPoP challenge; with
     /// `Authorization: DPoP` and a proof for the request it is accepted; a proof for another
     /// token (`ath`) or by another key is refused.
