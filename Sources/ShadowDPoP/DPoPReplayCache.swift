@@ -10,6 +10,18 @@ public protocol DPoPReplayCache: Sendable {
     func firstUse(of key: [UInt8], until expiresAt: Int64, now: Int64) async throws -> Bool
 }
 
+/// One proof's replay check: its key (``DPoPProof/replayKey``), kept until `expiresAt`, checked
+/// at `now` (ms since 1970).
+public struct DPoPReplayEntry: Sendable {
+    public var key: [UInt8]
+    public var expiresAt: Int64
+    public var now: Int64
+
+    public init(key: [UInt8], expiresAt: Int64, now: Int64) {
+        (self.key, self.expiresAt, self.now) = (key, expiresAt, now)
+    }
+}
+
 /// A replay cache in this process's memory, bounded: a resource server's, checked with no store
 /// read. Replays to another instance are not seen; proofs are short-lived and bound to one
 /// method, URI and access token.

@@ -211,11 +211,30 @@ public struct DPoPVerifier: Sendable {
     /// for the same request checks the proof first, then sends this write beside them.
     /// - Throws: ``DPoPErrorCode/replayed``; ``DPoPErrorCode/unavailable`` when `replay` fails.
     public func spend(_ proof: DPoPProof, in replay: some DPoPReplayCache) async throws {
-        let now = Int64((clock.now.timeIntervalSince1970 * 1000).rounded(.down))
-        let until = Int64((proof.acceptedUntil.timeIntervalSince1970 * 1000).rounded(.up))
+        let entry = replayEntry(proof)
+        do {
+            try Self.spent(.success(try await replay.firstUse(of: entry.key, until: entry.expiresAt, now: entry.now)))
+        } catch let error as DPoPError {
+            throw error
+        } catch {
+            try Self.spent(.failure(error))
+        }
+    }
+
+    /// The replay check of `proof` (``spend(_:in:)``) for a caller that hands it to its store
+    /// with other writes: the key, kept until the proof stops being accepted, checked now.
+    public func replayEntry(_ proof: DPoPProof) -> DPoPReplayEntry {
+        DPoPReplayEntry(
+            key: proof.replayKey, expiresAt: Int64((proof.acceptedUntil.timeIntervalSince1970 * 1000).rounded(.up)),
+            now: Int64((clock.now.timeIntervalSince1970 * 1000).rounded(.down)))
+    }
+
+    /// The replay check's answer (``DPoPReplayCache/firstUse(of:until:now:)``) as ``spend(_:in:)``
+    /// gives it: a replay or an unreachable cache is a ``DPoPError``.
+    public static func spent(_ firstUse: Result<Bool, any Error>) throws {
         let first: Bool
         do {
-            first = try await replay.firstUse(of: proof.replayKey, until: until, now: now)
+            first = try firstUse.get()
         } catch let error as DPoPError {
             throw error
         } catch {

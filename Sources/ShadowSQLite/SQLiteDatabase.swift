@@ -35,10 +35,10 @@ public final class SQLiteDatabase: SQLDatabase {
     /// Single writes waiting for the next commit, and whether a commit is under way.
     private let queue = Mutex<(waiting: [Write], committing: Bool)>(([], false))
 
+    /// Statements sent together (one ``write(_:_:)``, or one ``writeEach(_:)``), answered together.
     private struct Write: Sendable {
-        let sql: String
-        let values: [SQLValue]
-        let done: CheckedContinuation<[SQLRow], any Error>
+        let statements: [SQLStatement]
+        let done: CheckedContinuation<[Result<[SQLRow], any Error>], Never>
     }
 
     package var dialect: SQLDialect { .sqlite }
@@ -184,9 +184,17 @@ public final class SQLiteDatabase: SQLDatabase {
     /// so running them together changes nothing but the number of fsyncs. A statement that fails
     /// fails alone; a commit that fails fails its whole group.
     package func write(_ sql: String, _ values: [SQLValue]) async throws -> [SQLRow] {
-        try await withCheckedThrowingContinuation { done in
+        guard let result = await writeEach([SQLStatement(sql, values)]).first else { return [] }
+        return try result.get()
+    }
+
+    /// Statements queued for the group commit at once, with one wait for all their answers: a
+    /// caller with several independent writes hands them over in one step, not one task each.
+    package func writeEach(_ statements: [SQLStatement]) async -> [Result<[SQLRow], any Error>] {
+        guard !statements.isEmpty else { return [] }
+        return await withCheckedContinuation { done in
             let start = queue.withLock { state -> Bool in
-                state.waiting.append(Write(sql: sql, values: values, done: done))
+                state.waiting.append(Write(statements: statements, done: done))
                 guard !state.committing else { return false }
                 state.committing = true
                 return true
@@ -204,49 +212,60 @@ public final class SQLiteDatabase: SQLDatabase {
                 return group
             }
             guard !group.isEmpty else { return }
+            let statements = group.flatMap(\.statements)
+            let results: [Result<[SQLRow], any Error>]
             do {
-                let results = try await withWriter { writer -> [Result<[SQLRow], any Error>] in
-                    // The transaction must have begun before its statements are queued: a statement
-                    // run outside it would commit alone.
-                    _ = try await writer.query("BEGIN IMMEDIATE", [])
-                    var results: [Result<[SQLRow], any Error>] = []
-                    let commit: EventLoopFuture<[SQLiteRow]>?
-                    if let write = group.first, group.count == 1 {
-                        // Alone, a statement is awaited directly: a queued one answers through the
-                        // event loop, a hand-off more for a writer with nothing to share it with.
-                        do {
-                            results.append(.success(try await Self.rows(writer, write.sql, write.values)))
-                        } catch {
-                            results.append(.failure(Self.storageError(error, path)))
-                        }
-                        commit = nil
-                    } else {
-                        // Then the whole group and its COMMIT at once, run in order on the writer's thread.
-                        let queued: [EventLoopFuture<[SQLiteRow]>] = group.map {
-                            writer.query($0.sql, $0.values.map(Self.data))
-                        }
-                        commit = writer.query("COMMIT", [])
-                        for statement in queued {
-                            do {
-                                results.append(.success(Self.rows(try await statement.get())))
-                            } catch {
-                                results.append(.failure(Self.storageError(error, path)))
-                            }
-                        }
-                    }
-                    do {
-                        if let commit { _ = try await commit.get() } else { _ = try await writer.query("COMMIT", []) }
-                    } catch {
-                        _ = try? await writer.query("ROLLBACK", [])
-                        throw error
-                    }
-                    return results
-                }
-                for (write, result) in zip(group, results) { write.done.resume(with: result) }
+                results = try await withWriter { writer in try await Self.commit(statements, on: writer, path) }
             } catch {
-                for write in group { write.done.resume(throwing: error) }
+                results = Array(repeating: .failure(error), count: statements.count)
+            }
+            var next = results[...]
+            for write in group {
+                write.done.resume(returning: Array(next.prefix(write.statements.count)))
+                next = next.dropFirst(write.statements.count)
             }
         }
+    }
+
+    /// One transaction of `statements`, each with its own result; a failed COMMIT throws.
+    private static func commit(
+        _ statements: [SQLStatement], on writer: SQLiteConnection, _ path: String
+    ) async throws -> [Result<[SQLRow], any Error>] {
+        // The transaction must have begun before its statements are queued: a statement run
+        // outside it would commit alone.
+        _ = try await writer.query("BEGIN IMMEDIATE", [])
+        var results: [Result<[SQLRow], any Error>] = []
+        let commit: EventLoopFuture<[SQLiteRow]>?
+        if let statement = statements.first, statements.count == 1 {
+            // Alone, a statement is awaited directly: a queued one answers through the event
+            // loop, a hand-off more for a writer with nothing to share it with.
+            do {
+                results.append(.success(try await Self.rows(writer, statement.sql, statement.values)))
+            } catch {
+                results.append(.failure(Self.storageError(error, path)))
+            }
+            commit = nil
+        } else {
+            // Then the whole group and its COMMIT at once, run in order on the writer's thread.
+            let queued: [EventLoopFuture<[SQLiteRow]>] = statements.map {
+                writer.query($0.sql, $0.values.map(Self.data))
+            }
+            commit = writer.query("COMMIT", [])
+            for statement in queued {
+                do {
+                    results.append(.success(Self.rows(try await statement.get())))
+                } catch {
+                    results.append(.failure(Self.storageError(error, path)))
+                }
+            }
+        }
+        do {
+            if let commit { _ = try await commit.get() } else { _ = try await writer.query("COMMIT", []) }
+        } catch {
+            _ = try? await writer.query("ROLLBACK", [])
+            throw error
+        }
+        return results
     }
 
     package func readAside(_ sql: String, _ values: [SQLValue]) async throws -> [SQLRow] {

@@ -114,11 +114,20 @@ public final class SessionEndpoints: Sendable {
 
     func limited(_ key: String, _ limit: RateLimit) async -> SessionHTTPResponse? {
         do {
-            guard let wait = try await authority.admit(key, limit: limit) else { return nil }
+            return limitRefusal(.success(try await authority.admit(key, limit: limit)))
+        } catch {
+            return limitRefusal(.failure(error))
+        }
+    }
+
+    /// A rate limit's answer: nil when allowed, else 429 with `Retry-After`, or 503.
+    func limitRefusal(_ answer: Result<Int?, any Error>) -> SessionHTTPResponse? {
+        switch answer {
+        case .success(nil): return nil
+        case .success(let wait?):
             return .error(
                 429, "rate_limited", "too many requests; retry in \(wait) s", headers: [.retryAfter: String(wait)])
-        } catch {
-            return .error(503, "store_unavailable", "the session store is unavailable")
+        case .failure: return .error(503, "store_unavailable", "the session store is unavailable")
         }
     }
 
@@ -331,20 +340,25 @@ public final class SessionEndpoints: Sendable {
             (text, token) = (value.text, checked)
         }
         // The IP's and the session's rate limits and the proof's replay row are independent
-        // writes: sent together, after the proof's checks that need no store, they share one
-        // group commit. Each counts as it would one after the other: a refused proof still counts
-        // against the limits, and a limited request's proof is still spent. The IP's refusal is
-        // answered first.
+        // writes: handed to the store together, after the proof's checks that need no store, they
+        // share one group commit. Each counts as it would one after the other: a refused proof
+        // still counts against the limits, and a limited request's proof is still spent. The IP's
+        // refusal is answered first.
         let verified = checkedProof(proofs, path: "/auth/refresh")
-        async let ipLimit = limited("ip:" + clientIP, limits.perIP)
-        async let sessionLimit = limited("session:" + token.family.description, limits.perUser)
-        let checked = await spent(verified)
-        if let refused = await ipLimit { return refused }
-        if let refused = await sessionLimit { return refused }
+        let passed = try? verified.get()
+        let admitted = await authority.admit(
+            [("ip:" + clientIP, limits.perIP), ("session:" + token.family.description, limits.perUser)],
+            replay: passed.map(dpop.verifier.replayEntry))
+        for wait in admitted.waits {
+            if let refused = limitRefusal(wait) { return refused }
+        }
         let proof: DPoPProof?
-        switch checked {
+        switch verified {
         case .failure(let response): return response
         case .success(let value): proof = value
+        }
+        if let spent = admitted.replay {
+            do { try DPoPVerifier.spent(spent) } catch { return proofFailure(error) }
         }
         do {
             return tokens(try await authority.refresh(text, proof: proof), withUser: false)

@@ -5,6 +5,7 @@ public import FoundationEssentials
 public import Foundation
 #endif
 import ShadowCore
+public import ShadowDPoP
 package import ShadowStorage
 package import ShadowVault
 
@@ -127,7 +128,12 @@ public final class DatabaseSessionStore: SessionStore {
 
     /// Runs `body`, reporting the database's failures as ``SessionError``s.
     static func storing<R>(_ body: () async throws -> R) async throws -> R {
-        do { return try await body() } catch let error as StorageError { throw SessionError(storeFailure: error) }
+        do { return try await body() } catch { throw sessionError(error) }
+    }
+
+    /// A store failure as a ``SessionError``; any other error as it is.
+    static func sessionError(_ error: any Error) -> any Error {
+        (error as? StorageError).map { SessionError(storeFailure: $0) } ?? error
     }
 
     // MARK: The secret
@@ -545,13 +551,17 @@ public final class DatabaseSessionStore: SessionStore {
     /// inserted, or an expired row of it renewed; no row back means it was seen and is still live.
     public func firstUse(of key: [UInt8], until expiresAt: Int64, now: Int64) async throws -> Bool {
         try await Self.storing {
-            try await !database.write(
-                """
-                INSERT INTO shadow_dpop_proofs (key, expires_ms) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET \
-                expires_ms = excluded.expires_ms WHERE shadow_dpop_proofs.expires_ms < ? RETURNING key
-                """, .blob(key), .integer(expiresAt), .integer(now)
-            ).isEmpty
+            try await !database.write(Self.firstUseStatement(DPoPReplayEntry(key: key, expiresAt: expiresAt, now: now)))
+                .isEmpty
         }
+    }
+
+    static func firstUseStatement(_ step: DPoPReplayEntry) -> SQLStatement {
+        SQLStatement(
+            """
+            INSERT INTO shadow_dpop_proofs (key, expires_ms) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET \
+            expires_ms = excluded.expires_ms WHERE shadow_dpop_proofs.expires_ms < ? RETURNING key
+            """, [.blob(step.key), .integer(step.expiresAt), .integer(step.now)])
     }
 
     // MARK: Rate limits
@@ -559,18 +569,52 @@ public final class DatabaseSessionStore: SessionStore {
     /// GCRA in one statement (Docs/sessions.md, "Rate limits"): the key's theoretical arrival
     /// time moves to max(tat, now) + T when max(tat, now) − now ≤ τ; no row back means refused.
     public func rateLimit(key: [UInt8], now: Int64, interval: Int64, tolerance: Int64) async throws -> Int64? {
-        try await Self.storing {
-            let later = "CASE WHEN shadow_rate_limits.tat_ms > ? THEN shadow_rate_limits.tat_ms ELSE ? END"
-            let allowed = try await database.write(
-                """
-                INSERT INTO shadow_rate_limits (key, tat_ms) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET tat_ms = \
-                \(later) + ? WHERE \(later) - ? <= ? RETURNING tat_ms
-                """, .blob(key), .integer(now + interval), .integer(now), .integer(now), .integer(interval),
-                .integer(now), .integer(now), .integer(now), .integer(tolerance))
-            guard allowed.isEmpty else { return nil }
-            let tat = try await database.read("SELECT tat_ms FROM shadow_rate_limits WHERE key = ?", .blob(key)).first?
-                .integer("tat_ms")
-            return (tat ?? now) - tolerance
+        let step = RateLimitStep(key: key, now: now, interval: interval, tolerance: tolerance)
+        return try await Self.storing {
+            try await refusal(step, allowed: !database.write(Self.rateLimitStatement(step)).isEmpty)
         }
+    }
+
+    static func rateLimitStatement(_ step: RateLimitStep) -> SQLStatement {
+        let later = "CASE WHEN shadow_rate_limits.tat_ms > ? THEN shadow_rate_limits.tat_ms ELSE ? END"
+        let now = SQLValue.integer(step.now)
+        return SQLStatement(
+            """
+            INSERT INTO shadow_rate_limits (key, tat_ms) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET tat_ms = \
+            \(later) + ? WHERE \(later) - ? <= ? RETURNING tat_ms
+            """,
+            [
+                .blob(step.key), .integer(step.now + step.interval), now, now, .integer(step.interval), now, now,
+                now, .integer(step.tolerance),
+            ])
+    }
+
+    /// Nil for an allowed step; for a refused one, the time (ms) at which a request would be.
+    private func refusal(_ step: RateLimitStep, allowed: Bool) async throws -> Int64? {
+        guard !allowed else { return nil }
+        let tat = try await database.read("SELECT tat_ms FROM shadow_rate_limits WHERE key = ?", .blob(step.key))
+            .first?.integer("tat_ms")
+        return (tat ?? step.now) - step.tolerance
+    }
+
+    /// The limits' statements and the proof's in one hand-over to the store (one group commit
+    /// in SQLite), each answered as on its own.
+    public func admit(
+        _ limits: [RateLimitStep], replay: DPoPReplayEntry?
+    ) async -> (limits: [Result<Int64?, any Error>], replay: Result<Bool, any Error>?) {
+        var statements = limits.map(Self.rateLimitStatement)
+        if let replay { statements.append(Self.firstUseStatement(replay)) }
+        let results = await database.writeEach(statements)
+        var answers: [Result<Int64?, any Error>] = []
+        for (step, result) in zip(limits, results) {
+            do {
+                answers.append(
+                    .success(try await Self.storing { try await refusal(step, allowed: !result.get().isEmpty) }))
+            } catch {
+                answers.append(.failure(error))
+            }
+        }
+        let spent = replay == nil ? nil : results.last.map { $0.map { !$0.isEmpty }.mapError(Self.sessionError) }
+        return (answers, spent)
     }
 }

@@ -5,6 +5,7 @@ public import FoundationEssentials
 public import Foundation
 #endif
 import ShadowCore
+public import ShadowDPoP
 
 /// A GCRA limit (the generic cell rate algorithm): `requests` per `period`, with bursts of up to
 /// `burst` requests at once. Each key's whole state is one number, its theoretical arrival time,
@@ -46,13 +47,34 @@ extension SessionAuthority {
     /// Counts a request against `limit` for `key` (`ip:…`, `user:…`); nil when it is allowed,
     /// else the seconds to wait (for `Retry-After`, at least 1).
     public func admit(_ key: String, limit: RateLimit) async throws -> Int? {
+        let step = self.step(key, limit)
+        return wait(
+            try await store.rateLimit(key: step.key, now: step.now, interval: step.interval, tolerance: step.tolerance),
+            now: step.now)
+    }
+
+    /// Counts a request against each of `limits` and, with `replay`, spends a DPoP proof, in one
+    /// hand-over to the store (one group commit in SQLite). Each answer is what ``admit(_:limit:)``
+    /// or the replay check alone would give: every step counts whatever the others answer.
+    public func admit(
+        _ limits: [(key: String, limit: RateLimit)], replay: DPoPReplayEntry?
+    ) async -> (waits: [Result<Int?, any Error>], replay: Result<Bool, any Error>?) {
+        let steps = limits.map { step($0.key, $0.limit) }
+        let answers = await store.admit(steps, replay: replay)
+        return (
+            zip(steps, answers.limits).map { step, answer in answer.map { wait($0, now: step.now) } }, answers.replay
+        )
+    }
+
+    private func step(_ key: String, _ limit: RateLimit) -> RateLimitStep {
         // Keys are hashed: the table holds no address or user ID in clear, and every key is 16 bytes.
-        let hashed = Array(SHA256.hash(data: Array("shadow-keys rate v1\u{0}\(key)".utf8)).prefix(16))
-        let now = self.now
-        guard
-            let next = try await store.rateLimit(
-                key: hashed, now: now, interval: limit.interval, tolerance: limit.tolerance)
-        else { return nil }
-        return max(1, Int((next - now + 999) / 1000))
+        RateLimitStep(
+            key: Array(SHA256.hash(data: Array("shadow-keys rate v1\u{0}\(key)".utf8)).prefix(16)), now: now,
+            interval: limit.interval, tolerance: limit.tolerance)
+    }
+
+    /// Nil when allowed, else the whole seconds until `next`, at least 1.
+    private func wait(_ next: Int64?, now: Int64) -> Int? {
+        next.map { max(1, Int(($0 - now + 999) / 1000)) }
     }
 }

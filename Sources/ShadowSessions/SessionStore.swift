@@ -141,4 +141,49 @@ public protocol SessionStore: DPoPReplayCache {
     /// when that is at most `now + tolerance + interval`. Returns nil when allowed, else the time
     /// (ms) at which a request would be.
     func rateLimit(key: [UInt8], now: Int64, interval: Int64, tolerance: Int64) async throws -> Int64?
+    /// The GCRA steps of `limits` and, with `replay`, a proof's replay check, handed to the store
+    /// together: independent writes, each answered as ``rateLimit(key:now:interval:tolerance:)``
+    /// or ``DPoPReplayCache/firstUse(of:until:now:)`` would answer it, which may share a commit.
+    func admit(
+        _ limits: [RateLimitStep], replay: DPoPReplayEntry?
+    ) async -> (limits: [Result<Int64?, any Error>], replay: Result<Bool, any Error>?)
+}
+
+/// One request counted against one GCRA limit (``SessionStore/rateLimit(key:now:interval:tolerance:)``).
+public struct RateLimitStep: Sendable {
+    public var key: [UInt8]
+    public var now: Int64
+    public var interval: Int64
+    public var tolerance: Int64
+
+    public init(key: [UInt8], now: Int64, interval: Int64, tolerance: Int64) {
+        (self.key, self.now, self.interval, self.tolerance) = (key, now, interval, tolerance)
+    }
+}
+
+extension SessionStore {
+    /// Each step on its own, all at once.
+    public func admit(
+        _ limits: [RateLimitStep], replay: DPoPReplayEntry?
+    ) async -> (limits: [Result<Int64?, any Error>], replay: Result<Bool, any Error>?) {
+        async let spent: Result<Bool, any Error>? = {
+            guard let replay else { return nil }
+            do { return .success(try await firstUse(of: replay.key, until: replay.expiresAt, now: replay.now)) } catch {
+                return .failure(error)
+            }
+        }()
+        var answers: [Result<Int64?, any Error>] = []
+        for step in limits {
+            do {
+                answers.append(
+                    .success(
+                        try await rateLimit(
+                            key: step.key, now: step.now, interval: step.interval, tolerance: step.tolerance)
+                    ))
+            } catch {
+                answers.append(.failure(error))
+            }
+        }
+        return (answers, await spent)
+    }
 }

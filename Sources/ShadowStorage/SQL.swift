@@ -11,6 +11,17 @@ package enum SQLValue: Sendable, Hashable {
     package static func optional(_ value: [UInt8]?) -> SQLValue { value.map { .blob($0) } ?? .null }
 }
 
+/// One statement and its values.
+package struct SQLStatement: Sendable {
+    package let sql: String
+    package let values: [SQLValue]
+
+    package init(_ sql: String, _ values: [SQLValue]) {
+        self.sql = sql
+        self.values = values
+    }
+}
+
 /// One row of a result, its columns by name.
 package struct SQLRow: Sendable {
     package let names: [String]
@@ -64,6 +75,10 @@ package protocol SQLDatabase: Sendable {
     /// One writing statement, committed durably before it returns. It may share a transaction
     /// with other writes of this process (group commit), so each must stand alone.
     func write(_ sql: String, _ values: [SQLValue]) async throws -> [SQLRow]
+    /// Independent writing statements sent at once, each with the result ``write(_:_:)`` would
+    /// give it (one that fails fails alone). They may share a transaction with one another and
+    /// with other writes of this process, so each must stand alone; none waits for another.
+    func writeEach(_ statements: [SQLStatement]) async -> [Result<[SQLRow], any Error>]
     /// `body`'s statements in one writing transaction, committed when it returns and rolled back
     /// when it throws; writers of every process are serialised from its first statement (in
     /// PostgreSQL, once `body` locks what it writes). A transient failure retries the whole body,
@@ -90,8 +105,29 @@ extension SQLDatabase {
         try await transaction(retrying: true, body)
     }
 
+    /// Each statement as its own ``write(_:_:)``, all at once.
+    package func writeEach(_ statements: [SQLStatement]) async -> [Result<[SQLRow], any Error>] {
+        await withTaskGroup(of: (Int, Result<[SQLRow], any Error>).self) { group in
+            for (index, statement) in statements.enumerated() {
+                group.addTask {
+                    do {
+                        return (index, .success(try await write(statement.sql, statement.values)))
+                    } catch {
+                        return (index, .failure(error))
+                    }
+                }
+            }
+            var results = [Result<[SQLRow], any Error>](repeating: .success([]), count: statements.count)
+            for await (index, result) in group { results[index] = result }
+            return results
+        }
+    }
+
     package func read(_ sql: String, _ values: SQLValue...) async throws -> [SQLRow] { try await read(sql, values) }
     package func write(_ sql: String, _ values: SQLValue...) async throws -> [SQLRow] { try await write(sql, values) }
+    package func write(_ statement: SQLStatement) async throws -> [SQLRow] {
+        try await write(statement.sql, statement.values)
+    }
 }
 
 extension SQLTransaction {

@@ -64,4 +64,69 @@ import Testing
             }
         }
     }
+
+    /// Statements handed over together (`writeEach`) and single writes sent at the same time: each
+    /// statement is answered in its own place, a failing one fails alone, and all are durable.
+    @Test func statementsHandedOverTogetherAreAnsweredEachInPlace() async throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.path + "/each.sqlite"
+        let database = try await SQLiteDatabase.open(path: path, create: true)
+        try await closing({ await database.close() }) {
+            _ = try await database.write("CREATE TABLE items (id INTEGER PRIMARY KEY, batch INTEGER NOT NULL)", [])
+            _ = try await database.write("INSERT INTO items (id, batch) VALUES (0, -1)", [])
+            // 20 batches of three inserts, the middle one of every fifth batch repeating key 0,
+            // beside 20 single writes.
+            let answers = await withTaskGroup(of: (Int, [Result<[SQLRow], any Error>]).self) { group in
+                for batch in 0..<20 {
+                    group.addTask {
+                        let statements = (0..<3).map { slot in
+                            let key = slot == 1 && batch.isMultiple(of: 5) ? 0 : Int64(1000 + batch * 3 + slot)
+                            return SQLStatement(
+                                "INSERT INTO items (id, batch) VALUES (?, ?) RETURNING id",
+                                [.integer(key), .integer(Int64(batch))])
+                        }
+                        return (batch, await database.writeEach(statements))
+                    }
+                    group.addTask {
+                        do {
+                            return (
+                                100 + batch,
+                                [
+                                    .success(
+                                        try await database.write(
+                                            "INSERT INTO items (id, batch) VALUES (?, 100) RETURNING id",
+                                            [.integer(Int64(5000 + batch))]))
+                                ]
+                            )
+                        } catch {
+                            return (100 + batch, [.failure(error)])
+                        }
+                    }
+                }
+                return await group.reduce(into: [Int: [Result<[SQLRow], any Error>]]()) { $0[$1.0] = $1.1 }
+            }
+            #expect(answers.count == 40)
+            for batch in 0..<20 {
+                let results = try #require(answers[batch])
+                #expect(results.count == 3)
+                for (slot, result) in results.enumerated() {
+                    if slot == 1 && batch.isMultiple(of: 5) {
+                        #expect(throws: StorageError.self) { try result.get() }
+                    } else {
+                        #expect(try result.get().first?.integer("id") == Int64(1000 + batch * 3 + slot))
+                    }
+                }
+                let single = try #require(answers[100 + batch]?.first)
+                #expect(try single.get().first?.integer("id") == Int64(5000 + batch))
+            }
+            #expect(await database.writeEach([]).isEmpty)
+            let reopened = try await SQLiteDatabase.open(path: path, create: false, readOnly: true)
+            try await closing({ await reopened.close() }) {
+                let count = try await reopened.read("SELECT COUNT(*) AS c FROM items", []).first?.integer("c")
+                // The first row, 56 batched inserts of new keys, and 20 single ones.
+                let expected: Int64 = 1 + 56 + 20
+                #expect(count == expected)
+            }
+        }
+    }
 }
