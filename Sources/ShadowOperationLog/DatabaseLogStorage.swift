@@ -197,20 +197,18 @@ public final class DatabaseLogStorage: LogStorage {
     public func records(from index: UInt64, count: Int) async throws -> [LogRecord] {
         guard count > 0, index < Self.maxSize else { return [] }
         return try await Self.storing {
-            try Self.records(
-                try await database.read(
-                    "SELECT idx, leaf, body FROM shadow_oplog_entries WHERE idx >= ? ORDER BY idx LIMIT ?",
-                    .integer(Int64(index)), .integer(count)))
+            try await database.read(
+                "SELECT idx, leaf, body FROM shadow_oplog_entries WHERE idx >= ? ORDER BY idx LIMIT ?",
+                [.integer(Int64(index)), .integer(count)], aside: false, decode: Self.record)
         }
     }
 
-    static func records(_ rows: [SQLRow]) throws -> [LogRecord] {
-        try rows.map { row in
-            guard let idx = row.integer("idx"), idx >= 0, let leafBytes = row.blob("leaf"),
-                let leaf = TreeHash(bytes: leafBytes)
-            else { throw LogError(.tampered, "an entry row's index or leaf hash is malformed") }
-            return LogRecord(index: UInt64(idx), leaf: leaf, bytes: row.blob("body"))
+    /// An entry row (`idx, leaf, body`, in that order) as a record.
+    @Sendable static func record(_ row: any SQLColumns) throws -> LogRecord {
+        guard let idx = row.integer(0), idx >= 0, let leaf = row.withBlob(1, { TreeHash(bytes: $0) }) ?? nil else {
+            throw LogError(.tampered, "an entry row's index or leaf hash is malformed")
         }
+        return LogRecord(index: UInt64(idx), leaf: leaf, bytes: row.blob(2))
     }
 
     /// Read beside the entries (SQLite's second reader), so `verify` compares the stored nodes of
@@ -218,22 +216,21 @@ public final class DatabaseLogStorage: LogStorage {
     public func nodes(level: Int, in range: Range<UInt64>) async throws -> [UInt64: TreeHash] {
         guard level >= 1, level < 56, !range.isEmpty else { return [:] }
         return try await Self.storing {
-            try Self.nodes(
-                try await database.readAside(
+            Dictionary(
+                try await database.read(
                     "SELECT id, hash FROM shadow_oplog_nodes WHERE id >= ? AND id < ?",
-                    [Self.nodeID(level, range.lowerBound), Self.nodeID(level, range.upperBound)]))
+                    [Self.nodeID(level, range.lowerBound), Self.nodeID(level, range.upperBound)], aside: true,
+                    decode: Self.node),
+                uniquingKeysWith: { _, last in last })
         }
     }
 
-    static func nodes(_ rows: [SQLRow]) throws -> [UInt64: TreeHash] {
-        var found: [UInt64: TreeHash] = [:]
-        for row in rows {
-            guard let id = row.integer("id"), let bytes = row.blob("hash"), let hash = TreeHash(bytes: bytes) else {
-                throw LogError(.tampered, "a tree node row is malformed")
-            }
-            found[UInt64(bitPattern: id) & ((1 << 56) - 1)] = hash
+    /// A node row (`id, hash`) as its index within its level and its hash.
+    @Sendable static func node(_ row: any SQLColumns) throws -> (UInt64, TreeHash) {
+        guard let id = row.integer(0), let hash = row.withBlob(1, { TreeHash(bytes: $0) }) ?? nil else {
+            throw LogError(.tampered, "a tree node row is malformed")
         }
-        return found
+        return (UInt64(bitPattern: id) & ((1 << 56) - 1), hash)
     }
 
     public func find(entityHash: [UInt8], limit: Int) async throws -> [UInt64] {
@@ -269,15 +266,13 @@ public final class DatabaseLogStorage: LogStorage {
         var edge: [NodeID: TreeHash] = [:]
         for id in TreeFrontier.ids(size: size) {
             if id.level == 0 {
-                edge[id] = try Self.records(
-                    try await transaction.run(
-                        "SELECT idx, leaf, body FROM shadow_oplog_entries WHERE idx = ?", .integer(Int64(id.index)))
-                ).first?.leaf
+                edge[id] = try await transaction.run(
+                    "SELECT idx, leaf, body FROM shadow_oplog_entries WHERE idx = ?", .integer(Int64(id.index))
+                ).first.map(Self.record)?.leaf
             } else {
-                edge[id] = try Self.nodes(
-                    try await transaction.run(
-                        "SELECT id, hash FROM shadow_oplog_nodes WHERE id = ?", Self.nodeID(id.level, id.index))
-                )[id.index]
+                edge[id] = try await transaction.run(
+                    "SELECT id, hash FROM shadow_oplog_nodes WHERE id = ?", Self.nodeID(id.level, id.index)
+                ).first.map(Self.node)?.1
             }
         }
         let frontier = try TreeFrontier(size: size, nodes: edge)

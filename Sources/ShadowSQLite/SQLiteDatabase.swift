@@ -168,6 +168,36 @@ public final class SQLiteDatabase: SQLDatabase {
         try await withReader { try await Self.rows($0, sql, values) }
     }
 
+    /// Each row made into a value by `decode` on the reader's thread as SQLite steps to it: no
+    /// array of driver rows, and no ``SQLRow``.
+    package func read<T: Sendable>(
+        _ sql: String, _ values: [SQLValue], aside: Bool, decode: @escaping @Sendable (any SQLColumns) throws -> T
+    ) async throws -> [T] {
+        let body: @Sendable (SQLiteConnection) async throws -> [T] = { connection in
+            let decoded = Decoded<T>()
+            try await connection.query(sql, values.map(Self.data)) { row in decoded.add(row, decode) }
+            return try decoded.values()
+        }
+        return try await aside ? withSecondReader(body) : withReader(body)
+    }
+
+    /// The values of one query's rows, made on the one thread that steps the statement and read
+    /// once the query has returned.
+    private final class Decoded<T>: @unchecked Sendable {
+        private var decoded: [T] = []
+        private var failure: (any Error)?
+
+        func add(_ row: SQLiteRow, _ decode: (any SQLColumns) throws -> T) {
+            guard failure == nil else { return }
+            do { decoded.append(try decode(SQLiteColumns(columns: row.columns))) } catch { failure = error }
+        }
+
+        func values() throws -> [T] {
+            if let failure { throw failure }
+            return decoded
+        }
+    }
+
     /// The rows of one statement, sharing one array of column names.
     static func rows(_ connection: SQLiteConnection, _ sql: String, _ values: [SQLValue]) async throws -> [SQLRow] {
         rows(try await connection.query(sql, values.map(Self.data)))
@@ -387,6 +417,26 @@ public final class SQLiteDatabase: SQLDatabase {
             }
         }
         return encoded
+    }
+}
+
+/// A SQLite row's columns by position, read from the driver's values in place.
+struct SQLiteColumns: SQLColumns {
+    let columns: [SQLiteColumn]
+
+    func integer(_ column: Int) -> Int64? {
+        guard columns.indices.contains(column), case .integer(let value) = columns[column].data else { return nil }
+        return Int64(value)
+    }
+
+    func blob(_ column: Int) -> [UInt8]? {
+        guard columns.indices.contains(column), case .blob(let buffer) = columns[column].data else { return nil }
+        return Array(buffer.readableBytesView)
+    }
+
+    func withBlob<R>(_ column: Int, _ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R? {
+        guard columns.indices.contains(column), case .blob(let buffer) = columns[column].data else { return nil }
+        return try buffer.withUnsafeReadableBytes(body)
     }
 }
 

@@ -55,6 +55,32 @@ package struct SQLRow: Sendable {
     package func isNull(_ name: String) -> Bool { self[name] == .null }
 }
 
+/// One row's columns by their position in the statement, read where the driver holds them: a
+/// reader that makes its own values from each row builds no ``SQLRow``.
+package protocol SQLColumns {
+    func integer(_ column: Int) -> Int64?
+    func blob(_ column: Int) -> [UInt8]?
+    /// `body` on the blob's bytes in place; nil when the column is not a blob.
+    func withBlob<R>(_ column: Int, _ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R?
+}
+
+extension SQLRow: SQLColumns {
+    package func integer(_ column: Int) -> Int64? {
+        guard values.indices.contains(column), case .integer(let value) = values[column] else { return nil }
+        return value
+    }
+
+    package func blob(_ column: Int) -> [UInt8]? {
+        guard values.indices.contains(column), case .blob(let value) = values[column] else { return nil }
+        return value
+    }
+
+    package func withBlob<R>(_ column: Int, _ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R? {
+        guard let bytes = blob(column) else { return nil }
+        return try bytes.withUnsafeBytes(body)
+    }
+}
+
 /// Which engine a database is: statements are written once, with `?` placeholders and SQL both
 /// engines read alike; only a migration's table definitions differ per dialect.
 package enum SQLDialect: Sendable {
@@ -90,6 +116,11 @@ package protocol SQLDatabase: Sendable {
     /// One reading statement that may run beside another read of this process (SQLite's second
     /// reader; any pooled connection in PostgreSQL).
     func readAside(_ sql: String, _ values: [SQLValue]) async throws -> [SQLRow]
+    /// ``read(_:_:)`` (or, `aside`, ``readAside(_:_:)``) with each row made into a value by
+    /// `decode` as it is read, by column position; the first error `decode` throws is thrown.
+    func read<T: Sendable>(
+        _ sql: String, _ values: [SQLValue], aside: Bool, decode: @escaping @Sendable (any SQLColumns) throws -> T
+    ) async throws -> [T]
 }
 
 /// The statements of one transaction.
@@ -103,6 +134,13 @@ extension SQLDatabase {
         _ body: @escaping @Sendable (any SQLTransaction) async throws -> R
     ) async throws -> R {
         try await transaction(retrying: true, body)
+    }
+
+    /// The rows as ``SQLRow``s, then each decoded.
+    package func read<T: Sendable>(
+        _ sql: String, _ values: [SQLValue], aside: Bool, decode: @escaping @Sendable (any SQLColumns) throws -> T
+    ) async throws -> [T] {
+        try await (aside ? readAside(sql, values) : read(sql, values)).map(decode)
     }
 
     /// Each statement as its own ``write(_:_:)``, all at once.

@@ -179,6 +179,19 @@ import Testing
             LIMIT 1)
             """
         )
+        // Columns of the wrong type or size, read where the driver holds them.
+        try await expectTampered("a short leaf", "UPDATE shadow_oplog_entries SET leaf = zeroblob(31) WHERE idx = 3")
+        try await expectTampered(
+            "a leaf stored as text", "UPDATE shadow_oplog_entries SET leaf = hex(leaf) WHERE idx = 3")
+        try await expectTampered(
+            "a body stored as text", "UPDATE shadow_oplog_entries SET body = hex(body) WHERE idx = 3")
+        try await expectTampered(
+            "a tree node's hash stored as text",
+            """
+            UPDATE shadow_oplog_nodes SET hash = hex(hash) WHERE rowid IN (SELECT rowid FROM shadow_oplog_nodes \
+            LIMIT 1)
+            """
+        )
         try await expectTampered(
             "an extra entry",
             "INSERT INTO shadow_oplog_entries SELECT 20, leaf, entity, body FROM shadow_oplog_entries WHERE idx = 0")
