@@ -264,34 +264,32 @@ public final class SQLiteDatabase: SQLDatabase {
         // The transaction must have begun before its statements are queued: a statement run
         // outside it would commit alone.
         _ = try await writer.query("BEGIN IMMEDIATE", [])
-        var results: [Result<[SQLRow], any Error>] = []
-        let commit: EventLoopFuture<[SQLiteRow]>?
+        let results: [Result<[SQLRow], any Error>]
+        let committed: Result<[SQLiteRow], any Error>
         if let statement = statements.first, statements.count == 1 {
             // Alone, a statement is awaited directly: a queued one answers through the event
             // loop, a hand-off more for a writer with nothing to share it with.
             do {
-                results.append(.success(try await Self.rows(writer, statement.sql, statement.values)))
+                results = [.success(try await Self.rows(writer, statement.sql, statement.values))]
             } catch {
-                results.append(.failure(Self.storageError(error, path)))
+                results = [.failure(Self.storageError(error, path))]
             }
-            commit = nil
+            do {
+                committed = .success(try await writer.query("COMMIT", []))
+            } catch {
+                committed = .failure(error)
+            }
         } else {
-            // Then the whole group and its COMMIT at once, run in order on the writer's thread.
-            let queued: [EventLoopFuture<[SQLiteRow]>] = statements.map {
-                writer.query($0.sql, $0.values.map(Self.data))
-            }
-            commit = writer.query("COMMIT", [])
-            for statement in queued {
-                do {
-                    results.append(.success(Self.rows(try await statement.get())))
-                } catch {
-                    results.append(.failure(Self.storageError(error, path)))
-                }
-            }
+            // Then the whole group and its COMMIT at once, run in order on the writer's thread,
+            // with one wait for all their answers (a wait per future is a hand-off per statement).
+            let queued = statements.map { writer.query($0.sql, $0.values.map(Self.data)) }
+            var answers = try await EventLoopFuture.whenAllComplete(
+                queued + [writer.query("COMMIT", [])], on: writer.eventLoop
+            ).get()
+            committed = answers.removeLast()
+            results = answers.map { $0.map(Self.rows).mapError { Self.storageError($0, path) } }
         }
-        do {
-            if let commit { _ = try await commit.get() } else { _ = try await writer.query("COMMIT", []) }
-        } catch {
+        if case .failure(let error) = committed {
             _ = try? await writer.query("ROLLBACK", [])
             throw error
         }
