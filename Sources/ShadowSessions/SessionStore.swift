@@ -160,30 +160,3 @@ public struct RateLimitStep: Sendable {
         (self.key, self.now, self.interval, self.tolerance) = (key, now, interval, tolerance)
     }
 }
-
-extension SessionStore {
-    /// Each step on its own, all at once.
-    public func admit(
-        _ limits: [RateLimitStep], replay: DPoPReplayEntry?
-    ) async -> (limits: [Result<Int64?, any Error>], replay: Result<Bool, any Error>?) {
-        async let spent: Result<Bool, any Error>? = {
-            guard let replay else { return nil }
-            do { return .success(try await firstUse(of: replay.key, until: replay.expiresAt, now: replay.now)) } catch {
-                return .failure(error)
-            }
-        }()
-        var answers: [Result<Int64?, any Error>] = []
-        for step in limits {
-            do {
-                answers.append(
-                    .success(
-                        try await rateLimit(
-                            key: step.key, now: step.now, interval: step.interval, tolerance: step.tolerance)
-                    ))
-            } catch {
-                answers.append(.failure(error))
-            }
-        }
-        return (answers, await spent)
-    }
-}
