@@ -212,13 +212,13 @@ public struct DPoPVerifier: Sendable {
     /// - Throws: ``DPoPErrorCode/replayed``; ``DPoPErrorCode/unavailable`` when `replay` fails.
     public func spend(_ proof: DPoPProof, in replay: some DPoPReplayCache) async throws {
         let entry = replayEntry(proof)
+        let answer: Result<Bool, any Error>
         do {
-            try Self.spent(.success(try await replay.firstUse(of: entry.key, until: entry.expiresAt, now: entry.now)))
-        } catch let error as DPoPError {
-            throw error
+            answer = .success(try await replay.firstUse(of: entry.key, until: entry.expiresAt, now: entry.now))
         } catch {
-            try Self.spent(.failure(error))
+            answer = .failure(error)
         }
+        try Self.spent(answer)
     }
 
     /// The replay check of `proof` (``spend(_:in:)``) for a caller that hands it to its store
