@@ -32,7 +32,7 @@ public final class SQLiteDatabase: SQLDatabase {
     /// with no hand-off between them (a group commit queues its whole group at once).
     private let writerThread = NIOThreadPool(numberOfThreads: 1)
     private let writerThreadStarted = Mutex(false)
-    /// Single writes waiting for the next commit, and whether a commit is under way.
+    /// Writes waiting for the next commit, and whether a commit is under way.
     private let queue = Mutex<(waiting: [Write], committing: Bool)>(([], false))
 
     /// Statements sent together (one ``write(_:_:)``, or one ``writeEach(_:)``), answered together.
