@@ -94,6 +94,22 @@ import Testing
         (try? object(answer))?["error"]?.objectValue?["code"]?.stringValue
     }
 
+    /// A fixture whose session limit allows one refresh in 600 s, and a session bound to a new
+    /// device key by signing in as `subject`: the key and the session's refresh token.
+    func oneRefreshBoundSession(
+        _ subject: String
+    ) async throws -> (fixture: Fixture, device: DPoPSigner, refreshToken: String) {
+        var limits = SessionEndpoints.Limits()
+        limits.perUser = try RateLimit(requests: 1, per: 600, burst: 1)
+        let fixture = try await fixture(limits: limits)
+        let device = try DPoPSigner.es256(P256.Signing.PrivateKey())
+        let signedIn = await fixture.endpoints.signIn(
+            body: try signInBody(subject), contentType: "application/json", clientIP: "192.0.2.1",
+            dpop: try proof(device, "POST", "/auth/apple"))
+        let refreshToken = try #require(try Self.object(signedIn)["refreshToken"]?.stringValue)
+        return (fixture, device, refreshToken)
+    }
+
     func refresh(_ endpoints: SessionEndpoints, _ token: String, _ proofs: [String]) async -> SessionHTTPResponse {
         await endpoints.refresh(
             body: Array(JSONValue.object(["refreshToken": .string(token)]).serialized().utf8),
@@ -142,15 +158,8 @@ import Testing
     /// (Docs/sessions.md, "Rate limits"): a refused proof still counts against the limit, a
     /// limited request's proof is spent, and neither rotates the session.
     @Test func aLimitedRefreshSpendsItsProofAndARefusedProofCounts() async throws {
-        var limits = SessionEndpoints.Limits()
-        limits.perUser = try RateLimit(requests: 1, per: 600, burst: 1)
-        let fixture = try await fixture(limits: limits)
+        let (fixture, device, refreshToken) = try await oneRefreshBoundSession("001234.dpop.0009")
         try await closing({ await fixture.store.close() }) {
-            let device = try DPoPSigner.es256(P256.Signing.PrivateKey())
-            let signedIn = await fixture.endpoints.signIn(
-                body: try signInBody("001234.dpop.0009"), contentType: "application/json", clientIP: "192.0.2.1",
-                dpop: try proof(device, "POST", "/auth/apple"))
-            let refreshToken = try #require(try Self.object(signedIn)["refreshToken"]?.stringValue)
 
             // The thief's proof is refused, and still takes the session's one refresh.
             let thief = try DPoPSigner.es256(P256.Signing.PrivateKey())
@@ -176,15 +185,8 @@ import Testing
     /// write and writes no replay row, yet its request still counts against the session's limit,
     /// as it would with the limit counted first.
     @Test func aProofRefusedWithoutTheStoreStillCountsAndIsNotSpent() async throws {
-        var limits = SessionEndpoints.Limits()
-        limits.perUser = try RateLimit(requests: 1, per: 600, burst: 1)
-        let fixture = try await fixture(limits: limits)
+        let (fixture, device, refreshToken) = try await oneRefreshBoundSession("001234.dpop.0010")
         try await closing({ await fixture.store.close() }) {
-            let device = try DPoPSigner.es256(P256.Signing.PrivateKey())
-            let signedIn = await fixture.endpoints.signIn(
-                body: try signInBody("001234.dpop.0010"), contentType: "application/json", clientIP: "192.0.2.1",
-                dpop: try proof(device, "POST", "/auth/apple"))
-            let refreshToken = try #require(try Self.object(signedIn)["refreshToken"]?.stringValue)
             let elsewhere = try proof(device, "POST", "/auth/logout")
             let refused = await refresh(fixture.endpoints, refreshToken, elsewhere)
             #expect(refused.status == .badRequest && Self.errorCode(refused) == "invalid_dpop_proof")
