@@ -48,11 +48,13 @@ extension StateEngine {
     ///
     /// In two parts, so a write can append while its check runs: this reads the lines (a page at
     /// a time, each full page checked as it comes) and checks their numbering; the returned
-    /// ``AuditTail`` checks the rest, needing no store. Returns the checkpoint read too.
+    /// ``AuditTail`` checks the rest, needing no store. `count` and `chain` are the head, and
+    /// `checkpoint` the stored checkpoint, both read under the write lock. Returns the checkpoint
+    /// decoded too.
     func linesSinceCheckpoint(
-        of transaction: any StateTransaction, count: Int, chain: [UInt8]
+        of transaction: any StateTransaction, count: Int, chain: [UInt8], checkpoint stored: [UInt8]?
     ) async throws -> (checkpoint: (count: Int, chain: [UInt8]), tail: AuditTail) {
-        let checkpoint = try keys.decodeCheckpoint(try await transaction.meta(MetaName.auditCheckpoint))
+        let checkpoint = try keys.decodeCheckpoint(stored)
         guard checkpoint.count <= count else {
             throw CredentialError(
                 .auditTampered,

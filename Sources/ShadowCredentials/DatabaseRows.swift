@@ -79,6 +79,8 @@ package protocol StateDatabase: Sendable {
 package protocol StateTransaction: Sendable {
     func meta(_ name: String) async throws -> [UInt8]?
     func setMeta(_ name: String, _ value: [UInt8]) async throws
+    /// Sets each named value, in one statement where the engine allows.
+    func setMeta(_ values: [(name: String, value: [UInt8])]) async throws
     /// The rows with these ids (those that exist).
     func rows(_ ids: [[UInt8]]) async throws -> [StoredRow]
     /// The rows with these ids (those that exist), each locked against every other writer until
@@ -87,6 +89,9 @@ package protocol StateTransaction: Sendable {
     /// Takes the store's write lock (the audit chain's), held to the commit; in a transaction
     /// that already holds it, nothing.
     func lockWriter() async throws
+    /// ``lockWriter()``, then the named values as they stand once the lock is held (a name with
+    /// no value is absent), in one round trip where the engine allows.
+    func lockWriter(reading names: [String]) async throws -> [String: [UInt8]]
     func upsert(_ rows: [StoredRow]) async throws
     /// Inserts rows that did not exist when this transaction locked its rows, in id order, and
     /// returns how many it inserted: a row another writer made since is left as it is.

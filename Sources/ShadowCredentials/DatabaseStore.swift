@@ -177,19 +177,21 @@ public final class StateEngine: Sendable {
                 // record was worked out from nothing, so the whole transaction runs again.
                 guard try await transaction.insertNew(Array(chunk)) == chunk.count else { throw RowMadeConcurrently() }
             }
-            try await transaction.lockWriter()
-            let (count, chain) = try keys.decodeHead(try await transaction.meta(MetaName.auditHead))
+            let meta = try await transaction.lockWriter(reading: [MetaName.auditHead, MetaName.auditCheckpoint])
+            let (count, chain) = try keys.decodeHead(meta[MetaName.auditHead])
             // The lines since the checkpoint are read now; their seals and chain are checked while
             // this write's lines are made and appended, which need neither. A failed check fails
             // the transaction, so nothing of it is committed.
-            let (checkpoint, tail) = try await self.linesSinceCheckpoint(of: transaction, count: count, chain: chain)
+            let (checkpoint, tail) = try await self.linesSinceCheckpoint(
+                of: transaction, count: count, chain: chain, checkpoint: meta[MetaName.auditCheckpoint])
             async let checked: Void = Self.check(tail)
             do {
                 let (revoking, transitions) = (revoking, transitions)
-                let head = try await withThrowingTaskGroup(of: Void.self) { group in
+                try await withThrowingTaskGroup(of: Void.self) { group in
                     // In the same transaction: a recorded deletion or revocation always has its
-                    // tokens queued. The store works through it, and then through each stretch of
-                    // lines, while the next stretch is made.
+                    // tokens queued. The store works through it, then through each stretch of
+                    // lines while the next stretch is made, then the new head: the statements
+                    // are independent, and all of them commit or none.
                     if !revoking.isEmpty {
                         group.addTask { try await self.queueRevocations(revoking, now: recordedAt, in: transaction) }
                     }
@@ -199,18 +201,17 @@ public final class StateEngine: Sendable {
                         (lines, head) = try Self.auditLines(stretch, after: head.count, chain: head.chain, keys: keys)
                         group.addTask { try await transaction.appendAudit(lines) }
                     }
-                    try await group.waitForAll()
-                    return head
-                }
-                if head.count > count {
-                    try await transaction.setMeta(
-                        MetaName.auditHead, keys.encodeHead(count: head.count, chain: head.chain))
-                    // The lines up to the head this write checked are known good: the checkpoint
-                    // moves there, so the next write checks this write's lines and no more.
-                    if count > checkpoint.count {
-                        try await transaction.setMeta(
-                            MetaName.auditCheckpoint, keys.encodeCheckpoint(count: count, chain: chain))
+                    if head.count > count {
+                        var moved = [(MetaName.auditHead, keys.encodeHead(count: head.count, chain: head.chain))]
+                        // The lines up to the head this write checked are known good: the
+                        // checkpoint moves there, so the next write checks this write's lines and
+                        // no more.
+                        if count > checkpoint.count {
+                            moved.append((MetaName.auditCheckpoint, keys.encodeCheckpoint(count: count, chain: chain)))
+                        }
+                        group.addTask { [moved] in try await transaction.setMeta(moved) }
                     }
+                    try await group.waitForAll()
                 }
             } catch {
                 try await checked  // a store the check refuses is the answer, whatever else failed

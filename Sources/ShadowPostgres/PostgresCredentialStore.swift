@@ -495,6 +495,20 @@ struct PostgresStateTransaction: StateTransaction {
             logger: logger)
     }
 
+    func setMeta(_ values: [(name: String, value: [UInt8])]) async throws {
+        guard values.count > 1 else {
+            for (name, value) in values { try await setMeta(name, value) }
+            return
+        }
+        let names = values.map(\.name), bytes = values.map { ByteBuffer(bytes: $0.value) }
+        try await connection.run(
+            """
+            INSERT INTO shadow_meta (name, value) SELECT * FROM unnest(\(names)::text[], \(bytes)::bytea[]) \
+            ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value
+            """,
+            logger: logger)
+    }
+
     func rows(_ ids: [[UInt8]]) async throws -> [StoredRow] {
         guard !ids.isEmpty else { return [] }
         let list = ids.map { ByteBuffer(bytes: $0) }
@@ -517,6 +531,26 @@ struct PostgresStateTransaction: StateTransaction {
 
     func lockWriter() async throws {
         try await connection.run("SELECT 1 FROM shadow_meta WHERE name = 'writer' FOR UPDATE", logger: logger)
+    }
+
+    /// One statement: the `writer` row is locked first (the rows are locked above the sort), then
+    /// the named rows. A row locked after a wait is returned as the writer that held it committed
+    /// it, but a row that writer inserted is not in this statement's snapshot at all: when a name
+    /// is missing, it is read again now that the lock is held.
+    func lockWriter(reading names: [String]) async throws -> [String: [UInt8]] {
+        var values: [String: [UInt8]] = [:]
+        for try await (name, value) in try await connection.query(
+            """
+            SELECT name, value FROM shadow_meta WHERE name = 'writer' OR name = ANY(\(names)) \
+            ORDER BY name <> 'writer', name FOR UPDATE
+            """, logger: logger
+        ).decode((String, ByteBuffer).self) where name != "writer" {
+            values[name] = Array(value.readableBytesView)
+        }
+        if names.contains(where: { values[$0] == nil }) {
+            for name in names { values[name] = try await meta(name) }
+        }
+        return values
     }
 
     func insertNew(_ rows: [StoredRow]) async throws -> Int {

@@ -359,6 +359,10 @@ struct SQLiteStateTransaction: StateTransaction {
             [.text(name), .blob(ByteBuffer(bytes: value))])
     }
 
+    func setMeta(_ values: [(name: String, value: [UInt8])]) async throws {
+        for (name, value) in values { try await setMeta(name, value) }
+    }
+
     func rows(_ ids: [[UInt8]]) async throws -> [StoredRow] {
         guard !ids.isEmpty else { return [] }
         let marks = Array(repeating: "?", count: ids.count).joined(separator: ",")
@@ -373,6 +377,12 @@ struct SQLiteStateTransaction: StateTransaction {
     func lockRows(_ ids: [[UInt8]]) async throws -> [StoredRow] { try await rows(ids) }
 
     func lockWriter() async throws {}
+
+    func lockWriter(reading names: [String]) async throws -> [String: [UInt8]] {
+        var values: [String: [UInt8]] = [:]
+        for name in names { values[name] = try await meta(name) }
+        return values
+    }
 
     func insertNew(_ rows: [StoredRow]) async throws -> Int {
         guard !rows.isEmpty else { return 0 }
