@@ -496,10 +496,7 @@ struct PostgresStateTransaction: StateTransaction {
     }
 
     func setMeta(_ values: [(name: String, value: [UInt8])]) async throws {
-        guard values.count > 1 else {
-            for (name, value) in values { try await setMeta(name, value) }
-            return
-        }
+        guard !values.isEmpty else { return }
         let names = values.map(\.name), bytes = values.map { ByteBuffer(bytes: $0.value) }
         try await connection.run(
             """
