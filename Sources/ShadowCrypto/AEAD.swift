@@ -57,7 +57,7 @@ public enum AES256GCM {
     /// Appends `bytes` through their contiguous storage when they have one (arrays, slices, Data),
     /// without building an iterator type at run time.
     private static func append(_ bytes: some DataProtocol, to data: inout Data) {
-        let appended = bytes.withContiguousStorageIfAvailable { buffer in
+        let appended: Void? = bytes.withContiguousStorageIfAvailable { buffer in
             if let base = buffer.baseAddress { data.append(base, count: buffer.count) }
         }
         if appended == nil { data.append(contentsOf: Array(bytes)) }

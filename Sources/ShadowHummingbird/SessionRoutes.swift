@@ -1,7 +1,7 @@
 public import Hummingbird
 import HTTPTypes
 public import NIOCore
-public import ShadowDPoP
+import ShadowDPoP
 import ShadowCore
 import ShadowJOSE
 public import ShadowServer

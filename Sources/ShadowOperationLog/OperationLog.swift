@@ -88,7 +88,7 @@ public actor OperationLog {
         guard let record = try await storage.records(from: index, count: 1).first, record.index == index else {
             throw LogError(.invalidParameter, "the log has no entry \(index)")
         }
-        if record.bytes == nil { try await Self.checkPruned(index, boundary: try await prunedBoundary()) }
+        if record.bytes == nil { try Self.checkPruned(index, boundary: try await prunedBoundary()) }
         return try Self.open(record, keys: storage.keys)
     }
 

@@ -1,6 +1,6 @@
 public import Logging
 public import ShadowCore
-public import ShadowCredentials
+import ShadowCredentials
 public import ShadowOperationLog
 public import ShadowSessions
 public import ShadowVault

@@ -5,7 +5,7 @@ import Glibc
 #endif
 import Logging
 import NIOCore
-public import ShadowCore
+import ShadowCore
 public import ShadowStorage
 package import SQLiteNIO
 import Synchronization

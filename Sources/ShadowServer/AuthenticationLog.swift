@@ -4,7 +4,7 @@ import FoundationEssentials
 import Foundation
 #endif
 public import Logging
-public import ShadowCore
+import ShadowCore
 public import ShadowOperationLog
 public import ShadowSessions
 

@@ -7,7 +7,7 @@ public import Logging
 public import ShadowApple
 public import ShadowCore
 public import ShadowCredentials
-public import ShadowDPoP
+import ShadowDPoP
 public import HTTPTypes
 public import ShadowJOSE
 public import ShadowSessions

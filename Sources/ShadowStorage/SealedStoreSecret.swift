@@ -3,7 +3,7 @@ import FoundationEssentials
 #else
 import Foundation
 #endif
-package import Crypto
+import Crypto
 import ShadowCore
 import ShadowCrypto
 package import ShadowVault
