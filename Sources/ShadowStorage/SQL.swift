@@ -144,19 +144,24 @@ extension SQLDatabase {
     }
 
     /// Each statement as its own ``write(_:_:)``, all at once.
+    ///
+    /// The child tasks return a named struct, not an `(Int, Result)` tuple: built with Swift 6.3.1
+    /// for release, a task group of that tuple in this unspecialized generic method read a pointer
+    /// as the index (an out-of-range trap on PostgreSQL's first refresh).
     package func writeEach(_ statements: [SQLStatement]) async -> [Result<[SQLRow], any Error>] {
-        await withTaskGroup(of: (Int, Result<[SQLRow], any Error>).self) { group in
+        await withTaskGroup(of: IndexedWrite.self) { group in
             for (index, statement) in statements.enumerated() {
                 group.addTask {
                     do {
-                        return (index, .success(try await write(statement.sql, statement.values)))
+                        return IndexedWrite(
+                            index: index, result: .success(try await write(statement.sql, statement.values)))
                     } catch {
-                        return (index, .failure(error))
+                        return IndexedWrite(index: index, result: .failure(error))
                     }
                 }
             }
             var results = [Result<[SQLRow], any Error>](repeating: .success([]), count: statements.count)
-            for await (index, result) in group { results[index] = result }
+            for await answer in group { results[answer.index] = answer.result }
             return results
         }
     }
@@ -166,6 +171,12 @@ extension SQLDatabase {
     package func write(_ statement: SQLStatement) async throws -> [SQLRow] {
         try await write(statement.sql, statement.values)
     }
+}
+
+/// One statement's answer in ``SQLDatabase/writeEach(_:)``, with its place in the batch.
+private struct IndexedWrite: Sendable {
+    let index: Int
+    let result: Result<[SQLRow], any Error>
 }
 
 extension SQLTransaction {

@@ -1,5 +1,6 @@
 import Foundation
 import ShadowCore
+import ShadowDPoP
 import ShadowPostgres
 import ShadowSQLite
 import ShadowSessions
@@ -76,6 +77,60 @@ import Testing
             #expect(try await authority.admit("ip:192.0.2.1", limit: limit) == nil)
             #expect(try await authority.admit("ip:192.0.2.1", limit: limit) != nil)
         }
+    }
+
+    /// A refresh's two limits and its proof's replay row, handed to the store together from many
+    /// requests at once: every answer is the one its own step would get alone, in its place.
+    /// (PostgreSQL answers through `SQLDatabase.writeEach`'s task group, SQLite through its group
+    /// commit; the release build of the first once trapped here on the first refresh.)
+    @Test(arguments: engines) func limitsAndProofsHandedOverTogetherAreAnsweredInPlace(engine: String) async throws {
+        let fixture = try await fixture(engine)
+        try await closing({ await fixture.store.close() }) {
+            let authority = try await SessionAuthority(store: fixture.store, configuration: configuration)
+            let perIP = try RateLimit(requests: 60, per: 60, burst: 1)
+            let perUser = try RateLimit(requests: 60, per: 60, burst: 100)
+            let now = Int64(Date().timeIntervalSince1970 * 1000)
+            func round() async -> [Int: (waits: [Result<Int?, any Error>], replay: Result<Bool, any Error>?)] {
+                await withTaskGroup(of: Admitted.self) { group in
+                    for client in 0..<12 {
+                        group.addTask {
+                            let replay = DPoPReplayEntry(
+                                key: Array(repeating: UInt8(client), count: 32), expiresAt: now + 60_000, now: now)
+                            let answer = await authority.admit(
+                                [("ip:198.51.100.\(client)", perIP), ("user:shared", perUser)],
+                                replay: client.isMultiple(of: 3) ? nil : replay)
+                            return Admitted(client: client, waits: answer.waits, replay: answer.replay)
+                        }
+                    }
+                    var answers: [Int: (waits: [Result<Int?, any Error>], replay: Result<Bool, any Error>?)] = [:]
+                    for await admitted in group { answers[admitted.client] = (admitted.waits, admitted.replay) }
+                    return answers
+                }
+            }
+            let first = await round()
+            let second = await round()
+            #expect(first.count == 12 && second.count == 12)
+            for client in 0..<12 {
+                let (before, after) = (try #require(first[client]), try #require(second[client]))
+                #expect(before.waits.count == 2 && after.waits.count == 2)
+                #expect(try before.waits[0].get() == nil, "the first request from \(client)'s address")
+                #expect(try after.waits[0].get() != nil, "the second within a burst of one")
+                #expect(try before.waits[1].get() == nil && after.waits[1].get() == nil, "24 of a burst of 100")
+                if client.isMultiple(of: 3) {
+                    #expect(before.replay == nil && after.replay == nil)
+                } else {
+                    #expect(try before.replay?.get() == true, "proof \(client) is new")
+                    #expect(try after.replay?.get() == false, "proof \(client) is spent")
+                }
+            }
+        }
+    }
+
+    /// One request's answers in ``limitsAndProofsHandedOverTogetherAreAnsweredInPlace(engine:)``.
+    struct Admitted: Sendable {
+        let client: Int
+        let waits: [Result<Int?, any Error>]
+        let replay: Result<Bool, any Error>?
     }
 
     /// Someone who can edit rows but holds no key: every edit of a session's or a user's fields
