@@ -604,17 +604,38 @@ public final class DatabaseSessionStore: SessionStore {
     ) async -> (limits: [Result<Int64?, any Error>], replay: Result<Bool, any Error>?) {
         var statements = limits.map(Self.rateLimitStatement)
         if let replay { statements.append(Self.firstUseStatement(replay)) }
-        let results = await database.writeEach(statements)
+        let results = await took(statements, together: Set(limits.map(\.key)).count == limits.count)
         var answers: [Result<Int64?, any Error>] = []
         for (step, result) in zip(limits, results) {
             do {
-                answers.append(
-                    .success(try await Self.storing { try await refusal(step, allowed: !result.get().isEmpty) }))
+                answers.append(.success(try await Self.storing { try await refusal(step, allowed: result.get()) }))
             } catch {
                 answers.append(.failure(error))
             }
         }
-        let spent = replay == nil ? nil : results.last.map { $0.map { !$0.isEmpty }.mapError(Self.sessionError) }
+        let spent = replay == nil ? nil : results.last.map { $0.mapError(Self.sessionError) }
         return (answers, spent)
+    }
+
+    /// Whether each statement took effect (returned a row). SQLite queues them for one group
+    /// commit. On PostgreSQL, when they write different keys (`together`), they are one
+    /// statement, each a data-modifying `WITH` part: one round trip and one commit, and they
+    /// succeed or fail together. (The parts of one statement do not see each other's effects, so
+    /// steps that share a key are statements of their own.)
+    private func took(_ statements: [SQLStatement], together: Bool) async -> [Result<Bool, any Error>] {
+        guard database.dialect == .postgres, together, statements.count > 1 else {
+            return await database.writeEach(statements).map { $0.map { !$0.isEmpty } }
+        }
+        let parts = statements.indices.map { "w\($0) AS (\(statements[$0].sql))" }
+        let counts = statements.indices.map { "(SELECT count(*) FROM w\($0)) AS n\($0)" }
+        do {
+            let row = try await database.write(
+                "WITH " + parts.joined(separator: ", ") + " SELECT " + counts.joined(separator: ", "),
+                statements.flatMap(\.values)
+            ).first
+            return statements.indices.map { .success((row?.integer("n\($0)") ?? 0) > 0) }
+        } catch {
+            return Array(repeating: .failure(error), count: statements.count)
+        }
     }
 }

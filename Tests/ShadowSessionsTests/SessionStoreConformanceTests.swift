@@ -80,7 +80,8 @@ import Testing
     }
 
     /// A refresh's two limits and its proof's replay row, handed to the store together from many
-    /// requests at once: every answer is the one its own step would get alone, in its place.
+    /// requests at once (on PostgreSQL one statement): every answer is the one its own step would
+    /// get alone, in its place.
     /// (PostgreSQL answers through `SQLDatabase.writeEach`'s task group, SQLite through its group
     /// commit; the release build of the first once trapped here on the first refresh.)
     @Test(arguments: engines) func limitsAndProofsHandedOverTogetherAreAnsweredInPlace(engine: String) async throws {
@@ -123,6 +124,9 @@ import Testing
                     #expect(try after.replay?.get() == false, "proof \(client) is spent")
                 }
             }
+            // Two steps on one key each count: of two within a burst of one, one is refused.
+            let twice = await authority.admit([("ip:192.0.2.9", perIP), ("ip:192.0.2.9", perIP)], replay: nil)
+            #expect(try twice.waits.map { try $0.get() == nil }.sorted { !$0 && $1 } == [false, true])
         }
     }
 
