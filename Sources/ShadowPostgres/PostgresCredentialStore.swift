@@ -882,16 +882,6 @@ extension PostgresStateDatabase: SQLDatabase {
 
     /// `sql` with its `?` placeholders numbered (`$1`, `$2`, …) and `values` bound.
     static func query(_ sql: String, _ values: [SQLValue]) -> PostgresQuery {
-        var text = ""
-        var number = 0
-        for character in sql {
-            if character == "?" {
-                number += 1
-                text += "$\(number)"
-            } else {
-                text.append(character)
-            }
-        }
         var bindings = PostgresBindings(capacity: values.count)
         for value in values {
             switch value {
@@ -901,7 +891,26 @@ extension PostgresStateDatabase: SQLDatabase {
             case .null: bindings.appendNull()
             }
         }
-        return PostgresQuery(unsafeSQL: text, binds: bindings)
+        return PostgresQuery(unsafeSQL: numbered(sql), binds: bindings)
+    }
+
+    /// `sql` with its `?` placeholders numbered `$1`, `$2`, …, made byte by byte (a `?` is one
+    /// byte in UTF-8, never part of another character's bytes; a walk by `Character` took 3.6 %
+    /// of a PostgreSQL refresh's CPU).
+    static func numbered(_ sql: String) -> String {
+        var text: [UInt8] = []
+        text.reserveCapacity(sql.utf8.count + 8)
+        var number = 0
+        for byte in sql.utf8 {
+            guard byte == UInt8(ascii: "?") else {
+                text.append(byte)
+                continue
+            }
+            number += 1
+            text.append(UInt8(ascii: "$"))
+            text.append(contentsOf: String(number).utf8)
+        }
+        return String(decoding: text, as: UTF8.self)
     }
 
     /// The rows, each column by its type: integers (and booleans, as 0 or 1), `bytea`, text.
