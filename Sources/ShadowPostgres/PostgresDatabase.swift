@@ -3,6 +3,7 @@ public import ShadowCore
 import ShadowCredentials
 public import ShadowOperationLog
 public import ShadowSessions
+package import ShadowStorage
 public import ShadowVault
 
 /// One PostgreSQL database, connected once per process: one pool (its retries, its watchdog, its
@@ -45,4 +46,7 @@ public final class PostgresDatabase: Sendable {
 
     /// Closes the pool; the stores it handed out stop working.
     public func close() async { await database.close() }
+
+    /// The row seam over this pool, for statements of the package's own.
+    package var sql: any SQLDatabase { database }
 }
