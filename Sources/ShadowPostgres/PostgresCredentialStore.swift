@@ -410,11 +410,11 @@ final class PostgresStateDatabase: StateDatabase {
                     return
                 }
                 try await Task.sleep(for: deadline)
-                attempt.finish(.failure(StatementTimeout()))
+                // The connection is closed before the caller hears: that fails whatever it still
+                // waits for, and the pool drops it instead of keeping it leased or handing the
+                // caller's next statement a connection still busy with this one.
+                await attempt.finish(.failure(StatementTimeout())) { try? await $0?.close() }
                 work.cancel()
-                // Closing the connection fails whatever it still waits for, so the pool gets its
-                // slot back instead of keeping a dead connection leased.
-                try? await attempt.connection?.close()
             }
             attempt.onFinish { watchdog.cancel() }
         }
@@ -808,6 +808,25 @@ final class Attempt<R: Sendable>: Sendable {
             }
             return (state.continuation, state.onFinish)
         }
+        continuation?.resume(with: result)
+        action?()
+    }
+
+    /// Ends the attempt with `result` once `cleanup` has run on its connection (if it had one);
+    /// nothing else can end it meanwhile.
+    func finish(_ result: Result<R, any Error>, after cleanup: (PostgresConnection?) async -> Void) async {
+        let claimed = state.withLock {
+            state -> (CheckedContinuation<R, any Error>?, (@Sendable () -> Void)?, PostgresConnection?)? in
+            guard !state.finished else { return nil }
+            state.finished = true
+            defer {
+                state.continuation = nil
+                state.onFinish = nil
+            }
+            return (state.continuation, state.onFinish, state.connection)
+        }
+        guard let (continuation, action, connection) = claimed else { return }
+        await cleanup(connection)
         continuation?.resume(with: result)
         action?()
     }
