@@ -798,16 +798,7 @@ final class Attempt<R: Sendable>: Sendable {
     }
 
     func finish(_ result: Result<R, any Error>) {
-        let (continuation, action) = state.withLock {
-            state -> (CheckedContinuation<R, any Error>?, (@Sendable () -> Void)?) in
-            guard !state.finished else { return (nil, nil) }
-            state.finished = true
-            defer {
-                state.continuation = nil
-                state.onFinish = nil
-            }
-            return (state.continuation, state.onFinish)
-        }
+        guard let (continuation, action, _) = claim() else { return }
         continuation?.resume(with: result)
         action?()
     }
@@ -815,8 +806,17 @@ final class Attempt<R: Sendable>: Sendable {
     /// Ends the attempt with `result` once `cleanup` has run on its connection (if it had one);
     /// nothing else can end it meanwhile.
     func finish(_ result: Result<R, any Error>, after cleanup: (PostgresConnection?) async -> Void) async {
-        let claimed = state.withLock {
-            state -> (CheckedContinuation<R, any Error>?, (@Sendable () -> Void)?, PostgresConnection?)? in
+        guard let (continuation, action, connection) = claim() else { return }
+        await cleanup(connection)
+        continuation?.resume(with: result)
+        action?()
+    }
+
+    /// Marks the attempt finished and hands over what ending it needs; nil when it had ended.
+    private func claim()
+        -> (CheckedContinuation<R, any Error>?, (@Sendable () -> Void)?, PostgresConnection?)?
+    {
+        state.withLock { state in
             guard !state.finished else { return nil }
             state.finished = true
             defer {
@@ -825,10 +825,6 @@ final class Attempt<R: Sendable>: Sendable {
             }
             return (state.continuation, state.onFinish, state.connection)
         }
-        guard let (continuation, action, connection) = claimed else { return }
-        await cleanup(connection)
-        continuation?.resume(with: result)
-        action?()
     }
 }
 

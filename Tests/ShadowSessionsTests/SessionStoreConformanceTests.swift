@@ -80,10 +80,10 @@ import Testing
     }
 
     /// A refresh's two limits and its proof's replay row, handed to the store together from many
-    /// requests at once (on PostgreSQL one statement): every answer is the one its own step would
-    /// get alone, in its place.
-    /// (PostgreSQL answers through `SQLDatabase.writeEach`'s task group, SQLite through its group
-    /// commit; the release build of the first once trapped here on the first refresh.)
+    /// requests at once: every answer is the one its own step would get alone, in its place. SQLite
+    /// answers through its group commit, PostgreSQL through one statement of `WITH` parts, and
+    /// steps that share a key through `SQLDatabase.writeEach` (whose release build once trapped on
+    /// PostgreSQL's first refresh).
     @Test(arguments: engines) func limitsAndProofsHandedOverTogetherAreAnsweredInPlace(engine: String) async throws {
         let fixture = try await fixture(engine)
         try await closing({ await fixture.store.close() }) {
@@ -126,7 +126,8 @@ import Testing
             }
             // Two steps on one key each count: of two within a burst of one, one is refused.
             let twice = await authority.admit([("ip:192.0.2.9", perIP), ("ip:192.0.2.9", perIP)], replay: nil)
-            #expect(try twice.waits.map { try $0.get() == nil }.sorted { !$0 && $1 } == [false, true])
+            let allowed = try twice.waits.map { try $0.get() == nil }
+            #expect(allowed.count == 2 && allowed.filter { $0 }.count == 1)
         }
     }
 
