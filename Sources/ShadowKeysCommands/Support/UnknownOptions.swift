@@ -24,20 +24,21 @@ enum UnknownOptions {
 
     /// The first unknown option in `arguments` (argv without the program name), or nil.
     static func first(in arguments: [String], root: any ParsableCommand.Type) -> Finding? {
-        guard let help = try? StrictJSON.parse(Array(root._dumpHelp().utf8)), var command = help.objectValue?["command"]
-        else { return nil }
+        // Subcommand names come first. Only the command they lead to is described: describing
+        // the whole tree builds every command's arguments (in a debug build, argument-parser
+        // also validates each of them, over a second per usage error).
+        var leaf = root
         var path: [String] = []
         var index = 0
-        // Subcommand names come first.
         while index < arguments.count,
-            let sub = command.objectValue?["subcommands"]?.arrayValue?.first(where: {
-                $0.objectValue?["commandName"]?.stringValue == arguments[index]
-            })
+            let sub = leaf.configuration.subcommands.first(where: { $0._commandName == arguments[index] })
         {
-            command = sub
+            leaf = sub
             path.append(arguments[index])
             index += 1
         }
+        guard let help = try? StrictJSON.parse(Array(leaf._dumpHelp().utf8)), let command = help.objectValue?["command"]
+        else { return nil }
         var long: Set<String> = ["help"], short: Set<Character> = ["h"], takesValue: Set<String> = []
         if path.isEmpty { long.insert("version") }
         for argument in command.objectValue?["arguments"]?.arrayValue ?? [] {
