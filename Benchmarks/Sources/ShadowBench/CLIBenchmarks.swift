@@ -24,22 +24,31 @@ enum CLIBenchmarks {
         // every plain shape a script writes (Docs/cli.md, "Start-up").
         let jose = peer("jose", package: "jose")
         let policy = ["--iss", JWTBenchmarks.issuer, "--aud", JWTBenchmarks.audience]
-        let shapes: [(name: String, arguments: [String], stdin: String)] = [
-            ("--token-file F", ["verify-token", "--token-file", tokenFile, "--jwks", jwks] + policy, "/dev/null"),
-            ("TOKEN --quiet", ["verify-token", token, "--jwks", jwks, "--quiet"] + policy, "/dev/null"),
-            ("- (stdin) --json", ["verify-token", "-", "--jwks", jwks, "--json"] + policy, tokenFile),
+        let shapes: [(name: String, arguments: [String], stdin: String, status: Int32)] = [
+            ("--token-file F", ["verify-token", "--token-file", tokenFile, "--jwks", jwks] + policy, "/dev/null", 0),
+            // A refusal (exit 12: another issuer) costs what a pass costs.
+            (
+                "--token-file F, refused (exit 12)",
+                [
+                    "verify-token", "--token-file", tokenFile, "--jwks", jwks, "--iss", "https://other.example",
+                    "--aud", JWTBenchmarks.audience, "--quiet",
+                ], "/dev/null", 12
+            ),
+            ("TOKEN --quiet", ["verify-token", token, "--jwks", jwks, "--quiet"] + policy, "/dev/null", 0),
+            ("- (stdin) --json", ["verify-token", "-", "--jwks", jwks, "--json"] + policy, tokenFile, 0),
             (
                 "--apple --token-file F",
                 [
                     "verify-token", "--apple", "--token-file", tokenFile, "--jwks", jwks,
                     "--aud", JWTBenchmarks.audience,
-                ], "/dev/null"
+                ], "/dev/null", 0
             ),
         ]
         for shape in shapes {
             var commands = [(binary, shape.arguments), (hello, [String]())]
             if let jose { commands.append((jose, ["jws", "ver", "-i", tokenFile, "-k", jwks, "-O", "/dev/null"])) }
-            let times = try Harness.interleavedWallTimes(commands, stdin: shape.stdin, runs: 61, warmup: 5)
+            let times = try Harness.interleavedWallTimes(
+                commands, stdin: shape.stdin, runs: 61, warmup: 5, firstStatus: shape.status)
             rows.append(
                 BenchRow(
                     name: "CLI verify-token \(shape.name) --jwks F, per process", unit: "ms/run", ours: 1 / times[0],

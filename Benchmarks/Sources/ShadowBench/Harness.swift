@@ -151,9 +151,10 @@ enum Harness {
 
     /// Median wall times of several commands, run in interleaved rounds so noise hits each alike.
     /// `prepare` runs before every round (outside the timing); stdin comes from `stdin` or /dev/null.
+    /// The first command must exit with `firstStatus`, every other with 0.
     static func interleavedWallTimes(
         _ commands: [(String, [String])], stdin: String = "/dev/null", runs: Int = 41, warmup: Int = 3,
-        prepare: () throws -> Void = {}
+        firstStatus: Int32 = 0, prepare: () throws -> Void = {}
     ) throws -> [Double] {
         let environment = Self.environment
         var times = Array(repeating: [Double](), count: commands.count)
@@ -163,7 +164,7 @@ enum Harness {
                 let start = DispatchTime.now().uptimeNanoseconds
                 let status = try spawn(command.0, command.1, environment: environment, stdin: stdin).status
                 let elapsed = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
-                guard status == 0 else {
+                guard status == (index == 0 ? firstStatus : 0) else {
                     throw BenchError("\(command.0) \(command.1.joined(separator: " ")) exited \(status)")
                 }
                 if round >= warmup { times[index].append(elapsed) }
