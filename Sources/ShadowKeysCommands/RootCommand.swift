@@ -111,7 +111,7 @@ public enum ShadowKeysTool {
             let name = root.configuration.commandName ?? "shadow-keys"
             let help = ([name] + unknown.commandPath + ["--help"]).joined(separator: " ")
             Console.err("  See '\(help)' for more information.")
-            root.exit(withError: ExitCode(ExitStatus.usage.rawValue))
+            leave(root, ExitCode(ExitStatus.usage.rawValue))
         }
         if json {
             Console.json(["error": .error(code: "usage", message: root.message(for: error))])
