@@ -37,14 +37,20 @@ package enum Hex {
 
     /// Decodes hex digits (either case).
     package static func decode(_ string: some StringProtocol) throws -> [UInt8] {
-        let utf8 = Array(string.utf8)
+        try decode(utf8: Array(string.utf8)[...])
+    }
+
+    /// Decodes hex digits (either case) given as ASCII bytes: a secret read from a file is decoded
+    /// without a `String` copy of its text (which cannot be zeroed).
+    package static func decode(utf8: ArraySlice<UInt8>) throws -> [UInt8] {
         guard utf8.count % 2 == 0 else { throw DecodeError.oddLength(utf8.count) }
         var out: [UInt8] = []
         out.reserveCapacity(utf8.count / 2)
-        var i = 0
-        while i < utf8.count {
-            guard let high = value(utf8[i]) else { throw DecodeError.invalidCharacter(offset: i) }
-            guard let low = value(utf8[i + 1]) else { throw DecodeError.invalidCharacter(offset: i + 1) }
+        var i = utf8.startIndex
+        while i < utf8.endIndex {
+            let offset = i - utf8.startIndex
+            guard let high = value(utf8[i]) else { throw DecodeError.invalidCharacter(offset: offset) }
+            guard let low = value(utf8[i + 1]) else { throw DecodeError.invalidCharacter(offset: offset + 1) }
             out.append(high << 4 | low)
             i += 2
         }

@@ -61,6 +61,17 @@ import Testing
         #expect(throws: Hex.DecodeError.invalidCharacter(offset: 1)) { try Hex.decode("0g") }
     }
 
+    /// Digits given as ASCII bytes (a key file's, trimmed): offsets count from the slice's start.
+    @Test func hexFromASCIIBytes() throws {
+        let file = Array("  0001ABff\r\n".utf8)
+        #expect(try Hex.decode(utf8: file[2..<10]) == [0x00, 0x01, 0xAB, 0xFF])
+        #expect(throws: Hex.DecodeError.invalidCharacter(offset: 3)) {
+            try Hex.decode(utf8: Array("xx000g".utf8)[2...])
+        }
+        #expect(throws: Hex.DecodeError.oddLength(3)) { try Hex.decode(utf8: Array("abc".utf8)[...]) }
+        #expect(try Hex.decode(utf8: []) == [])
+    }
+
     @Test func constantTimeEquals() {
         #expect(ConstantTime.equals([1, 2, 3], [1, 2, 3]))
         #expect(!ConstantTime.equals([1, 2, 3], [1, 2, 4]))

@@ -94,8 +94,12 @@ struct SecretInput {
         var bytes = try self.bytes(limit: 4096)
         defer { for index in bytes.indices { bytes[index] = 0 } }
         if case .file = origin, bytes.count == 32 { return SecretBytes(bytes) }
-        let text = String(decoding: trimWhitespace(bytes), as: UTF8.self)
-        if text.utf8.count == 64, let hex = try? Hex.decode(text) { return SecretBytes(hex) }
+        let trimmed = trimWhitespace(bytes)
+        if trimmed.count == 64, var hex = try? Hex.decode(utf8: trimmed) {
+            defer { for index in hex.indices { hex[index] = 0 } }
+            return SecretBytes(hex)
+        }
+        let text = String(decoding: trimmed, as: UTF8.self)
         let urlSafe = text.replacing("+", with: "-").replacing("/", with: "_").filter { $0 != "=" }
         if let decoded = try? Base64URL.decode(urlSafe), decoded.count == 32 { return SecretBytes(decoded) }
         let forms =
