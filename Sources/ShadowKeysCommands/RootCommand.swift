@@ -59,6 +59,15 @@ public enum ShadowKeysTool {
                 leave(root, error)
             }
         }
+        runAsynchronously(command, root: root)
+    }
+
+    /// The command as a task on the concurrency runtime, for every command that waits. A function
+    /// of its own, kept out of line: inlined, the optimizer hoisted the task's generic metadata
+    /// (`Optional<TaskPriority>`, instantiated at run time) above the synchronous path, which
+    /// then paid for it at every start.
+    @inline(never)
+    private static func runAsynchronously(_ command: ParsedCommand, root: any ParsableCommand.Type) -> Never {
         let unchecked = UncheckedCommand(command: command)
         Task {
             await unchecked.command.run(root: root)
