@@ -58,6 +58,12 @@ import Testing
             (proof, ["--htm", "GET", "--htu", url, "--now", "2000000000"], 12, "iat_out_of_window"),
             (proof, ["--htm", "GET", "--htu", url, "--nonce", "n-2"], 12, "use_dpop_nonce"),
             (proof, ["--htm", "GET", "--htu", "/relative"], 64, nil),
+            // A base64url thumbprint or a nonce may begin with "-": it is still the option's value.
+            (
+                proof, ["--htm", "GET", "--htu", url, "--ath-of", token, "--jkt", "-" + other.dropFirst()], 11,
+                "key_mismatch"
+            ),
+            (proof, ["--htm", "GET", "--htu", url, "--nonce", "-n"], 12, "use_dpop_nonce"),
         ]
         for (input, arguments, status, code) in cases {
             let result = try verify(input, arguments + ["--json"])
@@ -68,6 +74,8 @@ import Testing
                 #expect(object?["error"]?.objectValue?["code"] == .string(code), "\(result.stdout)")
             }
         }
+        let dashed = try self.proof(["--nonce", "-n-1"])
+        #expect(try verify(dashed, ["--htm", "GET", "--htu", url, "--nonce", "-n-1"]).status == 0)
         let tampered = String(proof.dropLast(2)) + (proof.hasSuffix("AA") ? "BA" : "AA")
         #expect(try verify(tampered, ["--htm", "GET", "--htu", url]).status == 11)
         // The access token is never an argument.

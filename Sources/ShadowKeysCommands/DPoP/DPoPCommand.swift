@@ -76,7 +76,8 @@ extension DPoPCommand {
         @Option(help: ArgumentHelp("The request's URL (htu is it without query and fragment).", valueName: "url"))
         var htu: String
         @OptionGroup var accessToken: AccessTokenOptions
-        @Option(help: ArgumentHelp("The server's latest DPoP-Nonce.", valueName: "nonce"))
+        // A nonce may begin with "-": the next argument is its value, whatever it looks like.
+        @Option(parsing: .unconditional, help: ArgumentHelp("The server's latest DPoP-Nonce.", valueName: "nonce"))
         var nonce: String?
         @Option(
             help: ArgumentHelp("iat: 'now' (default), +/-N[s|m|h|d], epoch seconds or RFC 3339.", valueName: "time"))
@@ -149,9 +150,13 @@ extension DPoPCommand {
         @Option(help: ArgumentHelp("The request's URL.", valueName: "url"))
         var htu: String
         @OptionGroup var accessToken: AccessTokenOptions
-        @Option(help: ArgumentHelp("The thumbprint the token is bound to (cnf.jkt).", valueName: "jkt"))
+        // A thumbprint is base64url and a nonce may begin with "-" too: the next argument is the
+        // value, whatever it looks like.
+        @Option(
+            parsing: .unconditional,
+            help: ArgumentHelp("The thumbprint the token is bound to (cnf.jkt).", valueName: "jkt"))
         var jkt: String?
-        @Option(help: ArgumentHelp("The nonce the proof must carry.", valueName: "nonce"))
+        @Option(parsing: .unconditional, help: ArgumentHelp("The nonce the proof must carry.", valueName: "nonce"))
         var nonce: String?
         @Option(help: ArgumentHelp("Seconds a proof is accepted after its iat (1 to 3600).", valueName: "seconds"))
         var maxAge: Double = 60
