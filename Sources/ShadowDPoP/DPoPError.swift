@@ -49,3 +49,12 @@ public struct DPoPErrorCode: ShadowKeysErrorCode {
     /// The replay cache could not be read or written now; try again later.
     public static let unavailable = DPoPErrorCode("store_unavailable")
 }
+
+/// The form of a `jkt`: an RFC 7638 SHA-256 thumbprint, 43 base64url characters of 32 bytes.
+package enum DPoPThumbprint {
+    /// The thumbprint's 32 bytes, or nil when `text` is not one.
+    package static func bytes(_ text: String) -> [UInt8]? {
+        guard text.utf8.count == 43, let bytes = try? Base64URL.decode(text), bytes.count == 32 else { return nil }
+        return bytes
+    }
+}

@@ -44,8 +44,7 @@ extension SessionRow {
     /// A DPoP key thumbprint's 32 bytes, from its base64url text (43 characters); nil for
     /// anything else.
     static func thumbprintBytes(_ text: String) -> [UInt8]? {
-        guard text.utf8.count == 43, let bytes = try? Base64URL.decode(text), bytes.count == 32 else { return nil }
-        return bytes
+        DPoPThumbprint.bytes(text)
     }
 }
 

@@ -64,6 +64,8 @@ import Testing
                 "key_mismatch"
             ),
             (proof, ["--htm", "GET", "--htu", url, "--nonce", "-n"], 12, "use_dpop_nonce"),
+            // A value left out is not read as a thumbprint: the next option is not one.
+            (proof, ["--htm", "GET", "--htu", url, "--jkt"], 64, nil),
         ]
         for (input, arguments, status, code) in cases {
             let result = try verify(input, arguments + ["--json"])

@@ -175,6 +175,11 @@ extension DPoPCommand {
             }
             if let now { _ = try parseTime(now, option: "--now") }
             if HTTPTargetURI.normalized(htu) == nil { throw ValidationError("--htu: an absolute http(s) URL") }
+            // --jkt takes the next argument whatever it is: a mistake such as `--jkt --json` is a
+            // usage error here, not a key mismatch.
+            if let jkt, DPoPThumbprint.bytes(jkt) == nil {
+                throw ValidationError("--jkt: a key thumbprint, 43 base64url characters")
+            }
         }
 
         func run() async throws {
