@@ -120,8 +120,7 @@ enum DPoPClaims {
 
     /// `ath`: base64url(SHA-256(the access token's ASCII)) (§4.2).
     static func accessTokenHash(_ token: String) -> String {
-        var token = token
-        return Base64URL.encode(token.withUTF8 { SHA256.hash(data: $0) })
+        Base64URL.encode(SHA256.hash(utf8: token))
     }
 
     /// A method token (RFC 9110 §9.1, §5.6.2), 1 to 32 characters.

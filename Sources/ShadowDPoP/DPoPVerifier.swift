@@ -32,9 +32,13 @@ public struct DPoPProof: Sendable {
     /// The replay cache's key (Docs/dpop.md, "Replay"): the first 16 bytes of
     /// SHA-256("shadow-keys dpop v1 jti" ‖ 0x00 ‖ jkt ‖ 0x00 ‖ htu ‖ 0x00 ‖ jti).
     public var replayKey: [UInt8] {
-        var input = Array("shadow-keys dpop v1 jti".utf8) + [0] + Array(thumbprint.utf8) + [0]
-        input += Array(targetURI.utf8) + [0] + Array(id.utf8)
-        return Array(SHA256.hash(data: input).prefix(16))
+        var hasher = SHA256()
+        for (index, part) in ["shadow-keys dpop v1 jti", thumbprint, targetURI, id].enumerated() {
+            if index > 0 { withUnsafeBytes(of: UInt8(0)) { hasher.update(bufferPointer: $0) } }
+            var part = part
+            part.withUTF8 { hasher.update(bufferPointer: UnsafeRawBufferPointer($0)) }
+        }
+        return Array(hasher.finalize().prefix(16))
     }
 }
 
@@ -106,13 +110,8 @@ public struct DPoPVerifier: Sendable {
         }
         // A device sends the same header with every proof: one already checked (its type, its
         // algorithm, no crit, its key) is taken from the cache by its exact text.
-        var text = proof
-        let headerText = text.withUTF8 { bytes in
-            bytes.firstIndex(of: UInt8(ascii: ".")).map {
-                String(decoding: UnsafeBufferPointer(rebasing: bytes[..<$0]), as: UTF8.self)
-            }
-        }
-        let cached = headerText.flatMap(headers.entry)
+        let headerText = CompactJWS.headerSegment(of: proof, maxBytes: HeaderCache.maxHeaderBytes)
+        let cached = headerText.flatMap { headers.entry($0) }
         // Step 2: a well-formed JWS whose header and payload are JSON objects.
         let jws: CompactJWS
         do {
@@ -179,11 +178,11 @@ public struct DPoPVerifier: Sendable {
             guard let hash = claims.accessTokenHash else {
                 throw DPoPError(.missingClaim, "a proof sent with an access token carries ath, its hash")
             }
-            guard ConstantTime.equals(Array(hash.utf8), Array(DPoPClaims.accessTokenHash(accessToken).utf8)) else {
+            guard ConstantTime.equals(hash.utf8, DPoPClaims.accessTokenHash(accessToken).utf8) else {
                 throw DPoPError(.athMismatch, "ath is not the hash of the access token sent with the proof")
             }
         }
-        if let thumbprint, !ConstantTime.equals(Array(thumbprint.utf8), Array(key.thumbprint.utf8)) {
+        if let thumbprint, !ConstantTime.equals(thumbprint.utf8, key.thumbprint.utf8) {
             throw DPoPError(.keyMismatch, "the proof is signed by another key than the one the token is bound to")
         }
         return DPoPProof(

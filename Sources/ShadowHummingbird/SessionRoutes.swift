@@ -52,11 +52,10 @@ public struct SessionMiddleware<Context: SessionRequestContext>: RouterMiddlewar
     public func handle(
         _ request: Request, context: Context, next: (Request, Context) async throws -> Response
     ) async throws -> Response {
-        let proofs = request.headers[values: DPoPPolicy.proofHeader]
+        let (authorization, proofs) = SessionRouteSupport.credentials(request.headers)
         let claims: SessionClaims
         switch await access.caller(
-            authorization: request.headers[.authorization], dpop: proofs, method: request.method.rawValue,
-            path: request.uri.path)
+            authorization: authorization, dpop: proofs, method: request.method.rawValue, path: request.uri.path)
         {
         case .failure(let answer): return SessionRouteSupport.respond(answer)
         case .success(let value): claims = value
@@ -134,6 +133,22 @@ extension RouterMethods where Context: RemoteAddressRequestContext {
 }
 
 enum SessionRouteSupport {
+    /// `Authorization` (several values joined by ", ", as `HTTPFields` gives them) and every
+    /// `DPoP` value, in one pass over the fields: the subscripts make a lazy sequence and join
+    /// it for each name.
+    static func credentials(_ headers: HTTPFields) -> (authorization: String?, proofs: [String]) {
+        var authorization: String?
+        var proofs: [String] = []
+        for field in headers {
+            if field.name == .authorization {
+                authorization = authorization.map { $0 + ", " + field.value } ?? field.value
+            } else if field.name == DPoPPolicy.proofHeader {
+                proofs.append(field.value)
+            }
+        }
+        return (authorization, proofs)
+    }
+
     /// The client's address: the peer's, or the one a trusted proxy forwarded.
     static func ip(_ request: Request, _ context: some RemoteAddressRequestContext, trusted: TrustedProxies) -> String {
         let peer: String

@@ -205,9 +205,11 @@ public struct ClaimPolicy: Sendable {
             }
         }
         for name in requiredClaims {
-            if json[name] == nil || json[name] == .null {
+            switch json[name] {
+            case nil, .null?:
                 failures.append(
                     failure(name, .missing, expected: "present", actual: nil, "\(name) is required but absent"))
+            default: break
             }
         }
         if let nonce { checkNonce(json, nonce, &failures) }

@@ -245,7 +245,7 @@ public final class JWK: Sendable {
                     """
                 )
             }
-            let digest = SHA256.hash(data: signingInput)
+            let digest = Self.digest(signingInput)
             valid = key.isValidSignature(
                 _RSA.Signing.RSASignature(rawRepresentation: signature), for: digest, padding: .insecurePKCS1v1_5)
         case .p256(let key):
@@ -258,13 +258,19 @@ public final class JWK: Sendable {
                     """
                 )
             }
-            let digest = SHA256.hash(data: signingInput)
+            let digest = Self.digest(signingInput)
             guard let ecdsa = try? P256.Signing.ECDSASignature(rawRepresentation: signature) else {
                 throw JOSEError(.invalidSignature, "ES256 signature is not a valid R‖S pair")
             }
             valid = key.isValidSignature(ecdsa, for: digest)
         }
         guard valid else { throw JOSEError(.invalidSignature, "signature does not verify under \(keyDisplayName)") }
+    }
+
+    /// SHA-256 of a signing input, through its contiguous storage when it has one.
+    private static func digest(_ input: some DataProtocol) -> SHA256Digest {
+        input.withContiguousStorageIfAvailable { SHA256.hash(contiguous: UnsafeRawBufferPointer($0)) }
+            ?? SHA256.hash(data: input)
     }
 
     var keyDisplayName: String {
