@@ -158,6 +158,17 @@ public struct CompactJWS: Sendable {
         }
     }
 
+    /// The text of `token`'s header segment (before its first `.`), when it is at most
+    /// `maxBytes` long: the key of a verifier's cache of parsed headers (``init(_:maxBytes:knownHeader:)``).
+    package static func headerSegment(of token: String, maxBytes: Int) -> String? {
+        var token = token
+        return token.withUTF8 { bytes in
+            UnsafeBufferPointer(rebasing: bytes.prefix(maxBytes + 1)).firstIndex(of: UInt8(ascii: ".")).map {
+                String(decoding: UnsafeBufferPointer(rebasing: bytes[..<$0]), as: UTF8.self)
+            }
+        }
+    }
+
     /// Calls `body` with the bytes the signature covers: the ASCII `header.payload`.
     public func withSigningInput<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
         var token = token

@@ -20,6 +20,14 @@ public struct JWTVerifier: Sendable {
     public var maxTokenBytes: Int
     /// Where "now" comes from.
     public var clock: WallClock
+    /// The parsed headers of tokens whose signature verified, by their segment's text, shared by
+    /// the copies of this verifier: an issuer's tokens share one header per signing key, and
+    /// decoding and parsing it is a fifth of a token's check outside the signature. A header is
+    /// kept only once a signature under it verified, so forged tokens cannot crowd the cache;
+    /// what is taken from it is checked again (algorithm, `crit`, `typ`) as a parsed one is.
+    let headers = BoundedCache<String, JOSEHeader>(capacity: 64)
+    /// The longest header segment kept.
+    static let maxCachedHeaderBytes = 1024
 
     /// A verifier; by default RS256 and ES256, no `typ` check, 16 KiB cap, system clock.
     public init(
@@ -43,8 +51,10 @@ public struct JWTVerifier: Sendable {
     /// - Throws: ``JOSEError``; its code says which stage failed, and for claims
     ///   ``JOSEError/claimFailures`` lists every rule that failed.
     public func verify(_ token: String, keys: JWKSet) throws -> VerifiedJWT {
-        let (jws, algorithm) = try checkedHeader(token)
-        return try verified(jws, algorithm: algorithm, key: try keys.key(for: jws.header.keyID, algorithm: algorithm))
+        let (jws, algorithm, segment) = try checkedHeader(token)
+        return try verified(
+            jws, algorithm: algorithm, key: try keys.key(for: jws.header.keyID, algorithm: algorithm),
+            headerSegment: segment)
     }
 
     /// Verifies `token` against any key source: a ``JWKSet``, or a fetched set such as
@@ -52,14 +62,18 @@ public struct JWTVerifier: Sendable {
     ///
     /// - Throws: ``JOSEError``, as ``verify(_:keys:)``; a source may also throw its own errors.
     public func verify(_ token: String, keys: some JWKSource) async throws -> VerifiedJWT {
-        let (jws, algorithm) = try checkedHeader(token)
+        let (jws, algorithm, segment) = try checkedHeader(token)
         return try verified(
-            jws, algorithm: algorithm, key: try await keys.key(for: jws.header.keyID, algorithm: algorithm))
+            jws, algorithm: algorithm, key: try await keys.key(for: jws.header.keyID, algorithm: algorithm),
+            headerSegment: segment)
     }
 
-    /// Steps 1 to 6 of Docs/architecture.md: size, split, decode, header, algorithm, `crit`.
-    private func checkedHeader(_ token: String) throws -> (CompactJWS, JWSAlgorithm) {
-        let jws = try CompactJWS(token, maxBytes: maxTokenBytes)
+    /// Steps 1 to 6 of Docs/architecture.md: size, split, decode, header, algorithm, `crit`; and
+    /// the header's segment when it may be cached, with whether it was.
+    private func checkedHeader(_ token: String) throws -> (CompactJWS, JWSAlgorithm, (String, cached: Bool)?) {
+        let segment = CompactJWS.headerSegment(of: token, maxBytes: Self.maxCachedHeaderBytes)
+        let known = segment.flatMap { headers[$0] }
+        let jws = try CompactJWS(token, maxBytes: maxTokenBytes, knownHeader: known)
         let algorithm = try JWSAlgorithm.resolve(jws.header.algorithm, allowed: algorithms)
         if let critical = jws.header.critical {
             for name in critical where !understoodCriticalHeaders.contains(where: { $0.exactlyEquals(name) }) {
@@ -68,14 +82,17 @@ public struct JWTVerifier: Sendable {
                     "header \"crit\" lists \(name.quotedForMessage), an extension this verifier does not understand")
             }
         }
-        return (jws, algorithm)
+        return (jws, algorithm, segment.map { ($0, known != nil) })
     }
 
     /// Steps 8 to 10: the signature with the selected key, then the payload and the claims.
-    private func verified(_ jws: CompactJWS, algorithm: JWSAlgorithm, key: JWK) throws -> VerifiedJWT {
+    private func verified(
+        _ jws: CompactJWS, algorithm: JWSAlgorithm, key: JWK, headerSegment: (String, cached: Bool)?
+    ) throws -> VerifiedJWT {
         try jws.withSigningInput { input in
             try key.verifySignature(jws.signature, signingInput: input, algorithm: algorithm)
         }
+        if let (segment, cached) = headerSegment, !cached { headers.insert(segment, jws.header) }
         let claims = JWTClaims(try jws.unverifiedPayload())
         var failures: [ClaimFailure] = []
         if let expectedType, !jws.header.typeMatches(expectedType) {
