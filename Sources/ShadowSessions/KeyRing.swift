@@ -171,10 +171,12 @@ extension SessionAuthority {
 ///
 /// A client sends the same access token with every request until it expires, so the verifier
 /// keeps the tokens it has verified (Docs/sessions.md, "Access tokens"): a token whose exact
-/// bytes verified before skips the signature and the parse, and its claims are checked again
-/// against the clock, so it stops verifying at its `exp` as it would have uncached. The cache
-/// belongs to one reading of the key ring, so a key that leaves the ring takes its tokens' entries
-/// with it; only tokens that verified are kept, at most ``cacheCapacity``.
+/// bytes verified before skips the signature and the parse, and its time claims (`exp`, `nbf`,
+/// `iat`) are checked again against the clock, so it stops verifying at its `exp` as it would
+/// have uncached. Its other rules (issuer, audience, required claims) do not change with time and
+/// held when it was kept. The cache belongs to one reading of the key ring, so a key that leaves
+/// the ring takes its tokens' entries with it; only tokens that verified are kept, at most
+/// ``cacheCapacity``, each as its typed claims and three numbers.
 public struct AccessTokenVerifier: Sendable {
     let verifier: JWTVerifier
     public let keys: JWKSet
@@ -184,10 +186,11 @@ public struct AccessTokenVerifier: Sendable {
     public static let cacheCapacity = 4096
 
     public init(configuration: SessionConfiguration, keys: JWKSet, clock: WallClock = .system) {
-        var policy = ClaimPolicy(
+        // Only the time rules may change their answer for a kept token (``VerifiedToken``):
+        // no maximum age, nonce or further rule.
+        let policy = ClaimPolicy(
             issuer: configuration.issuer, audiences: [configuration.audience], leeway: 30,
             requiredClaims: ["sub", "iat", "jti", "client_id", "sid"])
-        policy.additionalRules = []
         verifier = JWTVerifier(
             algorithms: [configuration.algorithm], policy: policy, expectedType: "at+jwt", clock: clock)
         self.keys = keys
@@ -197,10 +200,11 @@ public struct AccessTokenVerifier: Sendable {
     /// The token's typed claims.
     /// - Throws: ``SessionErrorCode/invalidToken`` naming what failed.
     public func verify(_ token: String) throws -> SessionClaims {
-        var text = token
-        let digest = text.withUTF8 { SHA256.hash(data: $0) }
+        let digest = SHA256.hash(utf8: token)
         if let entry = verified[digest] {
-            if verifier.policy.evaluate(entry.claims, now: verifier.clock.now).isEmpty { return entry.session }
+            if entry.isCurrent(at: verifier.clock.now.timeIntervalSince1970, leeway: verifier.policy.leeway) {
+                return entry.session
+            }
             verified.remove(digest)  // past its exp: the full check below says why
         }
         let claims: JWTClaims
@@ -210,7 +214,11 @@ public struct AccessTokenVerifier: Sendable {
             throw SessionError(.invalidToken, error.reason)
         }
         let session = try Self.sessionClaims(claims)
-        verified.insert(digest, VerifiedToken(claims: claims, session: session))
+        verified.insert(
+            digest,
+            VerifiedToken(
+                session: session, notBefore: claims["nbf"]?.numberValue?.doubleValue,
+                issuedAt: claims["iat"]?.numberValue?.doubleValue, expiresAt: claims["exp"]?.numberValue?.doubleValue))
         return session
     }
 
@@ -240,10 +248,23 @@ public struct AccessTokenVerifier: Sendable {
 /// (digests compare in constant time).
 typealias VerifiedTokens = BoundedCache<SHA256Digest, VerifiedToken>
 
-/// A verified access token's claims, as read and as typed.
+/// A verified access token: its typed claims, and the NumericDates the policy's time rules read,
+/// as it read them.
 struct VerifiedToken: Sendable {
-    let claims: JWTClaims
     let session: SessionClaims
+    let notBefore: Double?
+    let issuedAt: Double?
+    let expiresAt: Double?
+
+    /// Whether the token passes ``ClaimPolicy``'s time rules at `now` (seconds since 1970), as
+    /// it passed them when verified: not at or past `exp` + leeway, not before `nbf` − leeway,
+    /// `iat` not after now + leeway.
+    func isCurrent(at now: Double, leeway: Double) -> Bool {
+        guard let expiresAt, now < expiresAt + leeway else { return false }
+        if let notBefore, now < notBefore - leeway { return false }
+        if let issuedAt, issuedAt > now + leeway { return false }
+        return true
+    }
 }
 
 extension SessionAuthority {

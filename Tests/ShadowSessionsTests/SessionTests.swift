@@ -259,8 +259,46 @@ import Testing
             userID: UUID(), session: SessionID.random(), tokenID: "t", clientID: "c", issuedAt: Date(),
             expiresAt: Date(), keyThumbprint: nil)
         let digests = (0..<5).map { SHA256.hash(data: [UInt8($0)]) }
-        for digest in digests { cache.insert(digest, VerifiedToken(claims: JWTClaims([:]), session: claims)) }
+        for digest in digests {
+            cache.insert(digest, VerifiedToken(session: claims, notBefore: nil, issuedAt: nil, expiresAt: nil))
+        }
         #expect(cache.count == 3)
         #expect(cache[digests[4]] != nil, "the newest is kept")
+    }
+
+    /// A kept token is current exactly when the policy's time rules would pass its claims: each
+    /// bound (exp, nbf, iat) on both sides of its leeway, against ClaimPolicy itself.
+    @Test func aKeptTokenIsCurrentExactlyWhenThePolicyWouldPassIt() async throws {
+        await store.close()  // this suite opens one; the check needs none
+        let policy = ClaimPolicy(leeway: 30)
+        let now = 1_800_000_000.0
+        let claims = SessionClaims(
+            userID: UUID(), session: SessionID.random(), tokenID: "t", clientID: "c", issuedAt: Date(),
+            expiresAt: Date(), keyThumbprint: nil)
+        let offsets: [Double?] = [nil, -31, -30, -29.5, 0, 29.5, 30, 31]
+        var cases = 0
+        for exp in offsets {
+            for nbf in offsets {
+                for iat in offsets {
+                    let (expAt, nbfAt, iatAt) = (exp.map { now + $0 }, nbf.map { now + $0 }, iat.map { now + $0 })
+                    var members: [JSONObject.Member] = []
+                    for (name, value) in [("exp", expAt), ("nbf", nbfAt), ("iat", iatAt)] {
+                        if let value {
+                            members.append(.init(name: name, value: .number(try #require(JSONNumber(value)))))
+                        }
+                    }
+                    let passes = policy.evaluate(
+                        JWTClaims(JSONObject(uniqueMembers: members)), now: Date(timeIntervalSince1970: now)
+                    ).isEmpty
+                    let kept = VerifiedToken(session: claims, notBefore: nbfAt, issuedAt: iatAt, expiresAt: expAt)
+                    #expect(
+                        kept.isCurrent(at: now, leeway: 30) == passes,
+                        "exp \(String(describing: exp)), nbf \(String(describing: nbf)), iat \(String(describing: iat))"
+                    )
+                    cases += 1
+                }
+            }
+        }
+        #expect(cases == 512)
     }
 }
