@@ -92,7 +92,16 @@ public enum ShadowKeysTool {
             do {
                 command = ParsedCommand(any: try root.parseAsRoot(arguments))
             } catch {
-                reportUsage(error, arguments: arguments, root: root)
+                // An option's value that begins with "-" is its value (Docs/cli.md, "Usage
+                // errors"): the line is read again with each such value joined to its option.
+                guard let joined = UnknownOptions.joiningValues(arguments, root: root) else {
+                    reportUsage(error, arguments: arguments, root: root)
+                }
+                do {
+                    command = ParsedCommand(any: try root.parseAsRoot(joined))
+                } catch {
+                    reportUsage(error, arguments: joined, root: root)
+                }
             }
         }
         Console.setQuiet(command.quiet)

@@ -1,4 +1,6 @@
 import Foundation
+import ShadowCore
+import ShadowJOSE
 import ShadowTestSupport
 import Testing
 
@@ -42,6 +44,35 @@ import Testing
             ["decrypt", "absent.skev", "-o", "out", "--passphrase-env", "K", "--context", "-x=1"],
             currentDirectory: folder.url)
         #expect(!result.stderr.contains("Unknown option"), "\(result.stderr)")
+    }
+
+    /// A value that begins with "-" is the value of the option before it (Docs/cli.md, "Usage
+    /// errors"), long or short, in a command the direct reader takes and in one it does not; the
+    /// line is not a usage error.
+    @Test func optionValuesThatBeginWithADashAreTheirValues() throws {
+        let folder = try TemporaryDirectory()
+        let now: Int64 = 1_700_000_000
+        let signer = try JWSSigner.rs256(TestKeys.rsa, keyID: "rsa-1")
+        let jwks = try folder.write("jwks.json", TestKeys.jwksJSON([signer.publicJWK()]))
+        let token = try signer.sign(claims: TokenFactory.claims(now: now, extra: ["nonce": "-n0nce"]))
+        let base = ["verify-token", "-", "--jwks", jwks, "--now", String(now), "--aud", "app.example"]
+        // The token's nonce, given as a value that begins with "-": verified.
+        let passed = try CLIRunner.run(base + ["--nonce", "-n0nce", "--json"], stdin: token)
+        #expect(passed.status == 0, "\(passed.stderr)")
+        #expect(try passed.json()["valid"] as? Bool == true)
+        // Another such value: the nonce differs (12), and "--json" after --nonce is the nonce.
+        let refused = try CLIRunner.run(base + ["--nonce", "--json"], stdin: token)
+        #expect(refused.status == 12, "\(refused.stderr)")
+        #expect(refused.stdout.isEmpty, "no JSON asked for: \(refused.stdout)")
+        // A short option's value: encrypt -o -x writes the file named "-x".
+        let key = try folder.write("k.hex", Hex.encode(Array(repeating: UInt8(7), count: 32)), mode: 0o600)
+        let input = try folder.write("in.txt", "plain")
+        let encrypted = try CLIRunner.run(
+            ["encrypt", input, "--key-file", key, "-o", "-x"], currentDirectory: folder.url)
+        #expect(encrypted.status == 0, "\(encrypted.stderr)")
+        #expect(FileManager.default.fileExists(atPath: folder.url.appendingPathComponent("-x").path))
+        // A missing value is still one.
+        #expect(try CLIRunner.run(base + ["--nonce"], stdin: token).status == 64)
     }
 
     /// `--json` means JSON errors too, usage errors included.

@@ -22,41 +22,62 @@ enum UnknownOptions {
         }
     }
 
-    /// The first unknown option in `arguments` (argv without the program name), or nil.
-    static func first(in arguments: [String], root: any ParsableCommand.Type) -> Finding? {
-        // Subcommand names come first. Only the command they lead to is described: describing
-        // the whole tree builds every command's arguments (in a debug build, argument-parser
-        // also validates each of them, over a second per usage error).
-        var leaf = root
+    /// The options of the command `arguments` lead to, as argument-parser describes them.
+    private struct Options {
+        var long: Set<String> = ["help"]
+        var short: Set<Character> = ["h"]
+        /// The options that take a value, as written (`--name`, `-o`).
+        var takesValue: Set<String> = []
+        /// The subcommand names the arguments begin with.
         var path: [String] = []
-        var index = 0
-        while index < arguments.count,
-            let sub = leaf.configuration.subcommands.first(where: { $0._commandName == arguments[index] })
-        {
-            leaf = sub
-            path.append(arguments[index])
-            index += 1
-        }
-        guard let help = try? StrictJSON.parse(Array(leaf._dumpHelp().utf8)), let command = help.objectValue?["command"]
-        else { return nil }
-        var long: Set<String> = ["help"], short: Set<Character> = ["h"], takesValue: Set<String> = []
-        if path.isEmpty { long.insert("version") }
-        for argument in command.objectValue?["arguments"]?.arrayValue ?? [] {
-            let isOption = argument.objectValue?["kind"]?.stringValue == "option"
-            for name in argument.objectValue?["names"]?.arrayValue ?? [] {
-                guard let text = name.objectValue?["name"]?.stringValue else { continue }
-                switch name.objectValue?["kind"]?.stringValue {
-                case "long", "longWithSingleDash":
-                    long.insert(text)
-                    if isOption { takesValue.insert("--" + text) }
-                case "short":
-                    if let character = text.first { short.insert(character) }
-                    if isOption { takesValue.insert("-" + text) }
-                default:
-                    break
+        /// Where the arguments after the subcommand names begin.
+        var start = 0
+
+        init?(_ arguments: [String], root: any ParsableCommand.Type) {
+            // Subcommand names come first. Only the command they lead to is described: describing
+            // the whole tree builds every command's arguments (in a debug build, argument-parser
+            // also validates each of them, over a second per usage error).
+            var leaf = root
+            while start < arguments.count,
+                let sub = leaf.configuration.subcommands.first(where: { $0._commandName == arguments[start] })
+            {
+                leaf = sub
+                path.append(arguments[start])
+                start += 1
+            }
+            guard let help = try? StrictJSON.parse(Array(leaf._dumpHelp().utf8)),
+                let command = help.objectValue?["command"]
+            else { return nil }
+            if path.isEmpty { long.insert("version") }
+            for argument in command.objectValue?["arguments"]?.arrayValue ?? [] {
+                let isOption = argument.objectValue?["kind"]?.stringValue == "option"
+                for name in argument.objectValue?["names"]?.arrayValue ?? [] {
+                    guard let text = name.objectValue?["name"]?.stringValue else { continue }
+                    switch name.objectValue?["kind"]?.stringValue {
+                    case "long", "longWithSingleDash":
+                        long.insert(text)
+                        if isOption { takesValue.insert("--" + text) }
+                    case "short":
+                        if let character = text.first { short.insert(character) }
+                        if isOption { takesValue.insert("-" + text) }
+                    default:
+                        break
+                    }
                 }
             }
         }
+
+        /// Whether `token` (an option as written, with no `=value`) is followed by its value.
+        func isFollowedByValue(_ token: String) -> Bool {
+            if token.hasPrefix("--") { return !token.contains("=") && takesValue.contains(token) }
+            return token.count == 2 && takesValue.contains(token)
+        }
+    }
+
+    /// The first unknown option in `arguments` (argv without the program name), or nil.
+    static func first(in arguments: [String], root: any ParsableCommand.Type) -> Finding? {
+        guard let options = Options(arguments, root: root) else { return nil }
+        var index = options.start
         while index < arguments.count {
             let token = arguments[index]
             index += 1
@@ -64,19 +85,47 @@ enum UnknownOptions {
             guard token.hasPrefix("-"), token != "-", !isNumber(token) else { continue }
             if token.hasPrefix("--") {
                 let name = String(token.dropFirst(2).prefix { $0 != "=" })
-                guard long.contains(name) else {
+                guard options.long.contains(name) else {
                     return Finding(
-                        option: "--" + name, suggestions: closest(name, in: long).map { "--" + $0 }, commandPath: path)
+                        option: "--" + name, suggestions: closest(name, in: options.long).map { "--" + $0 },
+                        commandPath: options.path)
                 }
-                if takesValue.contains("--" + name), !token.contains("=") { index += 1 }
             } else {
-                for character in token.dropFirst() where !short.contains(character) {
-                    return Finding(option: "-" + String(character), suggestions: [], commandPath: path)
+                for character in token.dropFirst() where !options.short.contains(character) {
+                    return Finding(option: "-" + String(character), suggestions: [], commandPath: options.path)
                 }
-                if token.count == 2, takesValue.contains(token) { index += 1 }
             }
+            if options.isFollowedByValue(token) { index += 1 }
         }
         return nil
+    }
+
+    /// `arguments` with each option that takes a value joined to the argument after it
+    /// (`--nonce -x` as `--nonce=-x`), when one of those values begins with `-`; nil when none
+    /// does. argument-parser reads an argument that begins with `-` as the next option and
+    /// reports the value missing; Docs/cli.md, "Usage errors", says it is the value.
+    static func joiningValues(_ arguments: [String], root: any ParsableCommand.Type) -> [String]? {
+        guard let options = Options(arguments, root: root) else { return nil }
+        var joined = Array(arguments[..<options.start])
+        var changed = false
+        var index = options.start
+        while index < arguments.count {
+            let token = arguments[index]
+            index += 1
+            if token == "--" {
+                joined += arguments[(index - 1)...]
+                break
+            }
+            if token.hasPrefix("-"), options.isFollowedByValue(token), index < arguments.count {
+                let value = arguments[index]
+                index += 1
+                joined.append(token + "=" + value)
+                changed = changed || value.hasPrefix("-")
+            } else {
+                joined.append(token)
+            }
+        }
+        return changed ? joined : nil
     }
 
     private static func isNumber(_ token: String) -> Bool {
