@@ -622,15 +622,24 @@ public final class DatabaseSessionStore: SessionStore {
     /// statement, each a data-modifying `WITH` part: one round trip and one commit, and they
     /// succeed or fail together. (The parts of one statement do not see each other's effects, so
     /// steps that share a key are statements of their own.)
+    ///
+    /// That commit does not wait for its flush to disk (`synchronous_commit` off for its
+    /// transaction alone, Docs/sessions.md, "Rate limits"): the rows become durable with the next
+    /// durable commit on the server, such as the refresh's rotation that follows them in the
+    /// log, or within three WAL-writer delays. A crash of the database server can lose the counts
+    /// and replay rows of its last moments, and never a session's change; a request no longer
+    /// waits for a disk flush of its rate limits before its own.
     private func took(_ statements: [SQLStatement], together: Bool) async -> [Result<Bool, any Error>] {
-        guard database.dialect == .postgres, together, statements.count > 1 else {
+        guard database.dialect == .postgres, together, !statements.isEmpty else {
             return await database.writeEach(statements).map { $0.map { !$0.isEmpty } }
         }
         let parts = statements.indices.map { "w\($0) AS (\(statements[$0].sql))" }
         let counts = statements.indices.map { "(SELECT count(*) FROM w\($0)) AS n\($0)" }
+        let deferred = "flush AS (SELECT set_config('synchronous_commit', 'off', true) AS setting)"
         do {
             let row = try await database.write(
-                "WITH " + parts.joined(separator: ", ") + " SELECT " + counts.joined(separator: ", "),
+                "WITH " + ([deferred] + parts).joined(separator: ", ") + " SELECT "
+                    + (["(SELECT count(*) FROM flush) AS deferred"] + counts).joined(separator: ", "),
                 statements.flatMap(\.values)
             ).first
             return statements.indices.map { .success((row?.integer("n\($0)") ?? 0) > 0) }
