@@ -568,11 +568,11 @@ public final class DatabaseSessionStore: SessionStore {
 
     /// GCRA in one statement (Docs/sessions.md, "Rate limits"): the key's theoretical arrival
     /// time moves to max(tat, now) + T when max(tat, now) − now ≤ τ; no row back means refused.
+    /// Written as ``admit(_:replay:)`` writes its steps, so its commit waits for no flush either.
     public func rateLimit(key: [UInt8], now: Int64, interval: Int64, tolerance: Int64) async throws -> Int64? {
         let step = RateLimitStep(key: key, now: now, interval: interval, tolerance: tolerance)
-        return try await Self.storing {
-            try await refusal(step, allowed: !database.write(Self.rateLimitStatement(step)).isEmpty)
-        }
+        guard let answer = await admit([step], replay: nil).limits.first else { return nil }
+        return try answer.get()
     }
 
     static func rateLimitStatement(_ step: RateLimitStep) -> SQLStatement {

@@ -71,6 +71,58 @@ import Testing
         }
     }
 
+    /// The rate limits' statement does not wait for its flush (Docs/sessions.md, "Rate limits"),
+    /// and a session's change does: on a cluster with fsync on, 60 admits in a row cost a few of
+    /// PostgreSQL's WAL flushes (the WAL writer's own, at most one per 200 ms), and 60 sign-ins
+    /// at least one each. Each batch runs on a store of its own, closed before the count is read:
+    /// a server process reports its counts when it ends.
+    @Test func rateLimitCountsDoNotWaitForAFlushAndSessionChangesDo() async throws {
+        let cluster = try PostgresCluster.start(durable: true)
+        defer { cluster.stop() }
+        let url = try cluster.createDatabase("flushes")
+        func flushes() throws -> Int {
+            let text = try cluster.psql("flushes", "SELECT wal_sync FROM pg_stat_wal")
+            return try #require(Int(text.trimmingCharacters(in: .whitespacesAndNewlines)), "\(text)")
+        }
+        /// The flushes `body` waited for, on a store of its own.
+        func flushes(of body: (SessionAuthority) async throws -> Void) async throws -> Int {
+            let store = try await PostgresSessionStore.connect(
+                try PostgresLocation(url: url), unlock: .key(SecretBytes((0..<32).map { UInt8($0) })),
+                connectTimeout: .seconds(60), retryFor: .seconds(90))
+            let authority: SessionAuthority
+            do {
+                authority = try await SessionAuthority(store: store, configuration: configuration)
+            } catch {
+                await store.close()
+                throw error
+            }
+            let before = try flushes()
+            do { try await body(authority) } catch {
+                await store.close()
+                throw error
+            }
+            await store.close()
+            return try flushes() - before
+        }
+        let limit = try RateLimit(requests: 1000, per: 60)
+        _ = try await flushes { _ = try await $0.admit("ip:192.0.2.1", limit: limit) }  // the first rows
+        let admits = try await flushes { authority in
+            for index in 0..<60 {
+                let wait = try await authority.admit("ip:192.0.2.\(index)", limit: limit)
+                #expect(wait == nil)
+            }
+        }
+        let signIns = try await flushes { authority in
+            for index in 0..<60 {
+                _ = try await authority.signIn(
+                    appleSubject: "flush-\(index)", appleClientID: "com.example.app", appleRefreshToken: nil,
+                    device: "d")
+            }
+        }
+        #expect(admits <= 10, "60 admits waited for \(admits) flushes")
+        #expect(signIns >= 60, "60 sign-ins waited for \(signIns) flushes")
+    }
+
     @Test func revocationOnOneInstanceHoldsOnTheOther() async throws {
         try await withInstances { first, second in
             let issued = try await first.signIn(
