@@ -91,11 +91,11 @@ extension RouterMethods where Context: RemoteAddressRequestContext {
             self.post(path) { request, context -> Response in
                 let read = await SessionRouteSupport.body(request, bodyTimeout: bodyTimeout)
                 guard let bytes = read.bytes else { return read.refusal ?? SessionRouteSupport.unreadable }
+                let (authorization, proofs) = SessionRouteSupport.credentials(request.headers)
                 return SessionRouteSupport.respond(
                     await handler(
                         bytes, request.headers[.contentType],
-                        SessionRouteSupport.ip(request, context, trusted: trustedProxies),
-                        request.headers[.authorization], request.headers[values: DPoPPolicy.proofHeader]))
+                        SessionRouteSupport.ip(request, context, trusted: trustedProxies), authorization, proofs))
             }
         }
         post("/auth/apple") { body, type, ip, _, proofs in
@@ -114,18 +114,20 @@ extension RouterMethods where Context: RemoteAddressRequestContext {
             await endpoints.introspect(body: body, contentType: type, authorization: authorization)
         }
         get("/auth/sessions") { request, context -> Response in
-            SessionRouteSupport.respond(
+            let (authorization, proofs) = SessionRouteSupport.credentials(request.headers)
+            return SessionRouteSupport.respond(
                 await endpoints.sessions(
-                    authorization: request.headers[.authorization],
-                    clientIP: SessionRouteSupport.ip(request, context, trusted: trustedProxies),
-                    dpop: request.headers[values: DPoPPolicy.proofHeader], path: request.uri.path))
+                    authorization: authorization,
+                    clientIP: SessionRouteSupport.ip(request, context, trusted: trustedProxies), dpop: proofs,
+                    path: request.uri.path))
         }
         delete("/auth/sessions/:id") { request, context -> Response in
-            SessionRouteSupport.respond(
+            let (authorization, proofs) = SessionRouteSupport.credentials(request.headers)
+            return SessionRouteSupport.respond(
                 await endpoints.deleteSession(
-                    context.parameters.get("id") ?? "", authorization: request.headers[.authorization],
-                    clientIP: SessionRouteSupport.ip(request, context, trusted: trustedProxies),
-                    dpop: request.headers[values: DPoPPolicy.proofHeader], path: request.uri.path))
+                    context.parameters.get("id") ?? "", authorization: authorization,
+                    clientIP: SessionRouteSupport.ip(request, context, trusted: trustedProxies), dpop: proofs,
+                    path: request.uri.path))
         }
         get("/.well-known/jwks.json") { _, _ -> Response in SessionRouteSupport.respond(await endpoints.jwks()) }
         return self
