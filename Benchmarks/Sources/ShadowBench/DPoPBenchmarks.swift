@@ -31,6 +31,49 @@ enum DPoPBenchmarks {
         return rows
     }
 
+    /// `ProtectedRouteAccess.caller` on new tokens with fresh proofs, in a loop; prints the loop's
+    /// window on CLOCK_MONOTONIC and the time per call.
+    static func profile(workDirectory: String) async throws {
+        let directory = workDirectory + "/dpop"
+        try? FileManager.default.removeItem(atPath: directory)
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let store = try await SQLiteSessionStore.open(
+            path: directory + "/state.sqlite", unlock: SessionBenchmarks.unlock)
+        let authority = try await SessionAuthority(store: store, configuration: SessionBenchmarks.configuration)
+        let device = try DPoPSigner.es256(P256.Signing.PrivateKey())
+        let issued = try await authority.signIn(
+            appleSubject: "dpop-profile", appleClientID: "com.example.app", appleRefreshToken: nil, device: "bench",
+            keyThumbprint: device.thumbprint)
+        let target = SessionBenchmarks.configuration.issuer + "/api/me"
+        var pairs: [(String, String)] = []
+        var refreshToken = issued.refreshToken
+        let count = Int(ProcessInfo.processInfo.environment["ITERATIONS"] ?? "4000") ?? 4000
+        for _ in 0..<count {
+            let next = try await authority.refresh(
+                refreshToken,
+                proof: try DPoPVerifier().verify(
+                    try device.proof(method: "POST", url: "https://bench.example/auth/refresh"), method: "POST",
+                    url: "https://bench.example/auth/refresh"))
+            refreshToken = next.refreshToken
+            pairs.append(
+                (next.accessToken, try device.proof(method: "GET", url: target, accessToken: next.accessToken)))
+        }
+        let access = ProtectedRouteAccess(authority: authority)
+        var time = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &time)
+        let start = Double(time.tv_sec) + Double(time.tv_nsec) / 1e9
+        for (token, proof) in pairs {
+            guard
+                case .success = await access.caller(
+                    authorization: "DPoP " + token, dpop: [proof], method: "GET", path: "/api/me")
+            else { throw BenchError("a call was refused") }
+        }
+        clock_gettime(CLOCK_MONOTONIC, &time)
+        let end = Double(time.tv_sec) + Double(time.tv_nsec) / 1e9
+        print(String(format: "window %.6f,%.6f: %.1f µs per call", start, end, (end - start) / Double(count) * 1e6))
+        await store.close()
+    }
+
     /// The raw check of compact JWSs' ES256 signatures under `key`, each call the next of `tokens`
     /// (in turn; one token: the same signature every call). The middleware checks a signature it
     /// has not seen on every request, and BoringSSL checks the same signature again and again

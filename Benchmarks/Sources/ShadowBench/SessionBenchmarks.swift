@@ -39,6 +39,18 @@ enum SessionBenchmarks {
         return rows
     }
 
+    /// The SQLite refresh row on a store of its own.
+    static func sqliteRefreshes(workDirectory: String) async throws -> [BenchRow] {
+        let directory = workDirectory + "/sessions"
+        try? FileManager.default.removeItem(atPath: directory)
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let store = try await SQLiteSessionStore.open(path: directory + "/state.sqlite", unlock: unlock)
+        let authority = try await SessionAuthority(store: store, configuration: configuration)
+        let rows = try await refreshes([authority], label: "SQLite, one instance")
+        await store.close()
+        return rows
+    }
+
     /// Two instances (two stores, two routers, two ports) on one PostgreSQL (a durable cluster).
     static func postgres() async throws -> [BenchRow] {
         let cluster = try PostgresCluster.start(durable: true)

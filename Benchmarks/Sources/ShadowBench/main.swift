@@ -31,6 +31,16 @@ if sections.contains("profile") {
         algorithm: ProcessInfo.processInfo.environment["ALG"] ?? "rs256")
     exit(0)
 }
+if sections.contains("refresh-sqlite") {
+    // The SQLite refresh row alone (with its no-op peer), for profiling the store's path.
+    try report(try await SessionBenchmarks.sqliteRefreshes(workDirectory: work), to: output)
+    exit(0)
+}
+if sections.contains("dpop-profile") {
+    // The middleware's check of new tokens alone, in a loop, for a profiler (prints its window).
+    try await DPoPBenchmarks.profile(workDirectory: work)
+    exit(0)
+}
 var rows: [BenchRow] = []
 if wants("jwt") { rows += try await JWTBenchmarks.run() }
 if wants("jwks") { rows += try await JWKSBenchmarks.run() }
