@@ -19,12 +19,7 @@ enum DPoPBenchmarks {
     static func run(workDirectory: String) async throws -> [BenchRow] {
         var rows = try proofs()
         rows.append(try await fullReplayCache())
-        let directory = workDirectory + "/dpop"
-        try? FileManager.default.removeItem(atPath: directory)
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        let store = try await SQLiteSessionStore.open(
-            path: directory + "/state.sqlite", unlock: SessionBenchmarks.unlock)
-        let authority = try await SessionAuthority(store: store, configuration: SessionBenchmarks.configuration)
+        let (_, store, authority) = try await SessionBenchmarks.freshStore(workDirectory: workDirectory, folder: "dpop")
         rows += try await middleware(authority)
         rows += try await refreshes(authority)
         await store.close()
@@ -34,30 +29,13 @@ enum DPoPBenchmarks {
     /// `ProtectedRouteAccess.caller` on new tokens with fresh proofs, in a loop; prints the loop's
     /// window on CLOCK_MONOTONIC and the time per call.
     static func profile(workDirectory: String) async throws {
-        let directory = workDirectory + "/dpop"
-        try? FileManager.default.removeItem(atPath: directory)
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        let store = try await SQLiteSessionStore.open(
-            path: directory + "/state.sqlite", unlock: SessionBenchmarks.unlock)
-        let authority = try await SessionAuthority(store: store, configuration: SessionBenchmarks.configuration)
+        let (_, store, authority) = try await SessionBenchmarks.freshStore(workDirectory: workDirectory, folder: "dpop")
         let device = try DPoPSigner.es256(P256.Signing.PrivateKey())
         let issued = try await authority.signIn(
             appleSubject: "dpop-profile", appleClientID: "com.example.app", appleRefreshToken: nil, device: "bench",
             keyThumbprint: device.thumbprint)
-        let target = SessionBenchmarks.configuration.issuer + "/api/me"
-        var pairs: [(String, String)] = []
-        var refreshToken = issued.refreshToken
         let count = Int(ProcessInfo.processInfo.environment["ITERATIONS"] ?? "4000") ?? 4000
-        for _ in 0..<count {
-            let next = try await authority.refresh(
-                refreshToken,
-                proof: try DPoPVerifier().verify(
-                    try device.proof(method: "POST", url: "https://bench.example/auth/refresh"), method: "POST",
-                    url: "https://bench.example/auth/refresh"))
-            refreshToken = next.refreshToken
-            pairs.append(
-                (next.accessToken, try device.proof(method: "GET", url: target, accessToken: next.accessToken)))
-        }
+        let pairs = try await newTokens(count, of: issued, device: device, authority: authority)
         let access = ProtectedRouteAccess(authority: authority)
         var time = timespec()
         clock_gettime(CLOCK_MONOTONIC, &time)
@@ -72,6 +50,27 @@ enum DPoPBenchmarks {
         let end = Double(time.tv_sec) + Double(time.tv_nsec) / 1e9
         print(String(format: "window %.6f,%.6f: %.1f µs per call", start, end, (end - start) / Double(count) * 1e6))
         await store.close()
+    }
+
+    /// `count` (access token, proof of a GET /api/me with it) pairs, each token new: the
+    /// session's refreshes in turn, each with a proof by `device`.
+    static func newTokens(
+        _ count: Int, of issued: IssuedTokens, device: DPoPSigner, authority: SessionAuthority
+    ) async throws -> [(String, String)] {
+        let target = SessionBenchmarks.configuration.issuer + "/api/me"
+        var pairs: [(String, String)] = []
+        var refreshToken = issued.refreshToken
+        for _ in 0..<count {
+            let next = try await authority.refresh(
+                refreshToken,
+                proof: try DPoPVerifier().verify(
+                    try device.proof(method: "POST", url: "https://bench.example/auth/refresh"), method: "POST",
+                    url: "https://bench.example/auth/refresh"))
+            refreshToken = next.refreshToken
+            pairs.append(
+                (next.accessToken, try device.proof(method: "GET", url: target, accessToken: next.accessToken)))
+        }
+        return pairs
     }
 
     /// The raw check of compact JWSs' ES256 signatures under `key`, each call the next of `tokens`
@@ -183,18 +182,8 @@ enum DPoPBenchmarks {
         }
         // A new token per request: the session's refreshes, each token used once.
         let coldRound = 60
-        var cold: [(String, String)] = []
-        var refreshToken = issued.refreshToken
-        for _ in 0..<(100 + Harness.samples * coldRound) {
-            let next = try await authority.refresh(
-                refreshToken,
-                proof: try DPoPVerifier().verify(
-                    try device.proof(method: "POST", url: "https://bench.example/auth/refresh"), method: "POST",
-                    url: "https://bench.example/auth/refresh"))
-            refreshToken = next.refreshToken
-            cold.append(
-                (next.accessToken, try device.proof(method: "GET", url: target, accessToken: next.accessToken)))
-        }
+        let cold = try await newTokens(
+            100 + Harness.samples * coldRound, of: issued, device: device, authority: authority)
         // Raw: one P-256 verify of a signature not seen before, as the middleware's checks are.
         let raw = try rawVerify(cycling: warm.map(\.1), key: deviceKey.publicKey)
         let warmRun = try await middlewareRun(authority, requests: warm, perRound: 200, raw: raw)

@@ -24,11 +24,7 @@ enum SessionBenchmarks {
         issuer: "https://api.example.com", audience: "https://api.example.com", clientID: "com.example.app")
 
     static func run(workDirectory: String) async throws -> [BenchRow] {
-        let directory = workDirectory + "/sessions"
-        try? FileManager.default.removeItem(atPath: directory)
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        let store = try await SQLiteSessionStore.open(path: directory + "/state.sqlite", unlock: unlock)
-        let authority = try await SessionAuthority(store: store, configuration: configuration)
+        let (directory, store, authority) = try await freshStore(workDirectory: workDirectory)
         var rows: [BenchRow] = []
         rows += try await middleware(authority)
         rows += try await refreshes([authority], label: "SQLite, one instance")
@@ -39,13 +35,20 @@ enum SessionBenchmarks {
         return rows
     }
 
-    /// The SQLite refresh row on a store of its own.
-    static func sqliteRefreshes(workDirectory: String) async throws -> [BenchRow] {
-        let directory = workDirectory + "/sessions"
+    /// A new SQLite session store in the folder `folder` of `workDirectory`, and its authority.
+    static func freshStore(
+        workDirectory: String, folder: String = "sessions"
+    ) async throws -> (directory: String, store: DatabaseSessionStore, authority: SessionAuthority) {
+        let directory = workDirectory + "/" + folder
         try? FileManager.default.removeItem(atPath: directory)
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         let store = try await SQLiteSessionStore.open(path: directory + "/state.sqlite", unlock: unlock)
-        let authority = try await SessionAuthority(store: store, configuration: configuration)
+        return (directory, store, try await SessionAuthority(store: store, configuration: configuration))
+    }
+
+    /// The SQLite refresh row on a store of its own.
+    static func sqliteRefreshes(workDirectory: String) async throws -> [BenchRow] {
+        let (_, store, authority) = try await freshStore(workDirectory: workDirectory)
         let rows = try await refreshes([authority], label: "SQLite, one instance")
         await store.close()
         return rows
