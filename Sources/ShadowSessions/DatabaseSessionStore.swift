@@ -571,7 +571,10 @@ public final class DatabaseSessionStore: SessionStore {
     /// Written as ``admit(_:replay:)`` writes its steps, so its commit waits for no flush either.
     public func rateLimit(key: [UInt8], now: Int64, interval: Int64, tolerance: Int64) async throws -> Int64? {
         let step = RateLimitStep(key: key, now: now, interval: interval, tolerance: tolerance)
-        guard let answer = await admit([step], replay: nil).limits.first else { return nil }
+        // One step, one answer; none would be the store's fault, and is never an admission.
+        guard let answer = await admit([step], replay: nil).limits.first else {
+            throw SessionError(.unavailable, "the store gave no answer to a rate-limit step")
+        }
         return try answer.get()
     }
 
