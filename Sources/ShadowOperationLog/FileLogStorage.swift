@@ -192,7 +192,10 @@ public final class FileLogStorage: LogStorage {
         guard Int(info.st_size) > state.committed else { return }
         var reader = FileChunks(fd: fd, path: path)
         var offset = state.committed
-        var tree = state.tree
+        // The tree grows in place (a copy would cost the whole tree per checkpoint); the leaves
+        // past the last checkpoint read are dropped again when the loop ends or fails.
+        var committedSize = state.tree.size
+        defer { state.tree.truncate(to: committedSize) }
         var spans: [(offset: Int, length: Int)] = []
         while let head = try reader.bytes(at: offset, count: 5) {
             let type = head[head.startIndex]
@@ -202,13 +205,13 @@ public final class FileLogStorage: LogStorage {
             guard let payload = try reader.bytes(at: offset + 5, count: length) else { break }
             switch type {
             case Self.entryRecord:
-                tree.append(TreeHash.leaf(payload))
+                state.tree.append(TreeHash.leaf(payload))
                 spans.append((offset + 5, length))
             case Self.prunedRecord:
                 guard let leaf = TreeHash(bytes: payload) else {
                     throw LogError(.tampered, "a pruned record at byte \(offset) is not a 32-byte hash")
                 }
-                tree.append(leaf)
+                state.tree.append(leaf)
                 spans.append((offset + 5, -1))
             case Self.checkpointRecord:
                 let signed: SignedCheckpoint
@@ -217,13 +220,14 @@ public final class FileLogStorage: LogStorage {
                 } catch let error as LogError {
                     throw LogError(.tampered, "the checkpoint at byte \(offset): \(error.reason)")
                 }
-                guard signed.checkpoint.origin == origin, signed.checkpoint.size == tree.size,
-                    signed.checkpoint.root.constantTimeEquals(tree.root)
+                guard signed.checkpoint.origin == origin, signed.checkpoint.size == state.tree.size,
+                    signed.checkpoint.root.constantTimeEquals(state.tree.root)
                 else {
                     throw LogError(
-                        .tampered, "the checkpoint at byte \(offset) does not match the \(tree.size) entries before it")
+                        .tampered,
+                        "the checkpoint at byte \(offset) does not match the \(state.tree.size) entries before it")
                 }
-                state.tree = tree
+                committedSize = state.tree.size
                 state.spans += spans
                 spans = []
                 state.checkpoints.append(signed)
@@ -264,21 +268,25 @@ public final class FileLogStorage: LogStorage {
     public func append(_ entries: [[UInt8]]) async throws -> (first: UInt64, checkpoint: SignedCheckpoint) {
         try await runBlocking {
             try self.withLocked { state in
-                var tree = state.tree
+                // The batch's leaves go onto the tree in place, and come off again unless the batch
+                // is written (a copy of the tree would cost the whole tree per append).
+                let first = state.tree.size
+                var written = false
+                defer { if !written { state.tree.truncate(to: first) } }
                 var out: [UInt8] = []
                 var spans: [(offset: Int, length: Int)] = []
                 for entry in entries {
                     guard entry.count <= EntryCodec.maxBytes else {
                         throw LogError(.invalidParameter, "an entry is over \(EntryCodec.maxBytes) bytes")
                     }
-                    tree.append(TreeHash.leaf(entry))
+                    state.tree.append(TreeHash.leaf(entry))
                     spans.append((state.committed + out.count + 5, entry.count))
                     Self.appendRecord(Self.entryRecord, entry, to: &out)
                 }
                 // The signed pruned boundary carries on into every later checkpoint.
                 let signed = try SignedCheckpoint(
                     checkpoint: try Checkpoint(
-                        origin: self.origin, size: tree.size, root: tree.root,
+                        origin: self.origin, size: state.tree.size, root: state.tree.root,
                         prunedBefore: state.checkpoints.last?.checkpoint.prunedBefore ?? 0),
                     signer: self.signer)
                 Self.appendRecord(Self.checkpointRecord, Array(signed.note.utf8), to: &out)
@@ -294,8 +302,7 @@ public final class FileLogStorage: LogStorage {
                     _ = ftruncate(fd, off_t(state.committed))
                     throw LogError(.io, "\(error)")
                 }
-                let first = state.tree.size
-                state.tree = tree
+                written = true
                 state.spans += spans
                 state.checkpoints.append(signed)
                 state.committed += out.count

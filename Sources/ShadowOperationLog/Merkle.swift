@@ -324,6 +324,16 @@ public struct MemoryTree: TreeNodes, Sendable {
     /// The root of the whole tree.
     public var root: TreeHash { (try? MerkleTree.root(of: self, size: size)) ?? .empty }
 
+    /// Drops the leaves from `size` on and every node over any of them: the tree of the first
+    /// `size` leaves, as appending them alone would have built it. A larger `size` changes nothing.
+    public mutating func truncate(to size: UInt64) {
+        guard size < self.size else { return }
+        for level in levels.indices {
+            levels[level].removeLast(levels[level].count - Int(size >> UInt64(level)))
+        }
+        while levels.count > 1, levels[levels.count - 1].isEmpty { levels.removeLast() }
+    }
+
     /// The leaf hash of entry `index`.
     public func leaf(_ index: UInt64) -> TreeHash? {
         index < size ? levels[0][Int(index)] : nil

@@ -191,6 +191,22 @@ import Testing
         await expectTampered("inserted entry")
     }
 
+    /// A batch the file refuses leaves the tree in memory as the file is: the next append's
+    /// checkpoint, and a fresh reading of the file, cover exactly the entries written.
+    @Test func aRefusedBatchLeavesNoLeafBehind() async throws {
+        let storage = try await FileLogStorage.open(
+            path: path, unlock: LogFixtures.unlock, create: true, origin: LogFixtures.origin)
+        let log = try OperationLog(storage: storage)
+        try await fill(log, batches: [3])
+        await #expect(throws: LogError(.invalidParameter, "")) {
+            try await storage.append([[1, 2, 3], [UInt8](repeating: 0, count: EntryCodec.maxBytes + 1)])
+        }
+        #expect(try await log.size() == 3)
+        _ = try await log.append(LogFixtures.entry(3))
+        #expect(try await log.verify().size == 4)
+        #expect(try await open(create: false).verify().size == 4)
+    }
+
     @Test func aCheckpointWithABadSignatureIsCaught() async throws {
         try await fill(try await open(), batches: [3])
         let (bytes, records) = try records()

@@ -166,6 +166,32 @@ import Testing
         }
     }
 
+    /// A tree cut back to a prefix is the tree of that prefix, node for node, and grows again
+    /// into the tree of every leaf.
+    @Test func aTruncatedTreeIsTheTreeOfItsPrefix() throws {
+        let count = Self.leaves.count
+        for size in 0...count {
+            let whole = Self.tree(count)
+            var cut = whole
+            cut.truncate(to: UInt64(size))
+            let prefix = Self.tree(size)
+            #expect(cut.size == UInt64(size))
+            #expect(cut.root == prefix.root)
+            for level in 0..<5 {
+                for index in 0..<UInt64(count) {
+                    #expect(
+                        (try? cut.node(level: level, index: index)) == (try? prefix.node(level: level, index: index)))
+                }
+            }
+            for leaf in Self.leaves[size...] { cut.append(TreeHash.leaf(leaf)) }
+            #expect(cut.root == whole.root)
+            #expect((try? cut.node(level: 3, index: 0)) == (try? whole.node(level: 3, index: 0)))
+        }
+        var tree = Self.tree(count)
+        tree.truncate(to: UInt64(count + 5))
+        #expect(tree.size == UInt64(count))
+    }
+
     @Test func emptyTreeRootIsSHA256OfNothing() {
         #expect(TreeHash.empty.hex == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")
         #expect(MemoryTree().root == .empty)
