@@ -54,6 +54,29 @@ public enum AES256GCM {
         }
     }
 
+    /// ``open(_:key:nonce:aad:)`` on bytes in place, returning the plaintext as swift-crypto gives
+    /// it: no generic collection code of ours and no copy of the result, for a caller that opens
+    /// many small boxes (the operation log's verify opens one per entry).
+    public static func open(
+        _ sealed: UnsafeRawBufferPointer, key: SymmetricKey, nonce: UnsafeRawBufferPointer, aad: UnsafeRawBufferPointer
+    ) throws -> Data {
+        guard key.bitCount == 256 else { throw ShadowCryptoError(.invalidParameter, "AES-256-GCM needs a 32-byte key") }
+        guard sealed.count >= tagBytes, let sealedBase = sealed.baseAddress else {
+            throw ShadowCryptoError.authenticationFailure
+        }
+        guard nonce.count == nonceBytes, let nonceBase = nonce.baseAddress else {
+            throw ShadowCryptoError(.invalidParameter, "AES-256-GCM nonces are 12 bytes")
+        }
+        do {
+            var combined = Data(capacity: nonceBytes + sealed.count)
+            combined.append(nonceBase.assumingMemoryBound(to: UInt8.self), count: nonceBytes)
+            combined.append(sealedBase.assumingMemoryBound(to: UInt8.self), count: sealed.count)
+            return try AES.GCM.open(try AES.GCM.SealedBox(combined: combined), using: key, authenticating: aad)
+        } catch {
+            throw ShadowCryptoError.authenticationFailure
+        }
+    }
+
     /// Appends `bytes` through their contiguous storage when they have one (arrays, slices, Data),
     /// without building an iterator type at run time.
     private static func append(_ bytes: some DataProtocol, to data: inout Data) {

@@ -197,9 +197,15 @@ public final class DatabaseLogStorage: LogStorage {
     public func records(from index: UInt64, count: Int) async throws -> [LogRecord] {
         guard count > 0, index < Self.maxSize else { return [] }
         return try await Self.storing {
+            // Appended here, not through the generic read(decode:): verify reads every entry, and
+            // an unspecialized append looks up the array's type at run time for each row.
+            let records = DecodedRows<LogRecord>()
+            records.values.reserveCapacity(min(count, 8192))
             try await database.read(
                 "SELECT idx, leaf, body FROM shadow_oplog_entries WHERE idx >= ? ORDER BY idx LIMIT ?",
-                [.integer(Int64(index)), .integer(count)], aside: false, decode: Self.record)
+                [.integer(Int64(index)), .integer(count)], aside: false
+            ) { records.values.append(try Self.record($0)) }
+            return records.values
         }
     }
 
@@ -216,12 +222,12 @@ public final class DatabaseLogStorage: LogStorage {
     public func nodes(level: Int, in range: Range<UInt64>) async throws -> [UInt64: TreeHash] {
         guard level >= 1, level < 56, !range.isEmpty else { return [:] }
         return try await Self.storing {
-            Dictionary(
-                try await database.read(
-                    "SELECT id, hash FROM shadow_oplog_nodes WHERE id >= ? AND id < ?",
-                    [Self.nodeID(level, range.lowerBound), Self.nodeID(level, range.upperBound)], aside: true,
-                    decode: Self.node),
-                uniquingKeysWith: { _, last in last })
+            let nodes = DecodedRows<(UInt64, TreeHash)>()
+            try await database.read(
+                "SELECT id, hash FROM shadow_oplog_nodes WHERE id >= ? AND id < ?",
+                [Self.nodeID(level, range.lowerBound), Self.nodeID(level, range.upperBound)], aside: true
+            ) { nodes.values.append(try Self.node($0)) }
+            return Dictionary(nodes.values, uniquingKeysWith: { _, last in last })
         }
     }
 

@@ -256,11 +256,12 @@ public enum EntryCodec {
     /// The whole entry, its sealed part opened with `keys`.
     /// - Throws: ``LogErrorCode/tampered`` when the sealed part does not open or does not match.
     public static func open(_ stored: StoredEntry, keys: LogKeys) throws -> OperationEntry {
-        let (plaintext, sealed) = try openSealed(
+        let (opened, sealed) = try openSealed(
             stored.bytes, sealedStart: stored.sealedStart, success: stored.success, keys: keys
         ) {
             ConstantTime.equals($0, stored.entityHash)
         }
+        let plaintext = Array(opened)
         func text(_ range: Range<Int>) -> String { String(decoding: plaintext[range], as: UTF8.self) }
         return OperationEntry(
             operation: stored.operation, provider: stored.provider, entityType: stored.entityType,
@@ -291,16 +292,32 @@ public enum EntryCodec {
     static func openSealed(
         _ bytes: [UInt8], sealedStart: Int, success: Bool, keys: LogKeys,
         matchesEntityHash: (UnsafeBufferPointer<UInt8>) -> Bool
-    ) throws -> ([UInt8], SealedFields) {
-        let nonce = bytes[sealedStart..<(sealedStart + AES256GCM.nonceBytes)]
-        let sealed = bytes[(sealedStart + AES256GCM.nonceBytes + 4)...]
-        let plaintext: [UInt8]
+    ) throws -> (Data, SealedFields) {
+        let plaintext: Data
         do {
-            plaintext = try AES256GCM.open(sealed, key: keys.seal, nonce: nonce, aad: aadLabel + bytes[..<sealedStart])
+            // The associated data, label ‖ the entry up to its sealed part, on the stack (or in
+            // one allocation for an entry with long details).
+            plaintext = try withUnsafeTemporaryAllocation(byteCount: aadLabel.count + sealedStart, alignment: 1) {
+                aad in
+                try bytes.withUnsafeBytes { entry in
+                    aadLabel.withUnsafeBytes {
+                        UnsafeMutableRawBufferPointer(rebasing: aad[..<$0.count]).copyMemory(from: $0)
+                    }
+                    UnsafeMutableRawBufferPointer(rebasing: aad[aadLabel.count...]).copyMemory(
+                        from: UnsafeRawBufferPointer(rebasing: entry[..<sealedStart]))
+                    let sealedAt = sealedStart + AES256GCM.nonceBytes + 4
+                    return try AES256GCM.open(
+                        UnsafeRawBufferPointer(rebasing: entry[sealedAt...]), key: keys.seal,
+                        nonce: UnsafeRawBufferPointer(
+                            rebasing: entry[sealedStart..<(sealedStart + AES256GCM.nonceBytes)]),
+                        aad: UnsafeRawBufferPointer(aad))
+                }
+            }
         } catch {
             throw ByteReader.bad("an entry's sealed part does not open with this log's key")
         }
-        let fields = try plaintext.withUnsafeBufferPointer { buffer -> SealedFields in
+        let fields = try plaintext.withUnsafeBytes { raw -> SealedFields in
+            let buffer = raw.assumingMemoryBound(to: UInt8.self)
             var reader = ByteReader(buffer)
             let idLength = Int(try reader.integer(2))
             guard (1...OperationEntry.maxEntityIDBytes).contains(idLength) else {

@@ -291,21 +291,33 @@ public actor OperationLog {
             let records = try await fetching.value
             let following = frontier.size + UInt64(records.count)
             next = records.count < chunk ? nil : Task { try await storage.records(from: following, count: chunk) }
-            pruned += try await Self.checkRecords(records, from: frontier.size, keys: keys, boundary: boundary)
+            // The entries' own checks run beside the tree's growth from their leaf hashes; an entry
+            // that fails its check is named before the tree it breaks.
+            let first = frontier.size
+            async let checked = Self.checkRecords(records, from: first, keys: keys, boundary: boundary)
             var closed: [Int: [(UInt64, TreeHash)]] = [:]
-            for record in records {
-                frontier.appendEach(record.leaf) { id, hash in closed[id.level, default: []].append((id.index, hash)) }
-                while let checkpoint = pending.first, checkpoint.checkpoint.size <= frontier.size {
-                    guard checkpoint.checkpoint.size == frontier.size,
-                        checkpoint.checkpoint.root.constantTimeEquals(frontier.root)
-                    else {
-                        throw LogError(
-                            .tampered,
-                            "the checkpoint of \(checkpoint.checkpoint.size) entries does not match the entries' tree")
+            let grown = Result {
+                for record in records {
+                    frontier.appendEach(record.leaf) { id, hash in
+                        closed[id.level, default: []].append((id.index, hash))
                     }
-                    pending = pending.dropFirst()
+                    while let checkpoint = pending.first, checkpoint.checkpoint.size <= frontier.size {
+                        guard checkpoint.checkpoint.size == frontier.size,
+                            checkpoint.checkpoint.root.constantTimeEquals(frontier.root)
+                        else {
+                            throw LogError(
+                                .tampered,
+                                """
+                                the checkpoint of \(checkpoint.checkpoint.size) entries does not match the entries' \
+                                tree
+                                """)
+                        }
+                        pending = pending.dropFirst()
+                    }
                 }
             }
+            pruned += try await checked
+            try grown.get()
             try await nodeCheck?.value
             let computed = closed
             nodeCheck = Task { try await Self.checkStoredNodes(computed, in: storage) }

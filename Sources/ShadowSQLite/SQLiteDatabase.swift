@@ -168,34 +168,25 @@ public final class SQLiteDatabase: SQLDatabase {
         try await withReader { try await Self.rows($0, sql, values) }
     }
 
-    /// Each row made into a value by `decode` on the reader's thread as SQLite steps to it: no
-    /// array of driver rows, and no ``SQLRow``.
-    package func read<T: Sendable>(
-        _ sql: String, _ values: [SQLValue], aside: Bool, decode: @escaping @Sendable (any SQLColumns) throws -> T
-    ) async throws -> [T] {
-        let body: @Sendable (SQLiteConnection) async throws -> [T] = { connection in
-            let decoded = Decoded<T>()
-            try await connection.query(sql, values.map(Self.data)) { row in decoded.add(row, decode) }
-            return try decoded.values()
+    /// Each row handed to `row` on the reader's thread as SQLite steps to it: no array of driver
+    /// rows, and no ``SQLRow``. After the first error `row` throws, the rest are skipped.
+    package func read(
+        _ sql: String, _ values: [SQLValue], aside: Bool, each row: @escaping @Sendable (any SQLColumns) throws -> Void
+    ) async throws {
+        let body: @Sendable (SQLiteConnection) async throws -> Void = { connection in
+            let failure = RowFailure()
+            try await connection.query(sql, values.map(Self.data)) { stepped in
+                guard failure.error == nil else { return }
+                do { try row(SQLiteColumns(columns: stepped.columns)) } catch { failure.error = error }
+            }
+            if let error = failure.error { throw error }
         }
-        return try await aside ? withSecondReader(body) : withReader(body)
+        try await aside ? withSecondReader(body) : withReader(body)
     }
 
-    /// The values of one query's rows, made on the one thread that steps the statement and read
-    /// once the query has returned.
-    private final class Decoded<T>: @unchecked Sendable {
-        private var decoded: [T] = []
-        private var failure: (any Error)?
-
-        func add(_ row: SQLiteRow, _ decode: (any SQLColumns) throws -> T) {
-            guard failure == nil else { return }
-            do { decoded.append(try decode(SQLiteColumns(columns: row.columns))) } catch { failure = error }
-        }
-
-        func values() throws -> [T] {
-            if let failure { throw failure }
-            return decoded
-        }
+    /// The first error of a read's rows, set and read on the thread that steps the statement.
+    private final class RowFailure: @unchecked Sendable {
+        var error: (any Error)?
     }
 
     /// The rows of one statement, sharing one array of column names.

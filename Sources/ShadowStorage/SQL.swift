@@ -116,11 +116,19 @@ package protocol SQLDatabase: Sendable {
     /// One reading statement that may run beside another read of this process (SQLite's second
     /// reader; any pooled connection in PostgreSQL).
     func readAside(_ sql: String, _ values: [SQLValue]) async throws -> [SQLRow]
-    /// ``read(_:_:)`` (or, `aside`, ``readAside(_:_:)``) with each row made into a value by
-    /// `decode` as it is read, by column position; the first error `decode` throws is thrown.
-    func read<T: Sendable>(
-        _ sql: String, _ values: [SQLValue], aside: Bool, decode: @escaping @Sendable (any SQLColumns) throws -> T
-    ) async throws -> [T]
+    /// ``read(_:_:)`` (or, `aside`, ``readAside(_:_:)``) handing each row to `row` as it is read,
+    /// by column position; the first error `row` throws ends the read and is thrown.
+    func read(
+        _ sql: String, _ values: [SQLValue], aside: Bool, each row: @escaping @Sendable (any SQLColumns) throws -> Void
+    ) async throws
+}
+
+/// The values a reader makes from the rows of ``SQLDatabase/read(_:_:aside:each:)``, appended on
+/// the one thread that steps the statement and read once the statement has returned.
+package final class DecodedRows<T>: @unchecked Sendable {
+    package var values: [T] = []
+
+    package init() {}
 }
 
 /// The statements of one transaction.
@@ -136,11 +144,11 @@ extension SQLDatabase {
         try await transaction(retrying: true, body)
     }
 
-    /// The rows as ``SQLRow``s, then each decoded.
-    package func read<T: Sendable>(
-        _ sql: String, _ values: [SQLValue], aside: Bool, decode: @escaping @Sendable (any SQLColumns) throws -> T
-    ) async throws -> [T] {
-        try await (aside ? readAside(sql, values) : read(sql, values)).map(decode)
+    /// The rows as ``SQLRow``s, then each handed to `row`.
+    package func read(
+        _ sql: String, _ values: [SQLValue], aside: Bool, each row: @escaping @Sendable (any SQLColumns) throws -> Void
+    ) async throws {
+        for value in try await aside ? readAside(sql, values) : read(sql, values) { try row(value) }
     }
 
     /// Each statement as its own ``write(_:_:)``, all at once.
