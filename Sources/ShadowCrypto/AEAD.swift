@@ -35,6 +35,22 @@ public enum AES256GCM {
     public static func open(
         _ sealed: some DataProtocol, key: SymmetricKey, nonce: some DataProtocol, aad: some DataProtocol
     ) throws -> [UInt8] {
+        Array(try opened(sealed, key: key, nonce: nonce, aad: aad))
+    }
+
+    /// ``open(_:key:nonce:aad:)`` on bytes in place, returning the plaintext as swift-crypto gives
+    /// it: no generic collection code at run time and no copy of the result, for a caller that
+    /// opens many small boxes (the operation log's verify opens one per entry).
+    public static func open(
+        _ sealed: UnsafeRawBufferPointer, key: SymmetricKey, nonce: UnsafeRawBufferPointer, aad: UnsafeRawBufferPointer
+    ) throws -> Data {
+        try opened(sealed, key: key, nonce: nonce, aad: aad)
+    }
+
+    /// Both opens' checks and work; specialized for raw buffers by the overload above.
+    private static func opened(
+        _ sealed: some DataProtocol, key: SymmetricKey, nonce: some DataProtocol, aad: some DataProtocol
+    ) throws -> Data {
         guard key.bitCount == 256 else { throw ShadowCryptoError(.invalidParameter, "AES-256-GCM needs a 32-byte key") }
         guard sealed.count >= tagBytes else { throw ShadowCryptoError.authenticationFailure }
         guard nonce.count == nonceBytes else {
@@ -47,30 +63,6 @@ public enum AES256GCM {
             var combined = Data(capacity: nonceBytes + sealed.count)
             append(nonce, to: &combined)
             append(sealed, to: &combined)
-            let box = try AES.GCM.SealedBox(combined: combined)
-            return Array(try AES.GCM.open(box, using: key, authenticating: aad))
-        } catch {
-            throw ShadowCryptoError.authenticationFailure
-        }
-    }
-
-    /// ``open(_:key:nonce:aad:)`` on bytes in place, returning the plaintext as swift-crypto gives
-    /// it: no generic collection code of ours and no copy of the result, for a caller that opens
-    /// many small boxes (the operation log's verify opens one per entry).
-    public static func open(
-        _ sealed: UnsafeRawBufferPointer, key: SymmetricKey, nonce: UnsafeRawBufferPointer, aad: UnsafeRawBufferPointer
-    ) throws -> Data {
-        guard key.bitCount == 256 else { throw ShadowCryptoError(.invalidParameter, "AES-256-GCM needs a 32-byte key") }
-        guard sealed.count >= tagBytes, let sealedBase = sealed.baseAddress else {
-            throw ShadowCryptoError.authenticationFailure
-        }
-        guard nonce.count == nonceBytes, let nonceBase = nonce.baseAddress else {
-            throw ShadowCryptoError(.invalidParameter, "AES-256-GCM nonces are 12 bytes")
-        }
-        do {
-            var combined = Data(capacity: nonceBytes + sealed.count)
-            combined.append(nonceBase.assumingMemoryBound(to: UInt8.self), count: nonceBytes)
-            combined.append(sealedBase.assumingMemoryBound(to: UInt8.self), count: sealed.count)
             return try AES.GCM.open(try AES.GCM.SealedBox(combined: combined), using: key, authenticating: aad)
         } catch {
             throw ShadowCryptoError.authenticationFailure
