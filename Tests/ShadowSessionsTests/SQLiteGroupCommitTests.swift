@@ -129,4 +129,44 @@ import Testing
             }
         }
     }
+
+    /// A statement that rewrites megabytes of existing pages and then fails undoes itself alone,
+    /// while the statement beside it in the same transaction commits: the writer keeps its
+    /// statement journal in memory (`temp_store=MEMORY`), far past the 64 KiB at which SQLite
+    /// would otherwise have spilled it to a file, with a page cache of 16 MiB.
+    @Test func aLargeStatementThatFailsUndoesItselfAloneFromAJournalInMemory() async throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.path + "/journal.sqlite"
+        let database = try await SQLiteDatabase.open(path: path, create: true)
+        try await closing({ await database.close() }) {
+            _ = try await database.write("CREATE TABLE items (id INTEGER PRIMARY KEY, body BLOB NOT NULL)", [])
+            // 4,000 rows of 1 KiB: about 1,000 pages, which the failing statement rewrites.
+            for start in stride(from: 0, to: 4000, by: 200) {
+                _ = try await database.write(
+                    "INSERT INTO items (id, body) VALUES "
+                        + Array(repeating: "(?, zeroblob(1024))", count: 200).joined(separator: ", "),
+                    (start..<start + 200).map { .integer(Int64($0)) })
+            }
+            #expect(try await database.write("PRAGMA temp_store", []).first?.integer("temp_store") == 2)
+            #expect(try await database.write("PRAGMA cache_size", []).first?.integer("cache_size") == -16384)
+            let answers = await database.writeEach([
+                // Rows 0 to 3998 grow to 2 KiB, in order; the last row breaks NOT NULL.
+                SQLStatement("UPDATE items SET body = CASE WHEN id < 3999 THEN zeroblob(2048) END", []),
+                SQLStatement("INSERT INTO items (id, body) VALUES (9999, x'01') RETURNING id", []),
+            ])
+            #expect(answers.count == 2)
+            #expect(throws: StorageError.self) { try answers.first?.get() }
+            #expect(try answers.last?.get().first?.integer("id") == 9999)
+            let reopened = try await SQLiteDatabase.open(path: path, create: false, readOnly: true)
+            try await closing({ await reopened.close() }) {
+                let sizes = try await reopened.read(
+                    "SELECT COUNT(*) AS c, MIN(length(body)) AS low, MAX(length(body)) AS high FROM items "
+                        + "WHERE id < 4000", [])
+                #expect(sizes.first?.integer("c") == 4000)
+                #expect(sizes.first?.integer("low") == 1024)
+                #expect(sizes.first?.integer("high") == 1024, "no row keeps the failed statement's change")
+                #expect(try await reopened.read("SELECT id FROM items WHERE id = 9999", []).count == 1)
+            }
+        }
+    }
 }
