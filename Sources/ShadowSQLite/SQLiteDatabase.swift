@@ -120,11 +120,12 @@ public final class SQLiteDatabase: SQLDatabase {
 
     /// The writer's settings. Beside WAL and `synchronous=FULL`: a multi-row INSERT with an
     /// explicit `INTEGER PRIMARY KEY` (the log's entries and nodes, the audit lines) or an upsert
-    /// or UPDATE of many rows keeps a statement journal, a copy of every page it touches, so that
-    /// it can fail alone; `temp_store=MEMORY` keeps that copy in memory instead of writing it to
-    /// a temporary file. A page cache of 16 MiB (SQLite's default is 2 MiB) holds a batch's pages at random keys
-    /// (the state rows, the log's entity index) until COMMIT, instead of spilling them to the WAL
-    /// mid-transaction. The journal lasts one statement; the cache fills only as pages are used.
+    /// or UPDATE of many rows keeps a statement journal, a copy of every existing page it
+    /// touches, so that it can fail alone; `temp_store=MEMORY` keeps that copy in memory instead
+    /// of writing it to a temporary file. A page cache of 16 MiB (SQLite's default is 2 MiB)
+    /// holds a batch's pages at random keys (the state rows, the log's entity index) until
+    /// COMMIT, instead of spilling them to the WAL mid-transaction. The journal lasts one
+    /// statement; the cache fills only as pages are used.
     static let writerPragmas = [
         "journal_mode = WAL", "synchronous = FULL", "temp_store = MEMORY", "cache_size = -16384",
     ]
