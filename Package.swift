@@ -228,7 +228,8 @@ let package = Package(
             dependencies: ["ShadowCore", "ShadowJOSE", "ShadowDPoP", crypto, cryptoExtras] + nioLinux,
             path: "Tests/ShadowTestSupport", swiftSettings: strictSettings),
         .testTarget(
-            name: "ShadowCoreTests", dependencies: ["ShadowCore", "ShadowTestSupport"], swiftSettings: strictSettings),
+            name: "ShadowCoreTests", dependencies: ["ShadowCore", "ShadowTestSupport", crypto],
+            swiftSettings: strictSettings),
         .testTarget(
             name: "ShadowJOSETests",
             dependencies: ["ShadowJOSE", "ShadowCore", "ShadowSelfTest", "ShadowTestSupport", crypto, cryptoExtras],

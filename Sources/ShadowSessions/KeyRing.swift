@@ -182,7 +182,7 @@ public struct AccessTokenVerifier: Sendable {
     public let keys: JWKSet
     let verified: VerifiedTokens
 
-    /// The most tokens kept verified at once (an arbitrary one makes room for the next).
+    /// The most tokens kept verified at once (the oldest kept makes room for the next).
     public static let cacheCapacity = 4096
 
     public init(configuration: SessionConfiguration, keys: JWKSet, clock: WallClock = .system) {
@@ -200,7 +200,7 @@ public struct AccessTokenVerifier: Sendable {
     /// The token's typed claims.
     /// - Throws: ``SessionErrorCode/invalidToken`` naming what failed.
     public func verify(_ token: String) throws -> SessionClaims {
-        let digest = SHA256.hash(utf8: token)
+        let digest = DigestKey(SHA256.hash(utf8: token))
         if let entry = verified[digest] {
             if entry.isCurrent(at: verifier.clock.now.timeIntervalSince1970, leeway: verifier.policy.leeway) {
                 return entry.session
@@ -245,8 +245,8 @@ public struct AccessTokenVerifier: Sendable {
 }
 
 /// The access tokens one key-ring reading has verified, by the SHA-256 of their exact text
-/// (digests compare in constant time).
-typealias VerifiedTokens = BoundedCache<SHA256Digest, VerifiedToken>
+/// (keys compare in constant time).
+typealias VerifiedTokens = BoundedCache<DigestKey, VerifiedToken>
 
 /// A verified access token: its typed claims, and the NumericDates the policy's time rules read,
 /// as it read them.

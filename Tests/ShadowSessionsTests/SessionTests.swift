@@ -258,7 +258,7 @@ import Testing
         let claims = SessionClaims(
             userID: UUID(), session: SessionID.random(), tokenID: "t", clientID: "c", issuedAt: Date(),
             expiresAt: Date(), keyThumbprint: nil)
-        let digests = (0..<5).map { SHA256.hash(data: [UInt8($0)]) }
+        let digests = (0..<5).map { DigestKey(SHA256.hash(data: [UInt8($0)])) }
         for digest in digests {
             cache.insert(digest, VerifiedToken(session: claims, notBefore: nil, issuedAt: nil, expiresAt: nil))
         }
