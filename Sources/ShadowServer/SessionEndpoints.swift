@@ -99,8 +99,7 @@ public final class SessionEndpoints: Sendable {
 
     /// A JSON object body, checked: 415 for another content type, 413 over the cap, 400 otherwise bad.
     static func jsonBody(_ body: [UInt8], contentType: String?) -> Result<JSONObject, SessionHTTPResponse> {
-        guard let contentType, contentType.lowercased().split(separator: ";").first?.trimmed == "application/json"
-        else {
+        guard isMediaType(contentType, "application/json") else {
             return .failure(.error(415, "unsupported_media_type", "send the body as application/json"))
         }
         guard body.count <= maxBodyBytes else {
@@ -110,6 +109,23 @@ public final class SessionEndpoints: Sendable {
             return .failure(.error(400, "invalid_request", "the body is not a JSON object"))
         }
         return .success(object)
+    }
+
+    /// Whether a `Content-Type` value names `type` (lowercase ASCII): its media type, the part
+    /// before any `;` parameters without the spaces and tabs around it, equal to `type` with
+    /// letters in either case (RFC 9110, 8.3.1). Read byte by byte, with no copy of the value.
+    package static func isMediaType(_ contentType: String?, _ type: StaticString) -> Bool {
+        guard let contentType else { return false }
+        var value = contentType.utf8[...]
+        if let semicolon = value.firstIndex(of: UInt8(ascii: ";")) { value = value[..<semicolon] }
+        func isSpace(_ byte: UInt8) -> Bool { byte == UInt8(ascii: " ") || byte == UInt8(ascii: "\t") }
+        while let first = value.first, isSpace(first) { value = value.dropFirst() }
+        while let last = value.last, isSpace(last) { value = value.dropLast() }
+        let expected = UnsafeBufferPointer(start: type.utf8Start, count: type.utf8CodeUnitCount)
+        guard value.count == expected.count else { return false }
+        return zip(value, expected).allSatisfy { byte, wanted in
+            (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte) ? byte + 32 == wanted : byte == wanted
+        }
     }
 
     func limited(_ key: String, _ limit: RateLimit) async -> SessionHTTPResponse? {
@@ -329,7 +345,6 @@ public final class SessionEndpoints: Sendable {
     public func refresh(
         body: [UInt8], contentType: String?, clientIP: String, dpop proofs: [String] = []
     ) async -> SessionHTTPResponse {
-        let text: String
         let token: RefreshToken
         switch await refreshTokenRequest(body, contentType: contentType, clientIP: clientIP, limitIP: false) {
         case .failure(let response): return response
@@ -337,7 +352,7 @@ public final class SessionEndpoints: Sendable {
             guard let checked = value.token else {
                 return .error(401, "invalid_grant", "the refresh token is malformed or not ours")
             }
-            (text, token) = (value.text, checked)
+            token = checked
         }
         // The IP's and the session's rate limits and the proof's replay row are independent
         // writes: handed to the store together, after the proof's checks that need no store, they
@@ -361,7 +376,7 @@ public final class SessionEndpoints: Sendable {
             do { try DPoPVerifier.spent(spent) } catch { return proofFailure(error) }
         }
         do {
-            return tokens(try await authority.refresh(text, proof: proof), withUser: false)
+            return tokens(try await authority.refresh(token, proof: proof), withUser: false)
         } catch {
             return failure(error)
         }
@@ -406,7 +421,7 @@ public final class SessionEndpoints: Sendable {
     func formToken(_ body: [UInt8], contentType: String?, authorization: String?) -> Result<String, SessionHTTPResponse>
     {
         if let refused = confidentialClient(authorization) { return .failure(refused) }
-        guard contentType?.lowercased().hasPrefix("application/x-www-form-urlencoded") == true else {
+        guard Self.isMediaType(contentType, "application/x-www-form-urlencoded") else {
             return .failure(
                 .error(415, "unsupported_media_type", "send the body as application/x-www-form-urlencoded"))
         }
@@ -538,11 +553,5 @@ public final class SessionEndpoints: Sendable {
         } catch {
             return failure(error)
         }
-    }
-}
-
-extension Substring {
-    fileprivate var trimmed: String {
-        String(drop { $0 == " " }.reversed().drop { $0 == " " }.reversed())
     }
 }

@@ -207,7 +207,12 @@ public final class SessionAuthority: Sendable {
     /// - Throws: ``SessionErrorCode/invalidGrant``; ``SessionErrorCode/reuseDetected`` (the
     ///   family is revoked); ``SessionErrorCode/invalidProof``.
     public func refresh(_ text: String, proof: DPoPProof? = nil) async throws -> IssuedTokens {
-        let token = try RefreshToken(parsing: text, keys: keys)
+        try await refresh(try RefreshToken(parsing: text, keys: keys), proof: proof)
+    }
+
+    /// ``refresh(_:proof:)`` of a token already read and authenticated by
+    /// ``authenticate(refreshToken:)``.
+    public func refresh(_ token: RefreshToken, proof: DPoPProof? = nil) async throws -> IssuedTokens {
         let now = self.now
         for _ in 0..<3 {
             guard let row = try await store.session(token.family) else {

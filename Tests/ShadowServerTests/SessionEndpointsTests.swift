@@ -83,6 +83,27 @@ import Testing
 
     static func json(_ object: JSONObject) -> [UInt8] { Array(JSONValue.object(object).serialized().utf8) }
 
+    /// A body is read only under its media type: the part before any parameters, spaces and tabs
+    /// around it ignored, letters in either case; nothing longer, shorter or near it.
+    @Test func aBodyIsReadOnlyUnderItsMediaType() {
+        for value in [
+            "application/json", "Application/JSON", "application/json; charset=utf-8", " application/json\t;x=y",
+            "application/json;",
+        ] {
+            #expect(SessionEndpoints.isMediaType(value, "application/json"), "\(value)")
+        }
+        for value in [
+            nil, "", ";", "application/jsonx", "application/json5", "application/jso", "application/json+x",
+            "text/plain", "application\u{0F}json", "applicatio\u{212A}n/json", "application/ json", "xapplication/json",
+        ] {
+            #expect(!SessionEndpoints.isMediaType(value, "application/json"), "\(String(describing: value))")
+        }
+        let form: StaticString = "application/x-www-form-urlencoded"
+        #expect(SessionEndpoints.isMediaType("application/x-www-form-urlencoded; charset=UTF-8", form))
+        #expect(SessionEndpoints.isMediaType("Application/X-WWW-Form-URLEncoded", form))
+        #expect(!SessionEndpoints.isMediaType("application/x-www-form-urlencodedx", form), "not by its prefix")
+    }
+
     @Test func aSignInRecordsTheUsersAuthorization() async throws {
         let fixture = try await fixture()
         try await closing({ await fixture.close() }) {

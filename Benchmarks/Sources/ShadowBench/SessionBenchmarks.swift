@@ -47,9 +47,9 @@ enum SessionBenchmarks {
     }
 
     /// The SQLite refresh row on a store of its own.
-    static func sqliteRefreshes(workDirectory: String) async throws -> [BenchRow] {
+    static func sqliteRefreshes(workDirectory: String, dpop: Bool = false) async throws -> [BenchRow] {
         let (_, store, authority) = try await freshStore(workDirectory: workDirectory)
-        let rows = try await refreshes([authority], label: "SQLite, one instance")
+        let rows = try await refreshes([authority], label: "SQLite, one instance", dpop: dpop)
         await store.close()
         return rows
     }

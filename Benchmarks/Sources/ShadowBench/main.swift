@@ -32,8 +32,10 @@ if sections.contains("profile") {
     exit(0)
 }
 if sections.contains("refresh-sqlite") {
-    // The SQLite refresh row alone (with its no-op peer), for profiling the store's path.
-    try report(try await SessionBenchmarks.sqliteRefreshes(workDirectory: work), to: output)
+    // The SQLite refresh row alone (with its no-op peer), for profiling the store's path; with
+    // SHADOW_BENCH_DPOP=1, of sessions bound to a key, each refresh with a proof.
+    let dpop = ProcessInfo.processInfo.environment["SHADOW_BENCH_DPOP"] == "1"
+    try report(try await SessionBenchmarks.sqliteRefreshes(workDirectory: work, dpop: dpop), to: output)
     exit(0)
 }
 if sections.contains("dpop-profile") {
