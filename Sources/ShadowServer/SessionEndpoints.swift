@@ -121,10 +121,11 @@ public final class SessionEndpoints: Sendable {
         func isSpace(_ byte: UInt8) -> Bool { byte == UInt8(ascii: " ") || byte == UInt8(ascii: "\t") }
         while let first = value.first, isSpace(first) { value = value.dropFirst() }
         while let last = value.last, isSpace(last) { value = value.dropLast() }
-        let expected = UnsafeBufferPointer(start: type.utf8Start, count: type.utf8CodeUnitCount)
-        guard value.count == expected.count else { return false }
-        return zip(value, expected).allSatisfy { byte, wanted in
-            (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte) ? byte + 32 == wanted : byte == wanted
+        return type.withUTF8Buffer { expected in
+            value.count == expected.count
+                && zip(value, expected).allSatisfy { byte, wanted in
+                    (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte) ? byte + 32 == wanted : byte == wanted
+                }
         }
     }
 
