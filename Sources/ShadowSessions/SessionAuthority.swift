@@ -210,9 +210,10 @@ public final class SessionAuthority: Sendable {
         try await refresh(try RefreshToken(parsing: text, keys: keys), proof: proof)
     }
 
-    /// ``refresh(_:proof:)`` of a token already read and authenticated by
-    /// ``authenticate(refreshToken:)``.
-    public func refresh(_ token: RefreshToken, proof: DPoPProof? = nil) async throws -> IssuedTokens {
+    /// ``refresh(_:proof:)`` of a token this authority has already read and authenticated
+    /// (``authenticate(refreshToken:)``). Not public: `RefreshToken(family:generation:)` makes a
+    /// token with no MAC, and this would refresh it.
+    package func refresh(_ token: RefreshToken, proof: DPoPProof? = nil) async throws -> IssuedTokens {
         let now = self.now
         for _ in 0..<3 {
             guard let row = try await store.session(token.family) else {
