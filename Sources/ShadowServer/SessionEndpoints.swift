@@ -317,13 +317,12 @@ public final class SessionEndpoints: Sendable {
     }
 
     /// The JSON body's `refreshToken`, authenticated (its MAC, before any store read), then the
-    /// IP's rate limit (unless `limitIP` is false: the caller counts it): the token and its
-    /// session, or the answer to give instead. A token that is malformed or not ours is `invalid`
-    /// and never reaches the store.
+    /// IP's rate limit (unless `limitIP` is false: the caller counts it): the token, or the answer
+    /// to give instead. A token that is malformed or not ours is nil and never reaches the store.
     func refreshTokenRequest(
         _ body: [UInt8], contentType: String?, clientIP: String, limitIP: Bool = true
     ) async
-        -> Result<(text: String, token: RefreshToken?), SessionHTTPResponse>
+        -> Result<RefreshToken?, SessionHTTPResponse>
     {
         let text: String
         switch Self.jsonBody(body, contentType: contentType) {
@@ -338,7 +337,7 @@ public final class SessionEndpoints: Sendable {
         if limitIP, token != nil, let refused = await limited("ip:" + clientIP, limits.perIP) {
             return .failure(refused)
         }
-        return .success((text, token))
+        return .success(token)
     }
 
     /// `POST /auth/refresh`: `{"refreshToken"}`, with a `DPoP` proof by the session's key when
@@ -349,11 +348,8 @@ public final class SessionEndpoints: Sendable {
         let token: RefreshToken
         switch await refreshTokenRequest(body, contentType: contentType, clientIP: clientIP, limitIP: false) {
         case .failure(let response): return response
-        case .success(let value):
-            guard let checked = value.token else {
-                return .error(401, "invalid_grant", "the refresh token is malformed or not ours")
-            }
-            token = checked
+        case .success(let checked?): token = checked
+        case .success(nil): return .error(401, "invalid_grant", "the refresh token is malformed or not ours")
         }
         // The IP's and the session's rate limits and the proof's replay row are independent
         // writes: handed to the store together, after the proof's checks that need no store, they
@@ -386,15 +382,14 @@ public final class SessionEndpoints: Sendable {
     /// `POST /auth/logout`: `{"refreshToken"}`; revokes its session. Always 200 for a well-formed
     /// request (RFC 7009, 2.2: an unknown token is no error; one that is not ours reads no store).
     public func logout(body: [UInt8], contentType: String?, clientIP: String) async -> SessionHTTPResponse {
-        let text: String
+        let token: RefreshToken
         switch await refreshTokenRequest(body, contentType: contentType, clientIP: clientIP) {
         case .failure(let response): return response
-        case .success(let value):
-            guard value.token != nil else { return .json(200, ["revoked": false]) }
-            text = value.text
+        case .success(let checked?): token = checked
+        case .success(nil): return .json(200, ["revoked": false])
         }
         do {
-            return .json(200, ["revoked": .bool(try await authority.revoke(refreshToken: text))])
+            return .json(200, ["revoked": .bool(try await authority.revoke(token))])
         } catch {
             return failure(error)
         }

@@ -306,6 +306,13 @@ public final class SessionAuthority: Sendable {
     @discardableResult
     public func revoke(refreshToken text: String) async throws -> Bool {
         guard let token = try? RefreshToken(parsing: text, keys: keys) else { return false }
+        return try await revoke(token)
+    }
+
+    /// ``revoke(refreshToken:)`` of a token this authority has already read and authenticated
+    /// (``authenticate(refreshToken:)``). Not public, as the refresh of a `RefreshToken` is not:
+    /// a token made with `RefreshToken(family:generation:)` has no MAC.
+    package func revoke(_ token: RefreshToken) async throws -> Bool {
         let row = try await store.session(token.family)
         let revoked = try await store.revoke(token.family, now: now)
         if revoked { await events?(SessionEvent(kind: .logout, user: row?.user, session: token.family, time: now)) }

@@ -136,6 +136,24 @@ import Testing
         #expect(genuineAnswer.status == .serviceUnavailable)
     }
 
+    /// Logout of a genuine token revokes its session once: the answer says so, a second logout
+    /// finds nothing to revoke, and the token no longer refreshes.
+    @Test func aLogoutRevokesItsSessionOnce() async throws {
+        let fixture = try await fixture()
+        try await closing({ await fixture.close() }) {
+            let issued = try await signIn(fixture.endpoints, "001234.logout.0042")
+            let token = try #require(issued["refreshToken"]?.stringValue)
+            let body = Self.json(["refreshToken": .string(token)])
+            for expected in [#"{"revoked":true}"#, #"{"revoked":false}"#] {
+                let answer = await fixture.endpoints.logout(body: body, contentType: "application/json", clientIP: "x")
+                #expect(answer.status == .ok && String(decoding: answer.body, as: UTF8.self) == expected)
+            }
+            let refreshed = await fixture.endpoints.refresh(body: body, contentType: "application/json", clientIP: "x")
+            #expect(refreshed.status == .unauthorized)
+            #expect(String(decoding: refreshed.body, as: UTF8.self).contains("invalid_grant"))
+        }
+    }
+
     /// Email events end no session; a revocation ends every one; a repeat of it ends what a
     /// later failure left (SessionStateRules).
     @Test func onlyARevocationOrTransferEndsSessions() async throws {
