@@ -86,8 +86,10 @@ public struct DPoPSigner: Sendable {
         guard DPoPClaims.isMethod(method) else {
             throw DPoPError(.invalidParameter, "an HTTP method is 1 to 32 token characters, such as POST")
         }
-        guard let target = HTTPTargetURI.normalized(url) else {
-            throw DPoPError(.invalidParameter, "htu must be an absolute http(s) URL without user information")
+        let target: String
+        switch HTTPTargetURI.normalize(url) {
+        case .success(let normal): target = normal
+        case .failure(let refusal): throw DPoPError(.invalidParameter, "htu is not an absolute http(s) URL: \(refusal)")
         }
         if let nonce, !DPoPClaims.isNonce(nonce) {
             throw DPoPError(.invalidParameter, "a nonce is 1 to 512 printable ASCII characters, without \" or \\")

@@ -106,7 +106,8 @@ public struct DPoPVerifier: Sendable {
     ) throws -> DPoPProof {
         try checkSettings()
         guard let expectedURI = headers.normalized(url) else {
-            throw DPoPError(.invalidParameter, "the request URL is not an absolute http(s) URL")
+            let refusal = HTTPTargetURI.refusal(url).map { ": \($0)" } ?? ""
+            throw DPoPError(.invalidParameter, "the request URL is not an absolute http(s) URL" + refusal)
         }
         // A device sends the same header with every proof: one already checked (its type, its
         // algorithm, no crit, its key) is taken from the cache by its exact text.
@@ -147,11 +148,12 @@ public struct DPoPVerifier: Sendable {
         // Step 9: htu, normalized, without query and fragment.
         // A claim already in the normal form the request's URI has is that form (normalizing is
         // idempotent); anything else is normalized first.
-        let target = claims.target.exactlyEquals(expectedURI) ? expectedURI : HTTPTargetURI.normalized(claims.target)
-        guard let target, target.exactlyEquals(expectedURI) else {
-            throw DPoPError(
-                .uriMismatch,
-                "htu is \(claims.target.quotedForMessage); the request's URI is \(expectedURI.quotedForMessage)")
+        let normal =
+            claims.target.exactlyEquals(expectedURI) ? .success(expectedURI) : HTTPTargetURI.normalize(claims.target)
+        guard case .success(let target) = normal, target.exactlyEquals(expectedURI) else {
+            var found = claims.target.quotedForMessage
+            if case .failure(let refusal) = normal { found += " (\(refusal))" }
+            throw DPoPError(.uriMismatch, "htu is \(found); the request's URI is \(expectedURI.quotedForMessage)")
         }
         // Step 10: the server's nonce.
         if let nonces {

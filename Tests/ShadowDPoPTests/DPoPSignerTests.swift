@@ -103,14 +103,59 @@ import Testing
         #expect(HTTPTargetURI.normalized(pair.0) == pair.1)
     }
 
-    @Test(arguments: [
-        "", "/a", "example.com/a", "ftp://example.com/a", "https:/example.com", "https://user@example.com/",
-        "https:///a", "https://exa mple.com/", "https://example.com/a b", "https://example.com:65536/",
-        "https://example.com:8x/", "https://example.com/%zz", "https://example.com/%4", "https://ex%41mple.com/",
-        "https://example.com/<>", "https://[::1/x", "https://bücher.example/",
-    ])
-    func refuses(_ text: String) {
-        #expect(HTTPTargetURI.normalized(text) == nil)
+    @Test(
+        arguments: [
+            ("", .empty), ("https://example.com/" + String(repeating: "a", count: 8173), .tooLong),
+            ("/a", .noScheme), ("example.com/a", .noScheme), ("ftp://example.com/a", .scheme),
+            ("localhost:8080/a", .scheme), ("https:/example.com", .notAbsolute),
+            ("https://user@example.com/", .userInformation),
+            ("https:///a", .host), ("https://exa mple.com/", .notPrintable(offset: 11)),
+            ("https://example.com/a b", .notPrintable(offset: 21)), ("https://example.com:65536/", .port),
+            ("https://example.com:8x/", .port), ("https://example.com:123456/", .port),
+            ("https://example.com/%zz", .percentEncoding),
+            ("https://example.com/%4", .percentEncoding), ("https://ex%41mple.com/", .host),
+            ("https://example.com/<>", .pathCharacter(UInt8(ascii: "<"))), ("https://[::1/x", .ipv6Host),
+            ("https://[::g]/x", .ipv6Host), ("https://[::1]x/", .ipv6Host),
+            ("https://bücher.example/", .notPrintable(offset: 9)),
+        ] as [(String, HTTPTargetURI.Refusal)])
+    func refuses(_ pair: (String, HTTPTargetURI.Refusal)) {
+        #expect(HTTPTargetURI.normalized(pair.0) == nil)
+        guard case .failure(let refusal) = HTTPTargetURI.normalize(pair.0) else {
+            Issue.record("\(pair.0) normalized")
+            return
+        }
+        #expect(refusal == pair.1)
+    }
+
+    @Test func theLongestURLIsNormalized() {
+        let url = "https://example.com/" + String(repeating: "a", count: HTTPTargetURI.maxBytes - 20)
+        #expect(HTTPTargetURI.normalized(url) == url)
+    }
+
+    @Test func aSignerNamesWhyItRefusesAURL() throws {
+        let signer = try DPoPSigner.es256(P256.Signing.PrivateKey())
+        let error = #expect(throws: DPoPError.self) {
+            try signer.proof(method: "GET", url: "https://example.com:70000/x")
+        }
+        #expect(error?.code == .invalidParameter)
+        #expect(error?.reason == "htu is not an absolute http(s) URL: the port is not 0 to 65535")
+    }
+
+    @Test func aVerifierNamesWhyHtuIsNoURL() throws {
+        let key = P256.Signing.PrivateKey()
+        let url = "https://example.com/x"
+        let header = try DPoPSigner.es256(key).proof(method: "GET", url: url).split(separator: ".")[0]
+        let claims =
+            #"{"jti":"a","htm":"GET","htu":"https://example.com/%x","iat":\#(Int(Date().timeIntervalSince1970))}"#
+        let input = header + "." + Base64URL.encode(Array(claims.utf8))
+        let signature = try key.signature(for: Array(input.utf8)).rawRepresentation
+        let proof = input + "." + Base64URL.encode(Array(signature))
+        let error = #expect(throws: DPoPError.self) { try DPoPVerifier().verify(proof, method: "GET", url: url) }
+        #expect(error?.code == .uriMismatch)
+        #expect(
+            error?.reason
+                == #"htu is "https://example.com/%x" (a % in the path is not followed by two hex digits); "#
+                + #"the request's URI is "https://example.com/x""#)
     }
 }
 

@@ -174,7 +174,9 @@ extension DPoPCommand {
                 throw ValidationError("--max-age is 1 to 3600 s and --leeway 0 to 300 s")
             }
             if let now { _ = try parseTime(now, option: "--now") }
-            if HTTPTargetURI.normalized(htu) == nil { throw ValidationError("--htu: an absolute http(s) URL") }
+            if case .failure(let refusal) = HTTPTargetURI.normalize(htu) {
+                throw ValidationError("--htu is not an absolute http(s) URL: \(refusal)")
+            }
             // --jkt takes the next argument whatever it is: a mistake such as `--jkt --json` is a
             // usage error here, not a key mismatch.
             if let jkt, DPoPThumbprint.bytes(jkt) == nil {
