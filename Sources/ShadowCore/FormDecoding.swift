@@ -19,13 +19,13 @@ package enum FormDecoding {
         return String(decoding: bytes, as: UTF8.self)
     }
 
-    /// The first field named `name` in a form or query string, decoded.
-    package static func field(_ name: String, in form: some StringProtocol) -> String? {
-        for pair in form.split(separator: "&") {
+    /// Every field named `name` in a form or query string, decoded, in order (a request that
+    /// gives one more than once is refused by its reader: RFC 6749, 3.1).
+    package static func fields(_ name: String, in form: some StringProtocol) -> [String] {
+        form.split(separator: "&").compactMap { pair in
             let parts = pair.split(separator: "=", maxSplits: 1)
-            guard parts.count == 2, value(parts[0]) == name else { continue }
+            guard parts.count == 2, value(parts[0]) == name else { return nil }
             return value(parts[1])
         }
-        return nil
     }
 }

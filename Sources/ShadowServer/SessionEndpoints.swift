@@ -105,8 +105,16 @@ public final class SessionEndpoints: Sendable {
         guard body.count <= maxBodyBytes else {
             return .failure(.error(413, "body_too_large", "the body is over \(maxBodyBytes) bytes"))
         }
-        guard case .object(let object)? = try? StrictJSON.parse(body, limits: .jose) else {
-            return .failure(.error(400, "invalid_request", "the body is not a JSON object"))
+        let value: JSONValue
+        do {
+            value = try StrictJSON.parse(body, limits: .jose)
+        } catch let error as JSONParseError {
+            return .failure(.error(400, "invalid_request", "the body is not valid JSON: \(error)"))
+        } catch {
+            return .failure(.error(400, "invalid_request", "the body is not valid JSON"))
+        }
+        guard case .object(let object) = value else {
+            return .failure(.error(400, "invalid_request", "the body is a JSON \(value.typeName), not an object"))
         }
         return .success(object)
     }
@@ -409,10 +417,6 @@ public final class SessionEndpoints: Sendable {
         return nil
     }
 
-    static func formField(_ body: [UInt8], _ name: String) -> String? {
-        FormDecoding.field(name, in: String(decoding: body, as: UTF8.self))
-    }
-
     /// A confidential client's form request: its `token`, or the answer to give instead.
     func formToken(_ body: [UInt8], contentType: String?, authorization: String?) -> Result<String, SessionHTTPResponse>
     {
@@ -424,8 +428,10 @@ public final class SessionEndpoints: Sendable {
         guard body.count <= Self.maxBodyBytes else {
             return .failure(.error(413, "body_too_large", "the body is too large"))
         }
-        guard let token = Self.formField(body, "token") else {
-            return .failure(.error(400, "invalid_request", "the form has no token"))
+        let tokens = FormDecoding.fields("token", in: String(decoding: body, as: UTF8.self))
+        guard let token = tokens.first else { return .failure(.error(400, "invalid_request", "the form has no token")) }
+        guard tokens.count == 1 else {
+            return .failure(.error(400, "invalid_request", "the form gives token more than once (RFC 6749, 3.1)"))
         }
         return .success(token)
     }

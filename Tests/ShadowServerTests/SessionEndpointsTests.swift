@@ -104,6 +104,51 @@ import Testing
         #expect(!SessionEndpoints.isMediaType("application/x-www-form-urlencodedx", form), "not by its prefix")
     }
 
+    /// A body that is not a JSON object is refused with what is wrong with it.
+    @Test func aBodyThatIsNoObjectIsRefusedWithItsReason() async throws {
+        let fixture = try await self.fixture()
+        for (body, message) in [
+            (#"{"refreshToken":"a","refreshToken":"b"}"#, #"duplicate member name \"refreshToken\" (RFC 7493 §2.3)"#),
+            ("", "unexpected end of document at offset 0"), ("[1]", "the body is a JSON array, not an object"),
+            (#"{"a":1} x"#, "data after the end of the JSON value"),
+        ] {
+            let answer = await fixture.endpoints.refresh(
+                body: Array(body.utf8), contentType: "application/json", clientIP: "192.0.2.1", dpop: [])
+            let text = String(decoding: answer.body, as: UTF8.self)
+            #expect(answer.status.code == 400 && text.contains("invalid_request") && text.contains(message), "\(text)")
+        }
+        await fixture.close()
+    }
+
+    /// RFC 6749, 3.1: a parameter given twice is refused, so no two readers of the form (a proxy
+    /// that checks the first, a server that takes the last) can disagree on the token.
+    @Test func aFormThatGivesItsTokenTwiceIsRefused() async throws {
+        let fixture = try await self.fixture()
+        do {
+            let clients = ["c1": SecretBytes(Array("s3cret-s3cret".utf8))]
+            let endpoints = SessionEndpoints(
+                authority: fixture.endpoints.authority,
+                validator: AppleIdentityTokenValidator(clientIDs: [Self.client]),
+                appleKeys: try JWKSet(keys: [try apple.identitySigner.publicJWK()]), appleClients: [:],
+                introspectionClients: clients)
+            let basic = "Basic " + Data("c1:s3cret-s3cret".utf8).base64EncodedString()
+            let form = "application/x-www-form-urlencoded"
+            for route in [
+                endpoints.revoke(body:contentType:authorization:),
+                endpoints.introspect(body:contentType:authorization:),
+            ] {
+                let twice = await route(Array("token=a&token=b".utf8), form, basic)
+                #expect(twice.status.code == 400)
+                #expect(String(decoding: twice.body, as: UTF8.self).contains("token more than once"))
+                let none = await route(Array("tokens=a&token&x=token%3Da".utf8), form, basic)
+                #expect(none.status.code == 400 && String(decoding: none.body, as: UTF8.self).contains("no token"))
+                let once = await route(Array("token=a&token_type_hint=refresh_token".utf8), form, basic)
+                #expect(once.status.code == 200)
+            }
+        }
+        await fixture.close()
+    }
+
     @Test func aSignInRecordsTheUsersAuthorization() async throws {
         let fixture = try await fixture()
         try await closing({ await fixture.close() }) {
