@@ -176,8 +176,9 @@ struct Serve: AsyncParsableCommand, QuietCommand {
     }
 
     /// The revocation worker, when the store keeps a queue and the Apple key was given.
-    func revocationWorker(queue: any RevocationQueue, keys: any JWKSource, logger: Logger) throws -> RevocationWorker? {
-        let clients = try appleClients(keys: keys)
+    func revocationWorker(
+        queue: any RevocationQueue, clients: [String: AppleAuthClient], logger: Logger
+    ) -> RevocationWorker? {
         guard !clients.isEmpty else { return nil }
         var settings = RevocationWorker.Configuration()
         settings.firstRetryDelay = .seconds(revocationRetry)
@@ -194,89 +195,102 @@ struct Serve: AsyncParsableCommand, QuietCommand {
             var logger = Logger(label: "shadow-keys.serve")
             logger.logLevel = .info
             let keys = try keySource.appleKeys()
+            // The .p8 key is read once, before the store is opened: the code exchange and the
+            // revocation worker share its clients.
+            let apple = try appleClients(keys: keys)
+            // The clients file, the proxies and the address are read before the store is opened
+            // (or created), so a mistake in one leaves no new store behind.
+            let introspection = sessions.enabled ? try sessions.introspectionClients() : [:]
+            let proxies = try TrustedProxies(trustedProxies)
+            let (host, port) = try address()
             // One database handle for the store: credential state, sessions and the
             // authentication log share its connections.
             let database = try await ServerDatabase.open(store)
-            let states: any AuditedCredentialStore
-            do { states = try await database.credentialStore(store) } catch {
+            // Nothing is left open when the setup fails: the database is closed before the error
+            // is reported (a SQLite handle dropped unclosed is a programming error in the driver).
+            let group: ServiceGroup
+            do {
+                let states = try await database.credentialStore(store)
+                var sessionService: SessionService?
+                var sessionEndpoints: SessionEndpoints?
+                if sessions.enabled {
+                    let started = try await sessions.start(
+                        store: store, database: database, states: states, clientIDs: clientIDs, keys: keys,
+                        appleClients: apple, introspectionClients: introspection, logger: logger)
+                    sessionEndpoints = started.endpoints
+                    sessionService = started.service
+                }
+                // A notification that leaves the user revoked or transferred ends their sessions
+                // before Apple gets its answer (SessionStateRules).
+                var afterApplying: (@Sendable (CredentialChange) async throws -> Void)?
+                if let rules = sessionEndpoints?.rules {
+                    afterApplying = { change in _ = try await rules.endSessions(after: change) }
+                }
+                let receiver = AppleNotificationReceiver(
+                    clientIDs: clientIDs, keys: keys, store: states, maxAge: maxAge, logger: logger,
+                    afterApplying: afterApplying)
+                var worker: RevocationWorker?
+                if let queue = states as? any RevocationQueue {
+                    worker = revocationWorker(queue: queue, clients: apple, logger: logger)
+                    if worker == nil {
+                        Console.warn(
+                            "no --p8, --team-id and --key-id: revocations are queued in the store but not sent to Apple"
+                        )
+                    }
+                } else if p8 != nil {
+                    Console.warn(
+                        "a vault store keeps no revocation queue: --p8 is not used; use a SQLite or PostgreSQL store")
+                }
+                let router = Router(context: ShadowRequestContext.self)
+                if let sessionEndpoints {
+                    router.addSessionRoutes(
+                        sessionEndpoints, bodyTimeout: .nanoseconds(Int64(bodyTimeout * 1e9)),
+                        trustedProxies: proxies)
+                }
+                router.addAppleNotifications(receiver: receiver, bodyTimeout: .nanoseconds(Int64(bodyTimeout * 1e9)))
+                router.get("metrics") { _, _ -> Response in
+                    var text: [UInt8] = []
+                    registry.emit(into: &text)
+                    return Response(
+                        status: .ok, headers: [.contentType: "text/plain; version=0.0.4"],
+                        body: .init(byteBuffer: ByteBuffer(bytes: text)))
+                }
+                router.get("healthz") { _, _ -> Response in
+                    let healthy = (try? await states.status(clientID: "healthz", subject: "healthz")) != nil
+                    return Response(
+                        status: healthy ? .ok : .serviceUnavailable, headers: [.contentType: "application/json"],
+                        body: .init(
+                            byteBuffer: ByteBuffer(
+                                string: healthy ? #"{"status":"ok"}"# : #"{"status":"store_unavailable"}"#)))
+                }
+                // At the limit, idle connections make room for new ones (ConnectionLimit).
+                let limit = ConnectionLimit(
+                    maximum: maxConnections ?? ServeLimits.defaultMaxConnections(), logger: logger)
+                let app = Application(
+                    router: router,
+                    server: .http1(
+                        configuration: .init(
+                            additionalChannelHandlers: limit.channelHandlers(),
+                            idleTimeout: .nanoseconds(Int64(idleTimeout * 1e9)))),
+                    configuration: .init(
+                        address: .hostname(host, port: port), serverName: "shadow-keys",
+                        availableConnectionsDelegate: limit.delegate),
+                    logger: logger)
+                // Shut down in reverse order: the database last, once nothing uses it.
+                var services: [any Service] = [DatabaseService(database: database), app]
+                if let worker { services.append(RevocationService(worker: worker)) }
+                if let sessionService { services.append(sessionService) }
+                var configuration = ServiceGroupConfiguration(
+                    services: services.map { .init(service: $0) }, gracefulShutdownSignals: [.sigterm, .sigint],
+                    logger: logger)
+                // After the grace period the group cancels the server, which closes what is still open.
+                configuration.maximumGracefulShutdownDuration = .nanoseconds(Int64(shutdownGrace * 1e9))
+                configuration.maximumCancellationDuration = .seconds(5)
+                group = ServiceGroup(configuration: configuration)
+            } catch {
                 await database.close()
                 throw error
             }
-            var sessionService: SessionService?
-            var sessionEndpoints: SessionEndpoints?
-            if sessions.enabled {
-                let started = try await sessions.start(
-                    store: store, database: database, states: states, clientIDs: clientIDs, keys: keys,
-                    appleClients: try appleClients(keys: keys), logger: logger)
-                sessionEndpoints = started.endpoints
-                sessionService = started.service
-            }
-            // A notification that leaves the user revoked or transferred ends their sessions
-            // before Apple gets its answer (SessionStateRules).
-            var afterApplying: (@Sendable (CredentialChange) async throws -> Void)?
-            if let rules = sessionEndpoints?.rules {
-                afterApplying = { change in _ = try await rules.endSessions(after: change) }
-            }
-            let receiver = AppleNotificationReceiver(
-                clientIDs: clientIDs, keys: keys, store: states, maxAge: maxAge, logger: logger,
-                afterApplying: afterApplying)
-            var worker: RevocationWorker?
-            if let queue = states as? any RevocationQueue {
-                worker = try revocationWorker(queue: queue, keys: keys, logger: logger)
-                if worker == nil {
-                    Console.warn(
-                        "no --p8, --team-id and --key-id: revocations are queued in the store but not sent to Apple")
-                }
-            } else if p8 != nil {
-                Console.warn(
-                    "a vault store keeps no revocation queue: --p8 is not used; use a SQLite or PostgreSQL store")
-            }
-            let router = Router(context: ShadowRequestContext.self)
-            if let sessionEndpoints {
-                router.addSessionRoutes(
-                    sessionEndpoints, bodyTimeout: .nanoseconds(Int64(bodyTimeout * 1e9)),
-                    trustedProxies: try TrustedProxies(trustedProxies))
-            }
-            router.addAppleNotifications(receiver: receiver, bodyTimeout: .nanoseconds(Int64(bodyTimeout * 1e9)))
-            router.get("metrics") { _, _ -> Response in
-                var text: [UInt8] = []
-                registry.emit(into: &text)
-                return Response(
-                    status: .ok, headers: [.contentType: "text/plain; version=0.0.4"],
-                    body: .init(byteBuffer: ByteBuffer(bytes: text)))
-            }
-            router.get("healthz") { _, _ -> Response in
-                let healthy = (try? await states.status(clientID: "healthz", subject: "healthz")) != nil
-                return Response(
-                    status: healthy ? .ok : .serviceUnavailable, headers: [.contentType: "application/json"],
-                    body: .init(
-                        byteBuffer: ByteBuffer(
-                            string: healthy ? #"{"status":"ok"}"# : #"{"status":"store_unavailable"}"#)))
-            }
-            let (host, port) = try address()
-            // At the limit, idle connections make room for new ones (ConnectionLimit).
-            let limit = ConnectionLimit(maximum: maxConnections ?? ServeLimits.defaultMaxConnections(), logger: logger)
-            let app = Application(
-                router: router,
-                server: .http1(
-                    configuration: .init(
-                        additionalChannelHandlers: limit.channelHandlers(),
-                        idleTimeout: .nanoseconds(Int64(idleTimeout * 1e9)))),
-                configuration: .init(
-                    address: .hostname(host, port: port), serverName: "shadow-keys",
-                    availableConnectionsDelegate: limit.delegate),
-                logger: logger)
-            // Shut down in reverse order: the database last, once nothing uses it.
-            var services: [any Service] = [DatabaseService(database: database), app]
-            if let worker { services.append(RevocationService(worker: worker)) }
-            if let sessionService { services.append(sessionService) }
-            var configuration = ServiceGroupConfiguration(
-                services: services.map { .init(service: $0) }, gracefulShutdownSignals: [.sigterm, .sigint],
-                logger: logger)
-            // After the grace period the group cancels the server, which closes what is still open.
-            configuration.maximumGracefulShutdownDuration = .nanoseconds(Int64(shutdownGrace * 1e9))
-            configuration.maximumCancellationDuration = .seconds(5)
-            let group = ServiceGroup(configuration: configuration)
             do {
                 try await group.run()
             } catch {

@@ -93,9 +93,11 @@ struct SessionOptions: ParsableArguments {
         return configuration
     }
 
-    /// `id:secret` lines; a secret never comes from argv.
+    /// `id:secret` lines (a line may end in CR LF); a secret never comes from argv. An ID given
+    /// twice is refused, not overwritten.
     func introspectionClients() throws -> [String: SecretBytes] {
         guard let introspectionFile else { return [:] }
+        warnIfReadableByOthers(introspectionFile, what: "introspection clients file")
         let bytes: [UInt8]
         do {
             guard let read = try Files.read(introspectionFile, limit: 64 << 10) else {
@@ -106,19 +108,28 @@ struct SessionOptions: ParsableArguments {
             throw CLIError(.noInput, "--introspection-clients: \(error)")
         }
         var clients: [String: SecretBytes] = [:]
-        for line in String(decoding: bytes, as: UTF8.self).split(separator: "\n") {
-            let parts = line.split(separator: ":", maxSplits: 1)
-            guard parts.count == 2, !parts[0].isEmpty, !parts[1].isEmpty else {
-                throw ValidationError("--introspection-clients: each line is id:secret")
+        // Read as bytes: a String would take CR LF as one character, never split at "\n".
+        let lines = bytes.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false)
+        for (number, whole) in lines.enumerated() {
+            let line = whole.last == UInt8(ascii: "\r") ? whole.dropLast() : whole
+            if line.isEmpty { continue }
+            guard let colon = line.firstIndex(of: UInt8(ascii: ":")), colon > line.startIndex,
+                colon + 1 < line.endIndex
+            else {
+                throw ValidationError("--introspection-clients: each line is id:secret (line \(number + 1) is not)")
             }
-            clients[String(parts[0])] = SecretBytes(utf8: String(parts[1]))
+            let id = String(decoding: line[..<colon], as: UTF8.self)
+            guard clients.updateValue(SecretBytes(line[(colon + 1)...]), forKey: id) == nil else {
+                throw ValidationError("--introspection-clients: the client ID \(id.quotedForMessage) is given twice")
+            }
         }
         return clients
     }
 
     func start(
         store storeOptions: StoreOptions, database: ServerDatabase, states: any CredentialStateStore,
-        clientIDs: [String], keys: any JWKSource, appleClients: [String: AppleAuthClient], logger: Logger
+        clientIDs: [String], keys: any JWKSource, appleClients: [String: AppleAuthClient],
+        introspectionClients: [String: SecretBytes], logger: Logger
     ) async throws -> (endpoints: SessionEndpoints, service: SessionService) {
         let store = try await database.sessionStore(storeOptions)
         let configuration = try configuration(clientIDs: clientIDs)
@@ -132,7 +143,7 @@ struct SessionOptions: ParsableArguments {
             verifier: DPoPVerifier(maxAge: dpopMaxAge), nonces: dpopNonce ? try authority.dpopNonces() : nil)
         let endpoints = SessionEndpoints(
             authority: authority, validator: AppleIdentityTokenValidator(clientIDs: clientIDs), appleKeys: keys,
-            appleClients: appleClients, limits: limits, introspectionClients: try introspectionClients(),
+            appleClients: appleClients, limits: limits, introspectionClients: introspectionClients,
             states: states, dpop: dpop, logger: logger)
         return (
             endpoints,

@@ -33,6 +33,51 @@ import Testing
         }
     }
 
+    /// The introspection clients file is read as bytes: CR LF lines are lines (a client on the
+    /// second line authenticates), and an ID given twice is refused before the store is opened
+    /// (none is made). The .p8 key is read once for the code exchange and the revocation worker:
+    /// one warning.
+    @Test func serveReadsItsClientFileAndItsKeyOnce() throws {
+        let directory = try TemporaryDirectory()
+        let apple = try FakeAppleServer(clientKey: TestKeys.p256.publicKey)
+        let keyFile = try directory.write(
+            "state.key", "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f\n", mode: 0o600)
+        let p8 = try directory.write("apple.p8", TestKeys.p256.pemRepresentation, mode: 0o644)
+        let store = "sqlite:\(directory.path)/state.sqlite"
+        func serve(_ clients: String, port: Int) throws -> ChildProcess {
+            try SessionServer.start(
+                port: port, store: store, keyFile: keyFile, p8: p8, apple: apple,
+                extra: ["--introspection-clients", try directory.write("clients", clients, mode: 0o600)])
+        }
+
+        let twice = try serve("c1:one-secret\nc2:two-secret\nc1:three-secret\n", port: 1).wait(timeout: 60)
+        #expect(twice.status == 64 && twice.stderr.contains(#"the client ID "c1" is given twice"#), "\(twice.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: directory.path + "/state.sqlite"), "a store was made")
+
+        let port = try PostgresCluster.freePortForTests()
+        let process = try serve("c1:one-secret\r\n\r\nc2:two-secret\r\n", port: port)
+        defer { process.kill() }
+        var healthy = false
+        for _ in 0..<600 where !process.hasExited {
+            if (try? ServeCLITests.http("GET", port: port, path: "/healthz"))?.status == 200 {
+                healthy = true
+                break
+            }
+            usleep(100_000)
+        }
+        try #require(healthy)
+        for (credentials, status) in [("c2:two-secret", 200), ("c1:one-secret", 200), ("c2:two-secret\r", 401)] {
+            let answer = try ServeCLITests.exchange(
+                "POST", port: port, path: "/auth/introspect", body: Array("token=x".utf8),
+                contentType: "application/x-www-form-urlencoded",
+                headers: ["Authorization: Basic " + Data(credentials.utf8).base64EncodedString()])
+            #expect(answer.status == status, "\(credentials.debugDescription): \(answer.body)")
+        }
+        process.kill(SIGTERM)
+        let stopped = try process.wait(timeout: 60)
+        #expect(stopped.stderr.components(separatedBy: ".p8 key file").count == 2, "\(stopped.stderr)")
+    }
+
     @Test func signInRefreshReuseDevicesAndRevocation() async throws {
         let server = try SessionServer(extra: ["--refresh-grace", "0"])
         let (port, apple, directory, keyFile) = (server.port, server.apple, server.directory, server.keyFile)

@@ -134,7 +134,7 @@ func trimWhitespace(_ bytes: [UInt8]) -> ArraySlice<UInt8> {
 }
 
 /// Warns on stderr when a secret file can be read by group or others.
-func warnIfReadableByOthers(_ path: String, what: String) {
+package func warnIfReadableByOthers(_ path: String, what: String) {
     if let (_, mode) = (try? Files.ownerAndMode(path)) ?? nil, mode & 0o044 != 0 {
         Console.warn(
             "the \(what) \(path) is readable by group or others (mode \(String(mode, radix: 8))); chmod 600 it")
