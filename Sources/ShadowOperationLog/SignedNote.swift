@@ -236,12 +236,16 @@ public struct Checkpoint: Sendable, Hashable {
     public init(
         origin: String, size: UInt64, root: TreeHash, extensions: [String] = [], prunedBefore: UInt64 = 0
     ) throws {
-        guard !origin.isEmpty, !origin.contains("\n"), origin.utf8.count <= 255 else {
-            throw LogError(.invalidParameter, "a log origin is one line of 1 to 255 bytes")
+        // By bytes: a String takes CR LF for one character, which contains("\n") does not find.
+        func isLine(_ text: String) -> Bool { !text.isEmpty && !text.utf8.contains { $0 < 0x20 } }
+        guard isLine(origin), origin.utf8.count <= 255 else {
+            throw LogError(.invalidParameter, "a log origin is one line of 1 to 255 bytes without control characters")
         }
         guard size <= UInt64(Int64.max) else { throw LogError(.invalidParameter, "a tree size is at most 2^63 - 1") }
-        for line in extensions where line.isEmpty || line.contains("\n") || line.hasPrefix(Self.prunedPrefix) {
-            throw LogError(.invalidParameter, "a checkpoint extension is one non-empty line (the pruned line aside)")
+        for line in extensions where !isLine(line) || line.hasPrefix(Self.prunedPrefix) {
+            throw LogError(
+                .invalidParameter,
+                "a checkpoint extension is one non-empty line without control characters (the pruned line aside)")
         }
         guard prunedBefore <= size else {
             throw LogError(.invalidParameter, "the pruned boundary \(prunedBefore) is past the tree's \(size) entries")

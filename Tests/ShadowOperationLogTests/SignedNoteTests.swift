@@ -97,4 +97,22 @@ import Testing
             #expect(throws: LogError(.badCheckpoint, ""), "\(bad.debugDescription)") { try Checkpoint(text: bad) }
         }
     }
+
+    /// An origin or extension is one line by its bytes: CR LF, which a String holds as one
+    /// character that is not "\n", is refused like any other control character, so no checkpoint
+    /// text is written that another reader splits into other lines.
+    @Test func aCheckpointLineHoldsNoControlCharacter() throws {
+        let root = TreeHash.leaf([1])
+        for origin in ["a\r\nb", "a\nb", "a\rb", "a\u{0}b", "a\tb", ""] {
+            #expect(throws: LogError(.invalidParameter, ""), "\(origin.debugDescription)") {
+                try Checkpoint(origin: origin, size: 1, root: root)
+            }
+            if !origin.isEmpty {
+                #expect(throws: LogError(.invalidParameter, ""), "\(origin.debugDescription)") {
+                    try Checkpoint(origin: "example.com/log", size: 1, root: root, extensions: [origin])
+                }
+            }
+        }
+        #expect(try Checkpoint(origin: "example.com/l\u{7F}g", size: 1, root: root).origin == "example.com/l\u{7F}g")
+    }
 }
