@@ -195,6 +195,18 @@ import Testing
                 "--client-secret-file", secretFile,
             ] + vaultOptions, stdin: "rt")
         #expect(https.status == 64, "plain http needs --allow-http-loopback")
+        // A scope is RFC 6749's scope tokens and spaces: no line break (CR LF included), quote or
+        // backslash; nothing is asked of the provider.
+        for scope in ["a\r\nb", "a\nb", #"a"b"#, #"a\b"#, "", "é", String(repeating: "s", count: 4097)] {
+            let refused = try CLIRunner.run(
+                [
+                    "vault", "login", "drive", "--client-id", "c", "--token-endpoint", fake.url,
+                    "--refresh-token-stdin", "--client-secret-file", secretFile, "--allow-http-loopback",
+                    "--scope=" + scope,
+                ] + vaultOptions, stdin: "rt")
+            #expect(refused.status == 64 && refused.stderr.contains("--scope"), "\(scope.debugDescription)")
+        }
+        #expect(fake.withState { $0.refreshes } == 0)
         // An entry that is not a token source.
         #expect(
             try CLIRunner.run(["vault", "put", "plain"] + vaultOptions, stdin: "secret").status == 0)

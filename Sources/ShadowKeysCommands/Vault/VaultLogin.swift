@@ -98,8 +98,13 @@ extension VaultCommand {
                         "\(client.authentication.rawValue) needs one of --client-secret-file or --client-secret-env")
                 }
             }
-            if let scope, scope.utf8.count > 4096 || scope.contains("\n") {
-                throw ValidationError("--scope: one line of at most 4096 bytes")
+            // RFC 6749, 3.3: scope tokens of %x21 / %x23-5B / %x5D-7E, separated by spaces.
+            if let scope,
+                scope.isEmpty || scope.utf8.count > 4096
+                    || !scope.utf8.allSatisfy({ (0x20...0x7E).contains($0) && $0 != 0x22 && $0 != 0x5C })
+            {
+                throw ValidationError(
+                    #"--scope: 1 to 4096 bytes of scope tokens and spaces (printable ASCII but " and \, RFC 6749 3.3)"#)
             }
         }
 
