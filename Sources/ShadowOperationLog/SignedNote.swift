@@ -207,7 +207,10 @@ enum NoteKeys {
         let parts = encoded.split(separator: "+", maxSplits: 2, omittingEmptySubsequences: false)
         guard parts.count == 3 else { throw invalid("a \(what) is <name>+<key ID>+<base64 key>") }
         try checkName(String(parts[0]))
-        guard parts[1].count == 8, parts[1].allSatisfy({ $0.isHexDigit && !$0.isUppercase }) else {
+        // By bytes: Character.isHexDigit also holds for the fullwidth forms of the digits and letters.
+        guard parts[1].utf8.count == 8,
+            parts[1].utf8.allSatisfy({ (0x30...0x39).contains($0) || (0x61...0x66).contains($0) })
+        else {
             throw invalid("a \(what)'s key ID is 8 lowercase hex digits")
         }
         guard let material = Base64.decode(parts[2]), material.first == 0x01 else {

@@ -81,6 +81,10 @@ import Testing
         ] {
             #expect(throws: LogError.self, "\(bad)") { try NoteVerifier(encoded: bad) }
         }
+        // Fullwidth digits and letters are hex digits to Character, not to the format.
+        let fullwidth = key.replacingOccurrences(of: "c74f20a3", with: "\u{FF43}74\u{FF46}20\u{FF41}3")
+        let error = #expect(throws: LogError.self) { try NoteVerifier(encoded: fullwidth) }
+        #expect(error?.reason == "a verifier key's key ID is 8 lowercase hex digits")
     }
 
     @Test func checkpointTextRoundTripsAndIsStrict() throws {
