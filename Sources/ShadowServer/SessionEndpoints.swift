@@ -403,14 +403,17 @@ public final class SessionEndpoints: Sendable {
         }
     }
 
-    /// The confidential client of an `Authorization: Basic` header, or a 401.
+    /// The confidential client of an `Authorization: Basic` header (its ID and secret each
+    /// form-decoded, RFC 6749, 2.3.1), or a 401.
     func confidentialClient(_ authorization: String?) -> SessionHTTPResponse? {
         let challenge: HTTPFields = [.wwwAuthenticate: #"Basic realm="shadow-keys""#]
         guard let authorization, authorization.lowercased().hasPrefix("basic "),
             let decoded = Data(base64Encoded: String(authorization.dropFirst(6))),
             let text = String(data: decoded, encoding: .utf8), let colon = text.firstIndex(of: ":")
         else { return .error(401, "invalid_client", "authenticate with HTTP Basic", headers: challenge) }
-        let id = String(text[..<colon]), secret = Array(text[text.index(after: colon)...].utf8)
+        // RFC 6749, 2.3.1: the ID and the secret are each form-encoded before they are joined.
+        let id = FormDecoding.value(text[..<colon])
+        let secret = Array(FormDecoding.value(text[text.index(after: colon)...]).utf8)
         guard let expected = introspectionClients[id],
             expected.withUnsafeBytes({ ConstantTime.equals(Array($0), secret) })
         else { return .error(401, "invalid_client", "unknown client or wrong secret", headers: challenge) }

@@ -145,6 +145,21 @@ import Testing
                 let once = await route(Array("token=a&token_type_hint=refresh_token".utf8), form, basic)
                 #expect(once.status.code == 200)
             }
+            // RFC 6749, 2.3.1: the ID and secret are form-encoded inside Basic.
+            let special = SessionEndpoints(
+                authority: fixture.endpoints.authority,
+                validator: AppleIdentityTokenValidator(clientIDs: [Self.client]),
+                appleKeys: try JWKSet(keys: [try apple.identitySigner.publicJWK()]), appleClients: [:],
+                introspectionClients: ["c 1": SecretBytes(Array("p+q%r:s é".utf8))])
+            for (pair, status) in [
+                ("c+1:p%2Bq%25r%3As+%C3%A9", 200), ("c%201:p%2bq%25r%3as%20%c3%a9", 200), ("c 1:p+q%r:s é", 401),
+                ("c+1:p%2Bq%25r%3As", 401),
+            ] {
+                let answer = await special.introspect(
+                    body: Array("token=a".utf8), contentType: form,
+                    authorization: "Basic " + Data(pair.utf8).base64EncodedString())
+                #expect(answer.status.code == status, "\(pair)")
+            }
         }
         await fixture.close()
     }
