@@ -71,6 +71,23 @@ public enum TokenSourceEntries {
         return (entry, try DPoPSigner.es256(key))
     }
 
+    /// Why `name` cannot be set up as a token source in `contents` without replacing an entry
+    /// that is not part of one, or nil when it can: NAME must be absent or a token source already
+    /// (a refresh-token entry with its token endpoint), and a new source takes no entry already
+    /// named like its companions (`NAME.access`, `.client-secret`, `.p8`, `.dpop`).
+    package static func conflict(in contents: VaultContents, name: String) -> String? {
+        if let existing = contents.entry(named: name) {
+            guard existing.kind == .refreshToken, existing.labels[tokenEndpoint] != nil else {
+                let kind = existing.kind.rawValue
+                return "\(name.quotedForMessage) holds an entry of kind \(kind) that is not a token source"
+            }
+            return nil
+        }
+        let companions = [access(name), clientSecret(name), p8(name), dpop(name)]
+        guard let taken = companions.first(where: { contents.entry(named: $0) != nil }) else { return nil }
+        return "\(taken.quotedForMessage) exists and is not part of a token source \(name.quotedForMessage)"
+    }
+
     static let preset = "oauth.preset"
     static let tokenEndpoint = "oauth.token_endpoint"
     static let clientID = "oauth.client_id"

@@ -131,7 +131,7 @@ public final class TokenVault: Sendable {
         }
         try io { try Files.makeDirectory(Files.parentDirectory(path)) }
         let vault = TokenVault(path: path, unlock: unlock, clock: clock)
-        try vault.withLock {
+        try vault.withLock(creating: true) {
             guard try io({ try Files.ownerAndMode(path) }) == nil else {
                 throw VaultError(.alreadyExists, "a vault already exists at \(path)")
             }
@@ -435,8 +435,13 @@ public final class TokenVault: Sendable {
     }
 
     /// Holds the vault's lock (`<path>.lock`) around `body`; removes temporary files that a
-    /// killed writer left behind, which only a lock holder can safely do.
-    private func withLock<R>(_ body: () throws -> R) throws -> R {
+    /// killed writer left behind, which only a lock holder can safely do. Unless `creating`, a
+    /// vault that does not exist is refused before the lock file is made, so a failed write
+    /// leaves nothing beside the missing vault.
+    private func withLock<R>(creating: Bool = false, _ body: () throws -> R) throws -> R {
+        if !creating, try Self.io({ try Files.ownerAndMode(path) }) == nil {
+            throw VaultError(.notFound, "no vault at \(path); create one with `shadow-keys vault init`")
+        }
         let lock: FileLock?
         do { lock = try FileLock.acquire(path + ".lock", timeout: lockTimeout.inSeconds) } catch let error as FileError
         {

@@ -211,5 +211,22 @@ import Testing
         #expect(
             try CLIRunner.run(["vault", "put", "plain"] + vaultOptions, stdin: "secret").status == 0)
         #expect(try CLIRunner.run(["vault", "token", "plain"] + vaultOptions).status == 64)
+        // vault login never replaces an entry that is not part of the token source it sets up:
+        // NAME of another kind, or an entry named like a new source's companion. Nothing changes.
+        #expect(
+            try CLIRunner.run(["vault", "put", "loose.access"] + vaultOptions, stdin: "mine").status == 0)
+        for name in ["plain", "loose"] {
+            let refused = try CLIRunner.run(
+                [
+                    "vault", "login", name, "--client-id", "c", "--token-endpoint", fake.url, "--refresh-token-stdin",
+                    "--client-secret-file", secretFile, "--allow-http-loopback", "--json",
+                ] + vaultOptions, stdin: "rt")
+            #expect(refused.status == 73 && refused.stdout.contains(#""code":"exists""#), "\(refused.stdout)")
+        }
+        for (name, secret) in [("plain", "secret"), ("loose.access", "mine")] {
+            let kept = try CLIRunner.run(["vault", "get", name] + vaultOptions)
+            #expect(kept.status == 0 && kept.stdout == secret + "\n", "\(name): \(kept.stdout)")
+        }
+        #expect(try CLIRunner.run(["vault", "get", "loose"] + vaultOptions).status == 32)
     }
 }

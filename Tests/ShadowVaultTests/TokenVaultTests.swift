@@ -108,6 +108,10 @@ import Testing
         #expect(throws: VaultError(.alreadyExists, "")) { try makeVault() }
         let missing = TokenVault(path: directory.path + "/none.skv", unlock: .key(key))
         await #expect(throws: VaultError(.notFound, "")) { try await missing.list() }
+        // A write to a missing vault is refused before its lock file is made: nothing is left.
+        await #expect(throws: VaultError(.notFound, "")) { try await missing.put(entry("a")) }
+        #expect(try Files.ownerAndMode(directory.path + "/none.skv.lock") == nil)
+        #expect(try Files.ownerAndMode(directory.path + "/none.skv") == nil)
         #expect(throws: VaultError(.invalidParameter, "")) {
             try TokenVault.createSync(at: directory.path + "/short", unlock: .key(SecretBytes([1, 2, 3])))
         }

@@ -108,10 +108,21 @@ extension VaultCommand {
             }
         }
 
+        /// Exit 73 (`exists`) for an entry vault login would replace (``TokenSourceEntries/conflict(in:name:)``).
+        static func refuseConflict(_ conflict: String?) throws {
+            guard let conflict else { return }
+            throw CLIError(
+                .cannotCreate, code: "exists",
+                "\(conflict): vault login never replaces it; remove it (vault rm) or choose another name")
+        }
+
         func run() async throws {
             try await reportingFailures(json: json) {
                 let client = try client()
                 let tokenVault = try vault.open()
+                // Before any secret is read or code spent; the write checks again under its lock.
+                try Self.refuseConflict(
+                    try tokenVault.withLockedContents { TokenSourceEntries.conflict(in: $0, name: name) })
                 var entries: [VaultEntry] = []
                 let provider: VaultEntry.Provider =
                     switch client.preset {
@@ -189,6 +200,8 @@ extension VaultCommand {
                 for entry in entries + [access].compactMap({ $0 }) { try entry.validate() }
                 let now = Date()
                 try tokenVault.update { contents in
+                    // Another entry is never replaced: only NAME's own entries, when NAME is a source.
+                    try Self.refuseConflict(TokenSourceEntries.conflict(in: contents, name: name))
                     for entry in entries { contents.put(entry, now: now) }
                     if let access {
                         contents.put(access, now: now)
