@@ -505,7 +505,7 @@ public final class SessionEndpoints: Sendable {
             return refused
         }
         do {
-            let rows = try await authority.sessions(user: claims.userID).filter { $0.revokedAt == nil }
+            let rows = try await authority.sessions(user: claims.userID).filter(authority.isLive)
             return .json(
                 200,
                 [
@@ -538,7 +538,11 @@ public final class SessionEndpoints: Sendable {
         }
         guard let session = SessionID(id) else { return .error(404, "not_found", "no such session") }
         do {
-            guard try await authority.revoke(session: session, user: claims.userID) else {
+            // Only a live session of the caller's (as the list shows them) is theirs to end.
+            let live = try await authority.sessions(user: claims.userID).contains {
+                $0.id == session && authority.isLive($0)
+            }
+            guard live, try await authority.revoke(session: session, user: claims.userID) else {
                 return .error(404, "not_found", "no such session")
             }
             return .json(200, ["revoked": true])

@@ -271,6 +271,6 @@ extension SessionAuthority {
     /// The opt-in per-request check: whether the token's session is still live.
     public func isLive(_ claims: SessionClaims) async throws -> Bool {
         guard let row = try await store.session(claims.session), row.user == claims.userID else { return false }
-        return row.revokedAt == nil && row.expiresAt > now
+        return isLive(row)
     }
 }

@@ -268,6 +268,10 @@ public final class SessionAuthority: Sendable {
         }
     }
 
+    /// Whether `row` is live now, by the rules a refresh applies: not revoked, before its
+    /// absolute end, and used within the idle lifetime.
+    public func isLive(_ row: SessionRow) -> Bool { (try? check(row, now: now)) != nil }
+
     private func check(_ row: SessionRow, now: Int64) throws {
         guard row.revokedAt == nil else { throw SessionError(.invalidGrant, "the session was revoked") }
         guard now < row.expiresAt else { throw SessionError(.invalidGrant, "the session reached its 30-day end") }

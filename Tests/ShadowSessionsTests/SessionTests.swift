@@ -134,6 +134,23 @@ import Testing
         }
     }
 
+    /// A session is live by the rules a refresh applies, idle lifetime included: with a
+    /// 10-minute idle lifetime and hour-long access tokens, a session idle for 11 minutes is
+    /// dead to the per-request check and the device list while its access token still verifies.
+    @Test func liveMeansWhatARefreshAccepts() async throws {
+        try await closing({ await store.close() }) {
+            let authority = try await authority { $0.idleLifetime = 600 }
+            let issued = try await signIn(authority)
+            let claims = try await authority.verifier().verify(issued.accessToken)
+            #expect(try await authority.isLive(claims))
+            clock.advance(by: 660)
+            #expect(try await authority.verifier().verify(issued.accessToken).session == claims.session)
+            #expect(try await !authority.isLive(claims))
+            #expect(try await authority.sessions(user: claims.userID).filter(authority.isLive).isEmpty)
+            await #expect(throws: SessionError(.invalidGrant, "")) { try await authority.refresh(issued.refreshToken) }
+        }
+    }
+
     @Test func keyRotationPublishesFirstAndKeepsOldTokensValid() async throws {
         try await closing({ await store.close() }) {
             let authority = try await authority()
