@@ -189,10 +189,19 @@ public final class SessionAuthority: Sendable {
         return try await issue(row, generation: 1)
     }
 
+    /// A device name as stored: control characters (U+0000 to U+001F, U+007F to U+009F) dropped,
+    /// then the longest run of whole characters from the start that fits in 64 bytes of UTF-8.
     static func deviceName(_ name: String) -> String {
-        let printable = String(name.unicodeScalars.filter { $0.value >= 0x20 && $0.value != 0x7F })
+        var printable = String.UnicodeScalarView()
+        printable.append(
+            contentsOf: name.unicodeScalars.filter { $0.value >= 0x20 && !(0x7F...0x9F).contains($0.value) })
         var result = ""
-        for character in printable where result.utf8.count + character.utf8.count <= 64 { result.append(character) }
+        var bytes = 0
+        for character in String(printable) {
+            bytes += character.utf8.count
+            if bytes > 64 { break }
+            result.append(character)
+        }
         return result.isEmpty ? "unnamed device" : result
     }
 

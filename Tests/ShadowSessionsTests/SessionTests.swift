@@ -151,6 +151,24 @@ import Testing
         }
     }
 
+    /// Docs/sessions.md: control characters (C0, DEL, C1) dropped, then cut to 64 bytes at a
+    /// character boundary, keeping a prefix (a character that does not fit ends the name).
+    @Test func deviceNamesAreCleanedAndCutAsDocumented() async throws {
+        // The suite opens a store for every test; this one only closes it.
+        try await closing({ await store.close() }) {
+            let sixtyTwo = String(repeating: "a", count: 62)
+            for (given, stored) in [
+                ("Ada's\u{0}\u{1B}[31m iPhone\u{7F}\u{85}\u{9B}", "Ada's[31m iPhone"), ("", "unnamed device"),
+                ("\u{1}\u{9F}", "unnamed device"), (sixtyTwo + "\u{1F600}b", sixtyTwo),
+                (sixtyTwo + "éb", sixtyTwo + "é"),
+                (sixtyTwo + "e\u{301}\u{301}b", sixtyTwo),
+                (String(repeating: "ü", count: 40), String(repeating: "ü", count: 32)),
+            ] {
+                #expect(SessionAuthority.deviceName(given) == stored, "\(given.debugDescription)")
+            }
+        }
+    }
+
     @Test func keyRotationPublishesFirstAndKeepsOldTokensValid() async throws {
         try await closing({ await store.close() }) {
             let authority = try await authority()
