@@ -117,8 +117,10 @@ public struct AppleNotificationVerifier: Sendable {
         guard body.count <= maxBodyBytes else {
             throw JOSEError(.malformedToken, "notification body exceeds \(maxBodyBytes) bytes")
         }
-        guard let object = (try? StrictJSON.parse(body, limits: .jose))?.objectValue else {
-            throw JOSEError(.malformedToken, "notification body is not a JSON object")
+        let object: JSONObject
+        switch StrictJSON.object(body, limits: .jose) {
+        case .success(let value): object = value
+        case .failure(let what): throw JOSEError(.malformedToken, "notification body is \(what)")
         }
         guard let payload = object["payload"]?.stringValue else {
             throw JOSEError(.malformedToken, "notification body has no \"payload\" string")

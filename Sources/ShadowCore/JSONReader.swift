@@ -51,6 +51,28 @@ package struct JSONParseError: Error, Equatable, Sendable, CustomStringConvertib
     }
 }
 
+/// Why bytes are not a JSON object (``StrictJSON/object(_:limits:)``), worded to follow "the body is".
+package struct NotAJSONObject: Error, CustomStringConvertible {
+    package let description: String
+}
+
+extension StrictJSON {
+    /// `bytes` as a JSON object, or what they are instead: "not valid JSON: " and the parser's
+    /// reason, or "a JSON array, not an object".
+    package static func object(_ bytes: some Collection<UInt8>, limits: Limits) -> Result<JSONObject, NotAJSONObject> {
+        let value: JSONValue
+        do {
+            value = try parse(bytes, limits: limits)
+        } catch {
+            return .failure(NotAJSONObject(description: "not valid JSON: \(error)"))
+        }
+        guard case .object(let object) = value else {
+            return .failure(NotAJSONObject(description: "a JSON \(value.typeName), not an object"))
+        }
+        return .success(object)
+    }
+}
+
 /// A strict JSON reader (RFC 8259 restricted to I-JSON, RFC 7493).
 ///
 /// It refuses duplicate member names, invalid UTF-8, unpaired surrogates, noncharacters, numbers

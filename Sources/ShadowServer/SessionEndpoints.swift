@@ -105,18 +105,7 @@ public final class SessionEndpoints: Sendable {
         guard body.count <= maxBodyBytes else {
             return .failure(.error(413, "body_too_large", "the body is over \(maxBodyBytes) bytes"))
         }
-        let value: JSONValue
-        do {
-            value = try StrictJSON.parse(body, limits: .jose)
-        } catch let error as JSONParseError {
-            return .failure(.error(400, "invalid_request", "the body is not valid JSON: \(error)"))
-        } catch {
-            return .failure(.error(400, "invalid_request", "the body is not valid JSON"))
-        }
-        guard case .object(let object) = value else {
-            return .failure(.error(400, "invalid_request", "the body is a JSON \(value.typeName), not an object"))
-        }
-        return .success(object)
+        return StrictJSON.object(body, limits: .jose).mapError { .error(400, "invalid_request", "the body is \($0)") }
     }
 
     /// Whether a `Content-Type` value names `type` (lowercase ASCII): its media type, the part

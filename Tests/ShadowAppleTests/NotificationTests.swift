@@ -70,6 +70,20 @@ import Testing
                 try verifier.verify(body: Array(raw.utf8), keys: keys)
             }
         }
+        // The refusal says what is wrong with the body.
+        for (raw, reason) in [
+            (
+                #"{"payload":"a","payload":"b"}"#,
+                #"notification body is not valid JSON: duplicate member name "payload""#
+            ),
+            ("[]", "notification body is a JSON array, not an object"),
+            (#"{"payload":1}"#, #"notification body has no "payload" string"#),
+        ] {
+            let error = #expect(throws: JOSEError.self) {
+                try AppleNotificationVerifier.payload(fromBody: Array(raw.utf8))
+            }
+            #expect(error?.reason.hasPrefix(reason) == true, "\(error?.reason ?? "")")
+        }
         for bad: JSONValue in [
             "not json", .string("[1,2]"), .string(#"{"sub":"s","event_time":1}"#),
             .string(#"{"type":"x","event_time":1}"#), .string(#"{"type":"x","sub":"s"}"#), 5,
