@@ -155,10 +155,10 @@ public struct AppleNotificationVerifier: Sendable {
         let event: JSONObject
         switch claims["events"] {
         case .string(let text)?:
-            guard let object = (try? StrictJSON.parse(text, limits: .jose))?.objectValue else {
-                throw reject("events is not a JSON object")
+            switch StrictJSON.object(Array(text.utf8), limits: .jose) {
+            case .success(let object): event = object
+            case .failure(let what): throw reject("events is \(what)")
             }
-            event = object
         case .object(let object)?:
             event = object
         default:

@@ -96,6 +96,19 @@ import Testing
         #expect(try log(["prove"]).status == 64, "usage")
         #expect(try log(["prove", "--inclusion", "5"]).status == 64, "no such entry")
         #expect(try log(["append", "--operation", "upload"]).status == 64, "missing fields")
+        // --details that are not a JSON object say why, with the subcommand's usage.
+        for (details, reason) in [
+            (#"{"a":1,"a":2}"#, #"--details is not valid JSON: duplicate member name "a""#),
+            ("[1]", "--details is a JSON array, not an object"),
+        ] {
+            let refused = try log(
+                [
+                    "append", "--operation", "upload", "--provider", "icloud", "--entity-type", "file",
+                    "--entity-id", "d", "--details", details,
+                ])
+            #expect(refused.status == 64 && refused.stderr.contains(reason), "\(refused.stderr)")
+            #expect(refused.stderr.contains("shadow-keys log append"), "\(refused.stderr)")
+        }
         #expect(try log(["verify"], location: "postgres://db/x").status == 64)
         // A flipped byte in the entry.
         var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))

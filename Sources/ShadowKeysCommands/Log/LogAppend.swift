@@ -42,6 +42,8 @@ extension LogCommand {
                 guard operation != nil, provider != nil, entityType != nil, entityID != nil else {
                     throw ValidationError("give --operation, --provider, --entity-type and --entity-id (or --from)")
                 }
+                // The entry's own checks, here, so a refusal is reported with this command's usage.
+                _ = try single()
             }
         }
 
@@ -72,10 +74,10 @@ extension LogCommand {
         func single() throws -> OperationEntry {
             var detailsObject: JSONObject?
             if let details {
-                guard case .object(let object)? = try? StrictJSON.parse(details, limits: .jose) else {
-                    throw ValidationError("--details: not a JSON object")
+                switch StrictJSON.object(Array(details.utf8), limits: .jose) {
+                case .success(let object): detailsObject = object
+                case .failure(let what): throw ValidationError("--details is \(what)")
                 }
-                detailsObject = object
             }
             let entry = OperationEntry(
                 operation: operation ?? "", provider: provider ?? "", entityType: entityType ?? "",
