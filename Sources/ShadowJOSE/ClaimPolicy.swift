@@ -361,8 +361,17 @@ public struct ClaimPolicy: Sendable {
         ClaimFailure(claim: claim, rule: rule, expected: expected, actual: actual, message: message)
     }
 
-    private func format(_ seconds: Double) -> String {
+    /// Seconds for a message: whole ones as an integer, others to the millisecond (`422.606`,
+    /// not the seventeen digits a Double prints).
+    package static func format(_ seconds: Double) -> String {
         if seconds == seconds.rounded(), abs(seconds) < 1e15 { return String(Int64(seconds)) }
-        return String(seconds)
+        let milliseconds = (seconds * 1000).rounded()
+        guard abs(milliseconds) < 1e15 else { return String(seconds) }
+        let magnitude = Int64(milliseconds).magnitude
+        let fraction = String(magnitude % 1000)
+        return (milliseconds < 0 ? "-" : "") + String(magnitude / 1000) + "."
+            + String(repeating: "0", count: 3 - fraction.count) + fraction
     }
+
+    private func format(_ seconds: Double) -> String { Self.format(seconds) }
 }

@@ -15,6 +15,15 @@ import Testing
         failures(claims, policy, at: time).map { "\($0.claim):\($0.rule)" }
     }
 
+    @Test(
+        arguments: [
+            (1_700_000_000, "1700000000"), (422.6055245399475, "422.606"), (-0.0004, "0.000"), (-1.5, "-1.500"),
+            (0.05, "0.050"), (1795894510.6055245, "1795894510.606"), (1e300, "1e+300"),
+        ] as [(Double, String)])
+    func timesInMessagesAreWholeOrToTheMillisecond(_ pair: (Double, String)) {
+        #expect(ClaimPolicy.format(pair.0) == pair.1)
+    }
+
     @Test func expiryBoundaryWithLeeway() {
         let policy = ClaimPolicy(leeway: 60)
         let claims: JSONObject = ["exp": .int(Int64(now))]
