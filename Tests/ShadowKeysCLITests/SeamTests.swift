@@ -238,7 +238,9 @@ import Testing
     @Test func theDocumentedAnswersHoldTheirShape() throws {
         let server = try SessionServer()
         let signedIn = try server.signIn(subject: "001234.shape.0042", device: "Ada's iPhone")
-        #expect(Set(signedIn.json.map(\.name)) == ["userId", "accessToken", "refreshToken", "tokenType", "expiresIn"])
+        #expect(
+            Set(signedIn.json.map(\.name)) == ["userId", "accessToken", "refreshToken", "tokenType", "expiresIn"],
+            "\(signedIn.status) \(signedIn.body)")
         #expect(signedIn.json["tokenType"] == "Bearer")
         let refreshed = try server.refresh(try #require(signedIn.json["refreshToken"]?.stringValue))
         #expect(Set(refreshed.json.map(\.name)) == ["accessToken", "refreshToken", "tokenType", "expiresIn"])
