@@ -14,4 +14,21 @@ package enum BearerToken {
         guard lowered.dropLast().elementsEqual(scheme.utf8), lowered.last == UInt8(ascii: " ") else { return nil }
         return String(decoding: bytes.dropFirst(prefix), as: UTF8.self)
     }
+
+    /// Whether `token` is a `b64token` (RFC 6750 §2.1; `token68` of RFC 9110 §11.2): one or more
+    /// letters, digits, `-._~+/`, then any `=`. Two credentials in one header (or two headers
+    /// joined with ", ") are not one.
+    package static func isToken68(_ token: String) -> Bool {
+        var bytes = token.utf8[...]
+        while bytes.last == UInt8(ascii: "=") { bytes = bytes.dropLast() }
+        return !bytes.isEmpty
+            && bytes.allSatisfy { byte in
+                switch byte {
+                case 0x41...0x5A, 0x61...0x7A, 0x30...0x39, UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"),
+                    UInt8(ascii: "~"), UInt8(ascii: "+"), UInt8(ascii: "/"):
+                    return true
+                default: return false
+                }
+            }
+    }
 }

@@ -65,14 +65,17 @@ public struct ProtectedRouteAccess: Sendable {
         return fields
     }
 
-    func refusal(_ code: String, _ message: String, scheme: Scheme?, extra: HTTPFields = [:]) -> SessionHTTPResponse {
+    func refusal(
+        _ code: String, _ message: String, scheme: Scheme?, extra: HTTPFields = [:], status: HTTPResponse.Status = 401
+    ) -> SessionHTTPResponse {
         var headers = challenges(code == "missing_token" ? nil : code, scheme: scheme)
         headers.append(contentsOf: extra)
-        return .error(401, code, message, headers: headers)
+        return .error(status, code, message, headers: headers)
     }
 
     /// The caller's verified claims, or the answer to give: 401 with `WWW-Authenticate` (RFC 6750,
-    /// RFC 9449 §7.1), or 503 when the replay cache is full.
+    /// RFC 9449 §7.1), 400 `invalid_request` for a header that is not one token (two credentials,
+    /// or two headers), or 503 when the replay cache is full.
     /// - Parameters:
     ///   - dpop: every `DPoP` header value of the request.
     ///   - method: the request's method; `path`: its path, without the query.
@@ -91,6 +94,14 @@ public struct ProtectedRouteAccess: Sendable {
                     "missing_token",
                     "send the access token as Authorization: Bearer <token>, or DPoP <token> with a proof",
                     scheme: nil))
+        }
+        // RFC 6750 §3.1: a malformed request, such as two credentials, is invalid_request (400).
+        guard BearerToken.isToken68(token) else {
+            return .failure(
+                refusal(
+                    "invalid_request",
+                    "the Authorization header holds one token (letters, digits, -._~+/, then any =), and only one",
+                    scheme: scheme, status: 400))
         }
         let claims: SessionClaims
         do {

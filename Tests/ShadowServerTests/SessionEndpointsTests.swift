@@ -120,6 +120,24 @@ import Testing
         await fixture.close()
     }
 
+    /// RFC 6750 §3.1: an Authorization header that is not one b64token (two credentials, two
+    /// headers joined, stray spaces) is a malformed request, 400 invalid_request; a well-formed
+    /// token that does not verify stays 401 invalid_token.
+    @Test func anAuthorizationHeaderHoldsOneToken() async throws {
+        let fixture = try await self.fixture()
+        for (header, status, code) in [
+            ("Bearer a.b.c, Bearer d.e.f", 400, "invalid_request"), ("Bearer  a.b.c", 400, "invalid_request"),
+            ("Bearer a.b.c d", 400, "invalid_request"), ("DPoP a.b.c, DPoP d", 400, "invalid_request"),
+            ("Bearer a.b.c=", 401, "invalid_token"), ("Bearer eyJ+/_-~.x==", 401, "invalid_token"),
+        ] {
+            let answer = await fixture.endpoints.sessions(authorization: header, clientIP: "192.0.2.7")
+            let text = String(decoding: answer.body, as: UTF8.self)
+            #expect(answer.status.code == status && text.contains(code), "\(header): \(text)")
+            #expect(answer.headers[values: .wwwAuthenticate].contains { $0.contains(#"error="\#(code)""#) })
+        }
+        await fixture.close()
+    }
+
     /// RFC 6749, 3.1: a parameter given twice is refused, so no two readers of the form (a proxy
     /// that checks the first, a server that takes the last) can disagree on the token.
     @Test func aFormThatGivesItsTokenTwiceIsRefused() async throws {
