@@ -61,6 +61,13 @@ public struct AppleIdentityMiddleware<Context: AppleIdentityRequestContext>: Rou
                 .unauthorized, "missing_token", "send the identity token as Authorization: Bearer <token>",
                 challenge: "Bearer")
         }
+        // RFC 6750 §3.1: two credentials (or two headers, joined) are a malformed request.
+        guard BearerToken.isToken68(bearer) else {
+            return jsonError(
+                .badRequest, "invalid_request",
+                "the Authorization header holds one token (letters, digits, -._~+/, then any =), and only one",
+                challenge: #"Bearer error="invalid_request""#)
+        }
         let token: AppleIdentityToken
         do {
             token = try await validator.validate(bearer, keys: keys)

@@ -98,6 +98,15 @@ import Testing
                             "\(header.prefix(10))")
                     }
                 }
+                // Not one token (two credentials, two headers joined, a stray space): 400 invalid_request.
+                for header in ["Bearer \(token), Bearer \(token)", "Bearer  \(token)", "Bearer \(token) x"] {
+                    try await client.execute(uri: "/api/me", method: .get, headers: [.authorization: header]) {
+                        response in
+                        #expect(
+                            response.status == .badRequest && String(buffer: response.body).contains("invalid_request"))
+                        #expect(response.headers[.wwwAuthenticate] == #"Bearer error="invalid_request""#)
+                    }
+                }
                 // Apple revokes consent: 200 applied, then 200 duplicate; the token is refused from then on.
                 let body = try notification("consent-revoked", subject: subject, jti: "hb-1")
                 try await client.execute(uri: "/apple/notifications", method: .post, body: body) { response in
