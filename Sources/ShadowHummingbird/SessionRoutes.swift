@@ -104,8 +104,8 @@ extension RouterMethods where Context: RemoteAddressRequestContext {
         post("/auth/refresh") { body, type, ip, _, proofs in
             await endpoints.refresh(body: body, contentType: type, clientIP: ip, dpop: proofs)
         }
-        post("/auth/logout") { body, type, ip, _, _ in
-            await endpoints.logout(body: body, contentType: type, clientIP: ip)
+        post("/auth/logout") { body, type, ip, _, proofs in
+            await endpoints.logout(body: body, contentType: type, clientIP: ip, dpop: proofs)
         }
         post("/auth/revoke") { body, type, _, authorization, _ in
             await endpoints.revoke(body: body, contentType: type, authorization: authorization)

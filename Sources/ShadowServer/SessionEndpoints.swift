@@ -377,16 +377,25 @@ public final class SessionEndpoints: Sendable {
     }
 
     /// `POST /auth/logout`: `{"refreshToken"}`; revokes its session. Always 200 for a well-formed
-    /// request (RFC 7009, 2.2: an unknown token is no error; one that is not ours reads no store).
-    public func logout(body: [UInt8], contentType: String?, clientIP: String) async -> SessionHTTPResponse {
+    /// request (RFC 7009, 2.2: an unknown token is no error; one that is not ours reads no store),
+    /// but a session bound to a DPoP key is ended only with a proof by that key (`dpop`, for
+    /// `POST <issuer>/auth/logout`): without one, 400 `invalid_dpop_proof` and the session stays.
+    public func logout(
+        body: [UInt8], contentType: String?, clientIP: String, dpop proofs: [String] = []
+    ) async -> SessionHTTPResponse {
         let token: RefreshToken
         switch await refreshTokenRequest(body, contentType: contentType, clientIP: clientIP) {
         case .failure(let response): return response
         case .success(let checked?): token = checked
         case .success(nil): return .json(200, ["revoked": false])
         }
+        let proof: DPoPProof?
+        switch await tokenRouteProof(proofs, path: "/auth/logout") {
+        case .failure(let response): return response
+        case .success(let value): proof = value
+        }
         do {
-            return .json(200, ["revoked": .bool(try await authority.revoke(token))])
+            return .json(200, ["revoked": .bool(try await authority.logout(token, proof: proof))])
         } catch {
             return failure(error)
         }

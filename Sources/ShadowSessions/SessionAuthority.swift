@@ -325,6 +325,23 @@ public final class SessionAuthority: Sendable {
     /// ``revoke(refreshToken:)`` of a token this authority has already read and authenticated
     /// (``authenticate(refreshToken:)``). Not public, as the refresh of a `RefreshToken` is not:
     /// a token made with `RefreshToken(family:generation:)` has no MAC.
+    /// A logout (`POST /auth/logout`): revokes the token's session, but a session bound to a
+    /// DPoP key only with a proof by that key, so the holder of a stolen token cannot sign the
+    /// user out (Docs/dpop.md, "Sessions"). False when there is no such session.
+    /// - Throws: ``SessionErrorCode/invalidProof`` for a bound session without its key's proof.
+    package func logout(_ token: RefreshToken, proof: DPoPProof?) async throws -> Bool {
+        guard let row = try await store.session(token.family) else { return false }
+        if let bound = row.keyThumbprint {
+            guard let proof else {
+                throw SessionError(.invalidProof, "this session is bound to a DPoP key: send a DPoP proof by that key")
+            }
+            guard ConstantTime.equals(Array(bound.utf8), Array(proof.thumbprint.utf8)) else {
+                throw SessionError(.invalidProof, "the DPoP proof is signed by another key than the session's")
+            }
+        }
+        return try await revoke(token)
+    }
+
     package func revoke(_ token: RefreshToken) async throws -> Bool {
         let row = try await store.session(token.family)
         let revoked = try await store.revoke(token.family, now: now)

@@ -154,6 +154,47 @@ import Testing
         }
     }
 
+    /// A stolen refresh token of a bound session cannot sign the user out: a logout without the
+    /// key's proof, or with another key's, is refused and the session stays; with the device's
+    /// proof it ends the session. An unbound session logs out without a proof, as before.
+    @Test func aBoundSessionLogsOutOnlyWithItsKey() async throws {
+        let fixture = try await fixture()
+        try await closing({ await fixture.store.close() }) {
+            let device = try DPoPSigner.es256(P256.Signing.PrivateKey())
+            let signedIn = await fixture.endpoints.signIn(
+                body: try signInBody("001234.dpop.logout"), contentType: "application/json", clientIP: "192.0.2.1",
+                dpop: try proof(device, "POST", "/auth/apple"))
+            let refreshToken = try #require(try Self.object(signedIn)["refreshToken"]?.stringValue)
+            func logout(_ token: String, _ proofs: [String]) async -> SessionHTTPResponse {
+                await fixture.endpoints.logout(
+                    body: Array(JSONValue.object(["refreshToken": .string(token)]).serialized().utf8),
+                    contentType: "application/json", clientIP: "192.0.2.9", dpop: proofs)
+            }
+            let thief = try DPoPSigner.es256(P256.Signing.PrivateKey())
+            for proofs in [[], try proof(thief, "POST", "/auth/logout")] {
+                let refused = await logout(refreshToken, proofs)
+                #expect(refused.status == .badRequest && Self.errorCode(refused) == "invalid_dpop_proof")
+            }
+            let wrongRoute = await logout(refreshToken, try proof(device, "POST", "/auth/refresh"))
+            #expect(wrongRoute.status == .badRequest && Self.errorCode(wrongRoute) == "invalid_dpop_proof")
+            // The session stayed: it still refreshes with the device's proof.
+            let refreshed = await refresh(fixture.endpoints, refreshToken, try proof(device, "POST", "/auth/refresh"))
+            #expect(refreshed.status == .ok, "\(String(decoding: refreshed.body, as: UTF8.self))")
+            let next = try #require(try Self.object(refreshed)["refreshToken"]?.stringValue)
+            let ended = await logout(next, try proof(device, "POST", "/auth/logout"))
+            #expect(ended.status == .ok && String(decoding: ended.body, as: UTF8.self) == #"{"revoked":true}"#)
+            let after = await refresh(fixture.endpoints, next, try proof(device, "POST", "/auth/refresh"))
+            #expect(after.status == .unauthorized && Self.errorCode(after) == "invalid_grant")
+
+            // An unbound session needs no proof.
+            let bearer = await fixture.endpoints.signIn(
+                body: try signInBody("001234.dpop.logout2"), contentType: "application/json", clientIP: "192.0.2.1")
+            let bearerToken = try #require(try Self.object(bearer)["refreshToken"]?.stringValue)
+            let unbound = await logout(bearerToken, [])
+            #expect(unbound.status == .ok && String(decoding: unbound.body, as: UTF8.self) == #"{"revoked":true}"#)
+        }
+    }
+
     /// A refresh's session limit and its proof's replay row are written together
     /// (Docs/sessions.md, "Rate limits"): a refused proof still counts against the limit, a
     /// limited request's proof is spent, and neither rotates the session.
