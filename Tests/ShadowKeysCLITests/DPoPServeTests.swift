@@ -60,5 +60,14 @@ import Testing
             headers: [try proof("POST", "/auth/refresh", nonce: nonce)])
         #expect(genuine.status == 200, "\(genuine.body)")
         #expect(genuine.json["tokenType"] == "DPoP")
+
+        // Logout through serve's route: the stolen token alone cannot end the session; the key can.
+        let next = try #require(genuine.json["refreshToken"]?.stringValue)
+        let stolenLogout = try server.request("POST", "/auth/logout", json: ["refreshToken": .string(next)])
+        #expect(stolenLogout.status == 400 && stolenLogout.json["error"]?.objectValue?["code"] == "invalid_dpop_proof")
+        let logout = try server.request(
+            "POST", "/auth/logout", json: ["refreshToken": .string(next)],
+            headers: [try proof("POST", "/auth/logout", nonce: nonce)])
+        #expect(logout.status == 200 && logout.json["revoked"] == true, "\(logout.body)")
     }
 }
