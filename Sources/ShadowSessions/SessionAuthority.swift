@@ -263,12 +263,15 @@ public final class SessionAuthority: Sendable {
 
     /// A bound session needs a proof by its key; with DPoP required, an unbound one is refused.
     private func checkBinding(_ row: SessionRow, proof: DPoPProof?) throws {
-        guard let bound = row.keyThumbprint else {
-            if configuration.requireDPoP {
-                throw SessionError(.invalidProof, "this server requires DPoP, and this session is not bound to a key")
-            }
-            return
+        if row.keyThumbprint == nil, configuration.requireDPoP {
+            throw SessionError(.invalidProof, "this server requires DPoP, and this session is not bound to a key")
         }
+        try checkKey(row, proof: proof)
+    }
+
+    /// A session bound to a key needs a proof by that key; an unbound one needs none.
+    private func checkKey(_ row: SessionRow, proof: DPoPProof?) throws {
+        guard let bound = row.keyThumbprint else { return }
         guard let proof else {
             throw SessionError(.invalidProof, "this session is bound to a DPoP key: send a DPoP proof by that key")
         }
@@ -331,14 +334,7 @@ public final class SessionAuthority: Sendable {
     /// - Throws: ``SessionErrorCode/invalidProof`` for a bound session without its key's proof.
     package func logout(_ token: RefreshToken, proof: DPoPProof?) async throws -> Bool {
         guard let row = try await store.session(token.family) else { return false }
-        if let bound = row.keyThumbprint {
-            guard let proof else {
-                throw SessionError(.invalidProof, "this session is bound to a DPoP key: send a DPoP proof by that key")
-            }
-            guard ConstantTime.equals(Array(bound.utf8), Array(proof.thumbprint.utf8)) else {
-                throw SessionError(.invalidProof, "the DPoP proof is signed by another key than the session's")
-            }
-        }
+        try checkKey(row, proof: proof)
         return try await revoke(token)
     }
 
