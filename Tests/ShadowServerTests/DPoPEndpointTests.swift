@@ -94,6 +94,15 @@ import Testing
         (try? object(answer))?["error"]?.objectValue?["code"]?.stringValue
     }
 
+    /// A sign-in as `subject` with a proof by a new device key: the key and the answer.
+    func boundSignIn(_ fixture: Fixture, _ subject: String) async throws -> (DPoPSigner, SessionHTTPResponse) {
+        let device = try DPoPSigner.es256(P256.Signing.PrivateKey())
+        let answer = await fixture.endpoints.signIn(
+            body: try signInBody(subject), contentType: "application/json", clientIP: "192.0.2.1",
+            dpop: try proof(device, "POST", "/auth/apple"))
+        return (device, answer)
+    }
+
     /// A fixture whose session limit allows one refresh in 600 s, and a session bound to a new
     /// device key by signing in as `subject`: the key and the session's refresh token.
     func oneRefreshBoundSession(
@@ -102,10 +111,7 @@ import Testing
         var limits = SessionEndpoints.Limits()
         limits.perUser = try RateLimit(requests: 1, per: 600, burst: 1)
         let fixture = try await fixture(limits: limits)
-        let device = try DPoPSigner.es256(P256.Signing.PrivateKey())
-        let signedIn = await fixture.endpoints.signIn(
-            body: try signInBody(subject), contentType: "application/json", clientIP: "192.0.2.1",
-            dpop: try proof(device, "POST", "/auth/apple"))
+        let (device, signedIn) = try await boundSignIn(fixture, subject)
         let refreshToken = try #require(try Self.object(signedIn)["refreshToken"]?.stringValue)
         return (fixture, device, refreshToken)
     }
@@ -119,10 +125,7 @@ import Testing
     @Test func aSignInWithAProofBindsTheSessionToItsKey() async throws {
         let fixture = try await fixture()
         try await closing({ await fixture.store.close() }) {
-            let device = try DPoPSigner.es256(P256.Signing.PrivateKey())
-            let answer = await fixture.endpoints.signIn(
-                body: try signInBody("001234.dpop.0001"), contentType: "application/json", clientIP: "192.0.2.1",
-                dpop: try proof(device, "POST", "/auth/apple"))
+            let (device, answer) = try await boundSignIn(fixture, "001234.dpop.0001")
             #expect(answer.status == .ok, "\(String(decoding: answer.body, as: UTF8.self))")
             let tokens = try Self.object(answer)
             #expect(tokens["tokenType"]?.stringValue == "DPoP")
@@ -160,10 +163,7 @@ import Testing
     @Test func aBoundSessionLogsOutOnlyWithItsKey() async throws {
         let fixture = try await fixture()
         try await closing({ await fixture.store.close() }) {
-            let device = try DPoPSigner.es256(P256.Signing.PrivateKey())
-            let signedIn = await fixture.endpoints.signIn(
-                body: try signInBody("001234.dpop.logout"), contentType: "application/json", clientIP: "192.0.2.1",
-                dpop: try proof(device, "POST", "/auth/apple"))
+            let (device, signedIn) = try await boundSignIn(fixture, "001234.dpop.logout")
             let refreshToken = try #require(try Self.object(signedIn)["refreshToken"]?.stringValue)
             func logout(_ token: String, _ proofs: [String]) async -> SessionHTTPResponse {
                 await fixture.endpoints.logout(
