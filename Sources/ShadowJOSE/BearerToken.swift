@@ -19,16 +19,22 @@ package enum BearerToken {
     /// letters, digits, `-._~+/`, then any `=`. Two credentials in one header (or two headers
     /// joined with ", ") are not one.
     package static func isToken68(_ token: String) -> Bool {
-        var bytes = token.utf8[...]
-        while bytes.last == UInt8(ascii: "=") { bytes = bytes.dropLast() }
-        return !bytes.isEmpty
-            && bytes.allSatisfy { byte in
-                switch byte {
+        // Over the contiguous UTF-8 buffer: a per-byte walk of the String's views costs more
+        // than the rest of a cached token's check.
+        var token = token
+        return token.withUTF8 { bytes in
+            var end = bytes.count
+            while end > 0, bytes[end - 1] == UInt8(ascii: "=") { end -= 1 }
+            guard end > 0 else { return false }
+            for index in 0..<end {
+                switch bytes[index] {
                 case 0x41...0x5A, 0x61...0x7A, 0x30...0x39, UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"),
                     UInt8(ascii: "~"), UInt8(ascii: "+"), UInt8(ascii: "/"):
-                    return true
+                    continue
                 default: return false
                 }
             }
+            return true
+        }
     }
 }
