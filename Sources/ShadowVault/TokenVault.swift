@@ -291,6 +291,11 @@ public final class TokenVault: Sendable {
         do { return try body() } catch let error as FileError { throw VaultError(.io, error.description) }
     }
 
+    /// The error for a vault file that does not exist.
+    static func missing(_ path: String) -> VaultError {
+        VaultError(.notFound, "no vault at \(path); create one with `shadow-keys vault init`")
+    }
+
     static func readFile(_ path: String) throws -> [UInt8] {
         do {
             guard let bytes = try Files.read(path, limit: maxFileBytes) else {
@@ -299,7 +304,7 @@ public final class TokenVault: Sendable {
             return bytes
         } catch let error as FileError {
             if error.isNotFound {
-                throw VaultError(.notFound, "no vault at \(path); create one with `shadow-keys vault init`")
+                throw Self.missing(path)
             }
             throw VaultError(.io, error.description)
         }
@@ -440,7 +445,7 @@ public final class TokenVault: Sendable {
     /// leaves nothing beside the missing vault.
     private func withLock<R>(creating: Bool = false, _ body: () throws -> R) throws -> R {
         if !creating, try Self.io({ try Files.ownerAndMode(path) }) == nil {
-            throw VaultError(.notFound, "no vault at \(path); create one with `shadow-keys vault init`")
+            throw Self.missing(path)
         }
         let lock: FileLock?
         do { lock = try FileLock.acquire(path + ".lock", timeout: lockTimeout.inSeconds) } catch let error as FileError
