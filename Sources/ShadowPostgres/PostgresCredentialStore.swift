@@ -218,16 +218,17 @@ final class PostgresStateDatabase: StateDatabase {
                 try await self.inTransaction(connection) {
                     try await connection.run("SELECT pg_advisory_xact_lock(\(Self.migrationLock))", logger: self.logger)
                     let exists =
-                        try await connection.query("SELECT to_regclass('shadow_meta') IS NOT NULL", logger: self.logger)
-                        .collect().first?.decode(Bool.self) ?? false
+                        try await connection.collect(
+                            "SELECT to_regclass('shadow_meta') IS NOT NULL", logger: self.logger
+                        )
+                        .first?.decode(Bool.self) ?? false
                     var version = 0
                     if exists {
-                        let rows = try await connection.query(
+                        let rows = try await connection.collect(
                             """
                             SELECT convert_from(value, 'UTF8') FROM shadow_meta WHERE name = \(MetaName.schemaVersion)
                             """,
-                            logger: self.logger
-                        ).collect()
+                            logger: self.logger)
                         guard let text = try rows.first?.decode(String.self), let number = Int(text), number >= 1 else {
                             throw CredentialError(
                                 .corruptedState, "the database has a shadow_meta table without a schema version")
@@ -264,9 +265,9 @@ final class PostgresStateDatabase: StateDatabase {
     func checkReadableSchema() async throws {
         let version = try await sqlTransaction(writing: false) { transaction -> String? in
             let exists =
-                try await transaction.connection.query(
+                try await transaction.connection.collect(
                     "SELECT to_regclass('shadow_meta') IS NOT NULL", logger: transaction.logger
-                ).collect().first?.decode(Bool.self) ?? false
+                ).first?.decode(Bool.self) ?? false
             guard exists else { return nil }
             return try await transaction.meta(MetaName.schemaVersion).map { String(decoding: $0, as: UTF8.self) }
         }
@@ -332,20 +333,21 @@ final class PostgresStateDatabase: StateDatabase {
             try await connection.run("COMMIT", logger: logger)
             return result
         } catch {
-            if let failure = error as? PSQLError,
-                [.connectionError, .serverClosedConnection, .uncleanShutdown, .clientClosedConnection].contains(
-                    failure.code)
-            {
-                throw error
-            }
-            if let failure = error as? PSQLError, failure.code == .server, let state = failure.serverInfo?[.sqlState],
-                state.hasPrefix("57P") || state.hasPrefix("08")
-            {
-                throw error
-            }
-            try? await connection.run("ROLLBACK", logger: logger)
+            if !Self.lostConnection(error) { try? await connection.run("ROLLBACK", logger: logger) }
             throw error
         }
+    }
+
+    /// Whether `error` ended the connection it came from: it failed or was closed, or the server
+    /// is ending it (SQLSTATE classes 57P, operator intervention, and 08, connection exception).
+    static func lostConnection(_ error: any Error) -> Bool {
+        guard let failure = error as? PSQLError else { return false }
+        if [.connectionError, .serverClosedConnection, .uncleanShutdown, .clientClosedConnection].contains(failure.code)
+        {
+            return true
+        }
+        guard failure.code == .server, let state = failure.serverInfo?[.sqlState] else { return false }
+        return state.hasPrefix("57P") || state.hasPrefix("08")
     }
 
     /// When the current ``retrying(_:)`` gives up: a connection is waited for no longer than that.
@@ -395,7 +397,15 @@ final class PostgresStateDatabase: StateDatabase {
                 do {
                     let result = try await client.withConnection { connection in
                         guard attempt.markLeased(connection) else { throw LeaseTimeout() }
-                        return try await body(connection)
+                        do {
+                            return try await body(connection)
+                        } catch {
+                            // Closed before the pool has it back: the pool can hand out a
+                            // connection the server is ending, and a statement queued on it
+                            // then waits for the watchdog.
+                            if Self.lostConnection(error) { try? await connection.close() }
+                            throw error
+                        }
                     }
                     attempt.finish(.success(result))
                 } catch {
@@ -481,7 +491,7 @@ struct PostgresStateTransaction: StateTransaction {
     let logger: Logger
 
     func meta(_ name: String) async throws -> [UInt8]? {
-        try await connection.query("SELECT value FROM shadow_meta WHERE name = \(name)", logger: logger).collect().first
+        try await connection.collect("SELECT value FROM shadow_meta WHERE name = \(name)", logger: logger).first
             .map { Array(try $0.decode(ByteBuffer.self).readableBytesView) }
     }
 
@@ -509,8 +519,8 @@ struct PostgresStateTransaction: StateTransaction {
     func rows(_ ids: [[UInt8]]) async throws -> [StoredRow] {
         guard !ids.isEmpty else { return [] }
         let list = ids.map { ByteBuffer(bytes: $0) }
-        return try await storedRows(
-            try await connection.query(
+        return try storedRows(
+            try await connection.collect(
                 "SELECT row_id, state, body FROM shadow_credentials WHERE row_id = ANY(\(list))", logger: logger))
     }
 
@@ -518,8 +528,8 @@ struct PostgresStateTransaction: StateTransaction {
         guard !ids.isEmpty else { return [] }
         let list = ids.map { ByteBuffer(bytes: $0) }
         // The rows are locked above the sort, so in row-id order.
-        return try await storedRows(
-            try await connection.query(
+        return try storedRows(
+            try await connection.collect(
                 """
                 SELECT row_id, state, body FROM shadow_credentials WHERE row_id = ANY(\(list)) ORDER BY row_id \
                 FOR UPDATE
@@ -536,13 +546,14 @@ struct PostgresStateTransaction: StateTransaction {
     /// is missing, it is read again now that the lock is held.
     func lockWriter(reading names: [String]) async throws -> [String: [UInt8]] {
         var values: [String: [UInt8]] = [:]
-        for try await (name, value) in try await connection.query(
+        for row in try await connection.collect(
             """
             SELECT name, value FROM shadow_meta WHERE name = 'writer' OR name = ANY(\(names)) \
             ORDER BY name <> 'writer', name FOR UPDATE
-            """, logger: logger
-        ).decode((String, ByteBuffer).self) where name != "writer" {
-            values[name] = Array(value.readableBytesView)
+            """, logger: logger)
+        {
+            let (name, value) = try row.decode((String, ByteBuffer).self)
+            if name != "writer" { values[name] = Array(value.readableBytesView) }
         }
         if names.contains(where: { values[$0] == nil }) {
             for name in names { values[name] = try await meta(name) }
@@ -552,18 +563,14 @@ struct PostgresStateTransaction: StateTransaction {
 
     func insertNew(_ rows: [StoredRow]) async throws -> Int {
         guard !rows.isEmpty else { return 0 }
-        var inserted = 0
-        for try await _ in try await insert(rows, onConflict: "DO NOTHING RETURNING 1").decode(Int32.self) {
-            inserted += 1
-        }
-        return inserted
+        return try await insert(rows, onConflict: "DO NOTHING RETURNING 1").count
     }
 
     /// One `INSERT` of `rows`, then `onConflict` (SQL of ours, never a value) after `ON CONFLICT (row_id)`.
-    private func insert(_ rows: [StoredRow], onConflict: String) async throws -> PostgresRowSequence {
+    private func insert(_ rows: [StoredRow], onConflict: String) async throws -> PostgresQueryResult {
         let ids = rows.map { ByteBuffer(bytes: $0.id) }, states = rows.map { Int16($0.state) },
             bodies = rows.map { ByteBuffer(bytes: $0.body) }
-        return try await connection.query(
+        return try await connection.collect(
             """
             INSERT INTO shadow_credentials (row_id, state, body) SELECT * FROM unnest(\(ids)::bytea[], \
             \(states)::smallint[], \(bodies)::bytea[])
@@ -571,25 +578,24 @@ struct PostgresStateTransaction: StateTransaction {
             """, logger: logger)
     }
 
-    func storedRows(_ sequence: PostgresRowSequence) async throws -> [StoredRow] {
-        var rows: [StoredRow] = []
-        for try await (id, state, body) in sequence.decode((ByteBuffer, Int16, ByteBuffer).self) {
-            rows.append(
-                StoredRow(id: Array(id.readableBytesView), state: Int(state), body: Array(body.readableBytesView)))
+    func storedRows(_ result: PostgresQueryResult) throws -> [StoredRow] {
+        try result.map { row in
+            let (id, state, body) = try row.decode((ByteBuffer, Int16, ByteBuffer).self)
+            return StoredRow(id: Array(id.readableBytesView), state: Int(state), body: Array(body.readableBytesView))
         }
-        return rows
     }
 
     func upsert(_ rows: [StoredRow]) async throws {
         guard !rows.isEmpty else { return }
-        _ = try await insert(rows, onConflict: "DO UPDATE SET state = EXCLUDED.state, body = EXCLUDED.body").collect()
+        _ = try await insert(rows, onConflict: "DO UPDATE SET state = EXCLUDED.state, body = EXCLUDED.body")
     }
 
     func stateCounts() async throws -> [Int: Int] {
         var counts: [Int: Int] = [:]
-        for try await (state, count) in try await connection.query(
-            "SELECT state, count(*) FROM shadow_credentials GROUP BY state", logger: logger
-        ).decode((Int16, Int64).self) {
+        for row in try await connection.collect(
+            "SELECT state, count(*) FROM shadow_credentials GROUP BY state", logger: logger)
+        {
+            let (state, count) = try row.decode((Int16, Int64).self)
             counts[Int(state)] = Int(count)
         }
         return counts
@@ -608,8 +614,8 @@ struct PostgresStateTransaction: StateTransaction {
     }
 
     func audit(after sequence: Int, limit: Int) async throws -> [StoredAuditLine] {
-        try await auditLines(
-            try await connection.query(
+        try auditLines(
+            try await connection.collect(
                 """
                 SELECT seq, subject, linked, line FROM shadow_audit WHERE seq > \(Int64(sequence)) ORDER BY seq \
                 LIMIT \(limit)
@@ -619,8 +625,8 @@ struct PostgresStateTransaction: StateTransaction {
 
     func audit(about rowID: [UInt8]) async throws -> [StoredAuditLine] {
         let id = ByteBuffer(bytes: rowID)
-        return try await auditLines(
-            try await connection.query(
+        return try auditLines(
+            try await connection.collect(
                 """
                 SELECT seq, subject, linked, line FROM shadow_audit WHERE subject = \(id) OR linked = \(id) \
                 ORDER BY seq
@@ -628,16 +634,13 @@ struct PostgresStateTransaction: StateTransaction {
                 logger: logger))
     }
 
-    func auditLines(_ sequence: PostgresRowSequence) async throws -> [StoredAuditLine] {
-        var lines: [StoredAuditLine] = []
-        for try await (seq, subject, linked, line) in sequence.decode((Int64, ByteBuffer, ByteBuffer?, ByteBuffer).self)
-        {
-            lines.append(
-                StoredAuditLine(
-                    sequence: Int(seq), subject: Array(subject.readableBytesView),
-                    linked: linked.map { Array($0.readableBytesView) }, line: Array(line.readableBytesView)))
+    func auditLines(_ result: PostgresQueryResult) throws -> [StoredAuditLine] {
+        try result.map { row in
+            let (seq, subject, linked, line) = try row.decode((Int64, ByteBuffer, ByteBuffer?, ByteBuffer).self)
+            return StoredAuditLine(
+                sequence: Int(seq), subject: Array(subject.readableBytesView),
+                linked: linked.map { Array($0.readableBytesView) }, line: Array(line.readableBytesView))
         }
-        return lines
     }
 
     func putToken(_ row: StoredTokenRow) async throws {
@@ -658,14 +661,15 @@ struct PostgresStateTransaction: StateTransaction {
             } else {
                 "SELECT row_id, kind, expires_at_ms, body FROM shadow_tokens WHERE row_id = \(id) ORDER BY kind"
             }
-        return try await tokenRows(try await connection.query(query, logger: logger))
+        return try tokenRows(
+            try await connection.collect(query, logger: logger))
     }
 
     func tokens(rowIDs: [[UInt8]]) async throws -> [StoredTokenRow] {
         guard !rowIDs.isEmpty else { return [] }
         let ids = rowIDs.map { ByteBuffer(bytes: $0) }
-        return try await tokenRows(
-            try await connection.query(
+        return try tokenRows(
+            try await connection.collect(
                 """
                 SELECT row_id, kind, expires_at_ms, body FROM shadow_tokens WHERE row_id = ANY(\(ids)) \
                 ORDER BY row_id, kind
@@ -674,14 +678,14 @@ struct PostgresStateTransaction: StateTransaction {
 
     func deleteToken(rowID: [UInt8], kind: String) async throws -> Bool {
         let id = ByteBuffer(bytes: rowID)
-        return try await !connection.query(
+        return try await !connection.collect(
             "DELETE FROM shadow_tokens WHERE row_id = \(id) AND kind = \(kind) RETURNING kind", logger: logger
-        ).collect().isEmpty
+        ).isEmpty
     }
 
     func expiredTokens(at milliseconds: Int64, limit: Int) async throws -> [StoredTokenRow] {
-        try await tokenRows(
-            try await connection.query(
+        try tokenRows(
+            try await connection.collect(
                 """
                 SELECT row_id, kind, expires_at_ms, body FROM shadow_tokens WHERE expires_at_ms <= \(milliseconds) \
                 ORDER BY expires_at_ms, row_id, kind LIMIT \(limit)
@@ -703,21 +707,19 @@ struct PostgresStateTransaction: StateTransaction {
     }
 
     func claimRevocations(now: Int64, until: Int64, limit: Int) async throws -> [StoredRevocation] {
-        let rows = try await connection.query(
+        let rows = try await connection.collect(
             """
             UPDATE shadow_revocations SET due_ms = \(until), attempts = attempts + 1
             WHERE (row_id, kind) IN (SELECT row_id, kind FROM shadow_revocations WHERE done_ms IS NULL AND due_ms <= \
             \(now) ORDER BY due_ms LIMIT \(limit))
             RETURNING row_id, kind, event_ms, due_ms, attempts
             """, logger: logger)
-        var claimed: [StoredRevocation] = []
-        for try await (id, kind, event, due, attempts) in rows.decode((ByteBuffer, String, Int64, Int64, Int32).self) {
-            claimed.append(
-                StoredRevocation(
-                    rowID: Array(id.readableBytesView), kind: kind, eventMilliseconds: event, dueMilliseconds: due,
-                    attempts: Int(attempts)))
+        return try rows.map { row in
+            let (id, kind, event, due, attempts) = try row.decode((ByteBuffer, String, Int64, Int64, Int32).self)
+            return StoredRevocation(
+                rowID: Array(id.readableBytesView), kind: kind, eventMilliseconds: event, dueMilliseconds: due,
+                attempts: Int(attempts))
         }
-        return claimed
     }
 
     func finishRevocation(rowID: [UInt8], kind: String, outcome: String?, at: Int64?, due: Int64) async throws {
@@ -731,28 +733,27 @@ struct PostgresStateTransaction: StateTransaction {
     }
 
     func revocationCounts() async throws -> RevocationCounts {
-        let rows = try await connection.query(
+        let rows = try await connection.collect(
             """
             SELECT count(*) FILTER (WHERE done_ms IS NULL), count(*) FILTER (WHERE done_ms IS NOT NULL AND outcome \
             <> 'failed'),
                    count(*) FILTER (WHERE outcome = 'failed') FROM shadow_revocations
             """, logger: logger)
         var counts = RevocationCounts(pending: 0, done: 0, failed: 0)
-        for try await (pending, done, failed) in rows.decode((Int64, Int64, Int64).self) {
+        for row in rows {
+            let (pending, done, failed) = try row.decode((Int64, Int64, Int64).self)
             counts = RevocationCounts(pending: Int(pending), done: Int(done), failed: Int(failed))
         }
         return counts
     }
 
-    func tokenRows(_ sequence: PostgresRowSequence) async throws -> [StoredTokenRow] {
-        var rows: [StoredTokenRow] = []
-        for try await (id, kind, expiry, body) in sequence.decode((ByteBuffer, String, Int64?, ByteBuffer).self) {
-            rows.append(
-                StoredTokenRow(
-                    rowID: Array(id.readableBytesView), kind: kind, expiresAtMilliseconds: expiry,
-                    body: Array(body.readableBytesView)))
+    func tokenRows(_ result: PostgresQueryResult) throws -> [StoredTokenRow] {
+        try result.map { row in
+            let (id, kind, expiry, body) = try row.decode((ByteBuffer, String, Int64?, ByteBuffer).self)
+            return StoredTokenRow(
+                rowID: Array(id.readableBytesView), kind: kind, expiresAtMilliseconds: expiry,
+                body: Array(body.readableBytesView))
         }
-        return rows
     }
 }
 
@@ -829,11 +830,22 @@ final class Attempt<R: Sendable>: Sendable {
 }
 
 extension PostgresConnection {
-    /// Runs `query` to its end, reading and dropping any rows. (A statement whose rows are never
-    /// read is not finished as far as the client knows: if the server then goes away, the next
-    /// statement on the connection is never answered.)
+    /// Runs `query` to its end and returns all its rows, gathered on the connection's event loop
+    /// as they arrive. Every statement of the package goes through here, never through the
+    /// row-by-row sequence: with that sequence, a server that goes away between one batch of rows
+    /// and the consumer's call for the next stops the process in postgres-nio 1.33 (a
+    /// precondition in its row stream), where this path fails the statement with the lost
+    /// connection, as any other outage.
+    func collect(_ query: PostgresQuery, logger: Logger) async throws -> PostgresQueryResult {
+        let result: EventLoopFuture<PostgresQueryResult> = self.query(query, logger: logger)
+        return try await result.get()
+    }
+
+    /// Runs `query` to its end, dropping any rows. (A statement whose rows are never read is not
+    /// finished as far as the client knows: if the server then goes away, the next statement on
+    /// the connection is never answered.)
     func run(_ query: PostgresQuery, logger: Logger) async throws {
-        _ = try await self.query(query, logger: logger).collect()
+        _ = try await collect(query, logger: logger)
     }
 }
 
@@ -854,7 +866,7 @@ extension PostgresStateDatabase: SQLDatabase {
         return try await storing {
             try await retrying {
                 try await withConnection { connection in
-                    try await Self.rows(try await connection.query(query, logger: self.logger))
+                    try Self.rows(try await connection.collect(query, logger: self.logger))
                 }
             }
         }
@@ -929,9 +941,9 @@ extension PostgresStateDatabase: SQLDatabase {
     }
 
     /// The rows, each column by its type: integers (and booleans, as 0 or 1), `bytea`, text.
-    static func rows(_ sequence: PostgresRowSequence) async throws -> [SQLRow] {
+    static func rows(_ result: PostgresQueryResult) throws -> [SQLRow] {
         var rows: [SQLRow] = []
-        for try await row in sequence {
+        for row in result {
             var names: [String] = []
             var values: [SQLValue] = []
             for cell in row {
@@ -959,7 +971,7 @@ struct PostgresSQLTransaction: SQLTransaction {
     let logger: Logger
 
     func run(_ sql: String, _ values: [SQLValue]) async throws -> [SQLRow] {
-        try await PostgresStateDatabase.rows(
-            try await connection.query(PostgresStateDatabase.query(sql, values), logger: logger))
+        try PostgresStateDatabase.rows(
+            try await connection.collect(PostgresStateDatabase.query(sql, values), logger: logger))
     }
 }

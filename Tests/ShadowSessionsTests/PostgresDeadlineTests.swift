@@ -29,4 +29,30 @@ import Testing
             #expect(ContinuousClock.now - again < .seconds(10))
         }
     }
+
+    /// A server connection that ends in the middle of a long result (its backend ends itself
+    /// after the last row, while this side is still taking the rows in) fails the statement as
+    /// `store_unavailable`, never as the watchdog's timeout; the process goes on. The connection is
+    /// closed before the pool has it back, so the next statement is never queued on a
+    /// connection the server is ending (it waited for the watchdog, 15 s, when it was).
+    @Test(.enabled(if: postgresWanted)) func aConnectionLostMidResultFailsTheStatementNotTheProcess() async throws {
+        let url = try PostgresCluster.shared.get().freshDatabase()
+        let postgres = try PostgresDatabase(try PostgresLocation(url: url), retryFor: .seconds(1))
+        try await closing({ await postgres.close() }) {
+            for _ in 0..<4 {
+                let error = await #expect(throws: StorageError.self) {
+                    _ = try await postgres.sql.read(
+                        """
+                        SELECT repeat('x', 1000) AS t FROM generate_series(1, 20000) UNION ALL \
+                        SELECT pg_terminate_backend(pg_backend_pid())::text
+                        """, [])
+                }
+                #expect(error?.code == .unavailable)
+                let reason = error?.reason ?? ""
+                #expect(!reason.contains("did not answer a transaction in time"), "\(reason)")
+            }
+            let rows = try await postgres.sql.read("SELECT 1 AS one", [])
+            #expect(rows.first?.integer("one") == 1)
+        }
+    }
 }
