@@ -17,14 +17,21 @@ func checkEnvelopeIterations(_ iterations: Int) throws {
     }
 }
 
+/// `key=value` split at its first `=` byte (so a value may hold `=`, and one that begins with a
+/// combining mark, which a split by Character would join to the `=`, is still split); nil when
+/// there is no `=` or the key is empty.
+func keyValue(_ item: String) -> (key: String, value: String)? {
+    let halves = item.split(byte: UInt8(ascii: "="), maxSplits: 1, omittingEmptySubsequences: false)
+    guard halves.count == 2, !halves[0].isEmpty else { return nil }
+    return (String(halves[0]), String(halves[1]))
+}
+
 /// `--context k=v`, repeatable, in order: each value splits at its first `=` (so a value may
 /// hold `=`); the key must not be empty.
 func parseContext(_ items: [String]) throws -> EnvelopeContext {
     let pairs = try items.map { item -> (String, String) in
-        guard let equals = item.firstIndex(of: "="), equals != item.startIndex else {
-            throw ValidationError("--context \(item): expected key=value")
-        }
-        return (String(item[..<equals]), String(item[item.index(after: equals)...]))
+        guard let pair = keyValue(item) else { throw ValidationError("--context \(item): expected key=value") }
+        return pair
     }
     do { return try EnvelopeContext(pairs) } catch let error as ShadowCryptoError {
         throw ValidationError("--context: \(error.reason)")

@@ -1,3 +1,5 @@
+import ShadowCore
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -35,12 +37,14 @@ public struct TrustedProxies: Sendable, Hashable {
     /// - Throws: ``InvalidProxy`` naming the first entry that is none of these.
     public init(_ entries: [String]) throws {
         ranges = try entries.map { entry in
-            let parts = entry.split(separator: "/", maxSplits: 1, omittingEmptySubsequences: false)
+            let parts = entry.split(byte: UInt8(ascii: "/"), maxSplits: 1, omittingEmptySubsequences: false)
             guard let address = ClientAddress.bytes(String(parts[0])) else { throw InvalidProxy(entry: entry) }
             let bits = address.count * 8
             var prefix = bits
             if parts.count == 2 {
-                guard let value = Int(parts[1]), (0...bits).contains(value), parts[1].allSatisfy(\.isASCII) else {
+                guard parts[1].utf8.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }),
+                    let value = Int(parts[1]), (0...bits).contains(value)
+                else {
                     throw InvalidProxy(entry: entry)
                 }
                 prefix = value
@@ -81,7 +85,10 @@ public enum ClientAddress {
         guard !trusted.isEmpty, trusted.contains(peer) else { return peer }
         var chain = forwarded.flatMap(forwardedFor)
         if chain.isEmpty {
-            chain = xForwardedFor.flatMap { $0.split(separator: ",") }.map { strip(String($0)) }.filter { !$0.isEmpty }
+            chain = xForwardedFor.flatMap { $0.split(byte: UInt8(ascii: ",")) }.map {
+                String($0.trimmingSpacesAndTabs())
+            }
+            .filter { !$0.isEmpty }
         }
         guard !chain.isEmpty else { return peer }
         for entry in chain.reversed() {
@@ -92,18 +99,21 @@ public enum ClientAddress {
         return canonical(hostPart(chain[0]))
     }
 
-    /// The `for` values of one `Forwarded` field value, in order (RFC 7239, section 4).
+    /// The `for` values of one `Forwarded` field value, in order (RFC 7239, section 4). Every
+    /// delimiter is found by its byte, as the proxy that wrote it and any other reader find it.
     static func forwardedFor(_ value: String) -> [String] {
         var result: [String] = []
-        for element in value.split(separator: ",") {
-            for pair in element.split(separator: ";") {
-                let parts = pair.split(separator: "=", maxSplits: 1)
-                guard parts.count == 2, strip(String(parts[0])).lowercased() == "for" else { continue }
-                var token = strip(String(parts[1]))
-                if token.hasPrefix("\""), token.hasSuffix("\""), token.count >= 2 {
-                    token = String(token.dropFirst().dropLast())
+        for element in value.split(byte: UInt8(ascii: ",")) {
+            for pair in element.split(byte: UInt8(ascii: ";")) {
+                let parts = pair.split(byte: UInt8(ascii: "="), maxSplits: 1)
+                guard parts.count == 2, parts[0].trimmingSpacesAndTabs().equalsASCIIIgnoringCase("for") else {
+                    continue
                 }
-                result.append(token)
+                var token = parts[1].trimmingSpacesAndTabs().utf8[...]
+                if token.count >= 2, token.first == UInt8(ascii: "\""), token.last == UInt8(ascii: "\"") {
+                    token = token.dropFirst().dropLast()
+                }
+                result.append(String(Substring(token)))
             }
         }
         return result
@@ -112,17 +122,12 @@ public enum ClientAddress {
     /// An address without its port and IPv6 brackets: `[2001:db8::1]:4711` → `2001:db8::1`,
     /// `192.0.2.43:47011` → `192.0.2.43`.
     static func hostPart(_ entry: String) -> String {
-        if entry.hasPrefix("["), let close = entry.firstIndex(of: "]") {
-            return String(entry[entry.index(after: entry.startIndex)..<close])
+        let bytes = entry.utf8
+        if bytes.first == UInt8(ascii: "["), let close = bytes.firstIndex(of: UInt8(ascii: "]")) {
+            return String(Substring(bytes[bytes.index(after: bytes.startIndex)..<close]))
         }
-        if entry.filter({ $0 == ":" }).count == 1, let colon = entry.firstIndex(of: ":") {
-            return String(entry[..<colon])
-        }
-        return entry
-    }
-
-    static func strip(_ text: String) -> String {
-        String(text.drop { $0 == " " || $0 == "\t" }.reversed().drop { $0 == " " || $0 == "\t" }.reversed())
+        let colons = entry.split(byte: UInt8(ascii: ":"), omittingEmptySubsequences: false)
+        return colons.count == 2 ? String(colons[0]) : entry
     }
 
     /// The address's 4 or 16 bytes, or nil when it is not an IPv4 or IPv6 address in text.

@@ -407,11 +407,13 @@ public final class SessionEndpoints: Sendable {
         let challenge: HTTPFields = [.wwwAuthenticate: #"Basic realm="shadow-keys""#]
         guard let authorization, authorization.lowercased().hasPrefix("basic "),
             let decoded = Data(base64Encoded: String(authorization.dropFirst(6))),
-            let text = String(data: decoded, encoding: .utf8), let colon = text.firstIndex(of: ":")
+            let text = String(data: decoded, encoding: .utf8),
+            case let halves = text.split(byte: UInt8(ascii: ":"), maxSplits: 1, omittingEmptySubsequences: false),
+            halves.count == 2
         else { return .error(401, "invalid_client", "authenticate with HTTP Basic", headers: challenge) }
         // RFC 6749, 2.3.1: the ID and the secret are each form-encoded before they are joined.
-        let id = FormDecoding.value(text[..<colon])
-        let secret = Array(FormDecoding.value(text[text.index(after: colon)...]).utf8)
+        let id = FormDecoding.value(halves[0])
+        let secret = Array(FormDecoding.value(halves[1]).utf8)
         guard let expected = introspectionClients[id],
             expected.withUnsafeBytes({ ConstantTime.equals(Array($0), secret) })
         else { return .error(401, "invalid_client", "unknown client or wrong secret", headers: challenge) }
@@ -430,9 +432,11 @@ public final class SessionEndpoints: Sendable {
             return .failure(.error(413, "body_too_large", "the body is too large"))
         }
         let tokens = FormDecoding.fields("token", in: String(decoding: body, as: UTF8.self))
-        guard let token = tokens.first else { return .failure(.error(400, "invalid_request", "the form has no token")) }
-        guard tokens.count == 1 else {
+        guard tokens.count <= 1 else {
             return .failure(.error(400, "invalid_request", "the form gives token more than once (RFC 6749, 3.1)"))
+        }
+        guard let token = tokens.first, !token.isEmpty else {
+            return .failure(.error(400, "invalid_request", "the form has no token"))
         }
         return .success(token)
     }

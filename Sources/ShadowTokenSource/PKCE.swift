@@ -56,7 +56,7 @@ public struct PKCE: Sendable, CustomStringConvertible {
     public func code(fromPasted pasted: String) throws -> SecretBytes {
         let text = pasted.trimmingNewlines
         guard
-            let query = text.split(separator: "?", maxSplits: 1).dropFirst().first
+            let query = text.split(byte: UInt8(ascii: "?"), maxSplits: 1).dropFirst().first
                 ?? (text.contains("code=") ? Substring(text) : nil)
         else {
             guard !text.isEmpty, text.utf8.count <= 4096, !text.contains(" ") else {
@@ -66,18 +66,15 @@ public struct PKCE: Sendable, CustomStringConvertible {
         }
         var code: String?
         var returnedState: String?
-        for pair in query.split(separator: "&") {
-            let parts = pair.split(separator: "=", maxSplits: 1)
-            guard parts.count == 2 else { continue }
-            let value = FormDecoding.value(parts[1])
-            if parts[0] == "code" { code = value }
-            if parts[0] == "state" { returnedState = value }
-            if parts[0] == "error" {
+        for (name, value) in FormDecoding.pairs(in: query) {
+            if name.utf8.elementsEqual("code".utf8) { code = value }
+            if name.utf8.elementsEqual("state".utf8) { returnedState = value }
+            if name.utf8.elementsEqual("error".utf8) {
                 throw TokenError(.rejected, "the authorization server answered \(value.prefix(64))")
             }
         }
         guard let code, !code.isEmpty else { throw TokenError(.notConfigured, "the redirect URL holds no code") }
-        guard returnedState == state else {
+        guard let returnedState, returnedState.utf8.elementsEqual(state.utf8) else {
             throw TokenError(.rejected, "the redirect URL's state is not this sign-in's: refusing the code")
         }
         return SecretBytes(utf8: code)
@@ -85,10 +82,16 @@ public struct PKCE: Sendable, CustomStringConvertible {
 }
 
 extension String {
+    /// Without trailing CR, LF and spaces, and leading spaces, by bytes (a String holds CR LF as
+    /// one Character, which is neither "\r" nor "\n").
     fileprivate var trimmingNewlines: String {
-        var text = Substring(self)
-        while let last = text.last, last == "\n" || last == "\r" || last == " " { text = text.dropLast() }
-        while let first = text.first, first == " " { text = text.dropFirst() }
-        return String(text)
+        var text = Substring(self).utf8[...]
+        while let last = text.last,
+            last == UInt8(ascii: "\n") || last == UInt8(ascii: "\r") || last == UInt8(ascii: " ")
+        {
+            text = text.dropLast()
+        }
+        while text.first == UInt8(ascii: " ") { text = text.dropFirst() }
+        return String(Substring(text))
     }
 }

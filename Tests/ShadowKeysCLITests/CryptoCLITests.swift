@@ -82,6 +82,19 @@ import Testing
         #expect(!names.contains { $0.contains("partial") || $0.contains("shadow-keys-decrypt") }, "\(names)")
     }
 
+    /// A pair splits at its first `=` byte: a value that begins with a combining mark (which a
+    /// split by Character joins to the `=`) is a value, in `--context k=v` and `--context=k=v`.
+    @Test func aContextValueMayBeginWithACombiningMark() throws {
+        let plain = try directory.write("accent.txt", "x")
+        let sealed = directory.path + "/accent.skev"
+        let encrypted = try run(["encrypt", plain, "-o", sealed, "--key-file", keyFile, "--context", "k=\u{301}v"])
+        #expect(encrypted.status == 0, "\(encrypted.stderr)")
+        let decrypted = try run(["decrypt", sealed, "-o", "-", "--key-file", keyFile, "--context=k=\u{301}v"])
+        #expect(decrypted.status == 0 && decrypted.stdout == "x", "\(decrypted.stderr)")
+        // Another value, so the pair was bound as given.
+        #expect(try run(["decrypt", sealed, "-o", "-", "--key-file", keyFile, "--context", "k=v"]).status == 20)
+    }
+
     @Test func passphrasesAndRewrap() throws {
         let plain = try directory.write("plain.bin", Data((0..<5000).map { UInt8(truncatingIfNeeded: $0) }))
         let sealed = directory.path + "/sealed"

@@ -18,6 +18,11 @@ import Testing
             ("10.1.2.3", [#"for="[2001:DB8:cafe::17]:4711", for=198.51.100.2"#], [], "198.51.100.2"),
             ("10.1.2.3", [#"For="[2606:4700::1]:4711""#], [], "2606:4700::1"),
             ("10.1.2.3", [#"for="198.51.100.3:47011""#], [], "198.51.100.3"),
+            // A client's entry that ends in a prepended mark (U+0600) joins the comma the proxy
+            // appends into one Character: the delimiters are found by their bytes.
+            ("10.1.2.3", [], ["6.6.6.6\u{600}, 198.51.100.1"], "198.51.100.1"),
+            ("10.1.2.3", ["for=6.6.6.6\u{600}, for=198.51.100.1"], [], "198.51.100.1"),
+            ("10.1.2.3", ["for=6.6.6.6;by=x\u{600}, for=198.51.100.1"], [], "198.51.100.1"),
             // Every hop trusted: the left-most.
             ("10.1.2.3", [], ["10.5.5.5, 10.6.6.6"], "10.5.5.5"),
             // A hop that is no address stops the walk (RFC 7239's unknown, an obfuscated name).
@@ -40,7 +45,10 @@ import Testing
                 == "10.1.2.3")
     }
 
-    @Test(arguments: ["10.0.0.0/33", "example.com", "10.0.0.0/", "::/129", "1.2.3.4/-1", "", "10.0.0.0/8/8"])
+    @Test(arguments: [
+        "10.0.0.0/33", "example.com", "10.0.0.0/", "::/129", "1.2.3.4/-1", "", "10.0.0.0/8/8", "10.0.0.0/+8",
+        "10.0.0.0/ 8",
+    ])
     func badEntriesAreRefused(entry: String) {
         #expect(throws: TrustedProxies.InvalidProxy.self) { try TrustedProxies([entry]) }
     }

@@ -203,6 +203,10 @@ import Testing
         #expect(
             text(try pkce.code(fromPasted: "http://127.0.0.1:8080/cb?state=\(pkce.state)&code=4%2F0Ab\n")) == "4/0Ab")
         #expect(text(try pkce.code(fromPasted: "plain-code\n")) == "plain-code")
+        // A terminal's CR LF is one Character in a String, neither "\r" nor "\n": trimmed by bytes.
+        #expect(text(try pkce.code(fromPasted: " plain-code\r\n")) == "plain-code")
+        #expect(
+            text(try pkce.code(fromPasted: "http://127.0.0.1:8080/cb?code=c1&state=\(pkce.state)\r\n")) == "c1")
         #expect(throws: TokenError.self) { try pkce.code(fromPasted: "http://127.0.0.1:8080/cb?state=forged&code=x") }
         #expect(throws: TokenError.self) { try pkce.code(fromPasted: "http://127.0.0.1:8080/cb?error=access_denied") }
     }

@@ -1,3 +1,5 @@
+import ShadowCore
+
 /// A command line of long options, read without argument-parser's reflection, for the commands
 /// scripts run once per token or secret (Docs/cli.md, "Start-up"): `--name value`,
 /// `--name=value`, flags, a command's own short names standing alone (`-o FILE`, `-q`), and as
@@ -43,10 +45,8 @@ struct LongOptions {
             } else {
                 guard argument.hasPrefix("--"), argument.count > 2 else { return nil }
                 name = String(argument.dropFirst(2))
-                if let equals = name.firstIndex(of: "=") {
-                    value = String(name[name.index(after: equals)...])
-                    name = String(name[..<equals])
-                }
+                let halves = name.split(byte: UInt8(ascii: "="), maxSplits: 1, omittingEmptySubsequences: false)
+                if halves.count == 2 { (name, value) = (String(halves[0]), String(halves[1])) }
                 kind = kinds[name]
             }
             switch kind {

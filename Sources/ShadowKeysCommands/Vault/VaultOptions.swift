@@ -151,11 +151,8 @@ func checkIterations(_ iterations: Int) throws {
 func parseLabels(_ items: [String]) throws -> [String: String] {
     var labels: [String: String] = [:]
     for item in items {
-        guard let equals = item.firstIndex(of: "="), equals != item.startIndex else {
-            throw ValidationError("--label \(item): expected key=value")
-        }
-        let key = String(item[..<equals])
-        guard labels.updateValue(String(item[item.index(after: equals)...]), forKey: key) == nil else {
+        guard let (key, value) = keyValue(item) else { throw ValidationError("--label \(item): expected key=value") }
+        guard labels.updateValue(value, forKey: key) == nil else {
             throw ValidationError("--label \(key) is given twice")
         }
     }

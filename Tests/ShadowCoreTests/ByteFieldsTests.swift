@@ -1,0 +1,33 @@
+import Testing
+
+import ShadowCore
+
+/// Delimiters found by their bytes, as every byte-level reader finds them: a `Character` split
+/// misses one that shares a grapheme with its neighbour (Docs/server.md, "Behind a proxy";
+/// Docs/sessions.md, the revoke and introspect forms).
+@Suite struct ByteFieldsTests {
+    @Test func aDelimiterJoinedToItsNeighbourStillSplits() {
+        // U+0600 is a prepended mark: it joins the comma after it into one Character.
+        #expect("6.6.6.6\u{600}, 1.2.3.4".split(byte: UInt8(ascii: ",")) == ["6.6.6.6\u{600}", " 1.2.3.4"])
+        // U+0301 is a combining mark: it joins the `=` before it.
+        #expect("k=\u{301}v".split(byte: UInt8(ascii: "="), maxSplits: 1) == ["k", "\u{301}v"])
+        #expect("a,,b".split(byte: UInt8(ascii: ","), omittingEmptySubsequences: false) == ["a", "", "b"])
+        #expect(" \t x y\t ".trimmingSpacesAndTabs() == "x y")
+        #expect("\u{301} x".trimmingSpacesAndTabs() == "\u{301} x")
+    }
+
+    @Test func asciiCaseIsIgnoredAndNothingElse() {
+        #expect("For".equalsASCIIIgnoringCase("for") && "FOR".equalsASCIIIgnoringCase("for"))
+        // U+212A KELVIN SIGN is canonically equal to "K", and so `==` to it as a String.
+        #expect(!"\u{212A}id".equalsASCIIIgnoringCase("kid") && !"fo".equalsASCIIIgnoringCase("for"))
+    }
+
+    @Test func formsAreReadAsTheURLStandardReadsThem() {
+        let pairs = FormDecoding.pairs(in: "token=a&token=\u{301}b&&flag&x=1=2&%74oken=c")
+        #expect(pairs.map(\.name) == ["token", "token", "flag", "x", "token"])
+        #expect(pairs.map(\.value) == ["a", "\u{301}b", "", "1=2", "c"])
+        #expect(FormDecoding.fields("token", in: "token=a&token=\u{301}b") == ["a", "\u{301}b"])
+        // `%` with two ASCII hex digits is a byte; a sign is not a digit.
+        #expect(FormDecoding.value("%41%2b%+1%-0%4%zz+%C3%A9") == "A+% 1%-0%4%zz é")
+    }
+}
