@@ -183,7 +183,8 @@ let package = Package(
             dependencies: [
                 "ShadowCore", "ShadowJOSE", "ShadowJWKS", "ShadowApple", "ShadowCrypto", "ShadowVault",
                 "ShadowCredentials", "ShadowPostgres", "ShadowHTTP", "ShadowOperationLog", "ShadowSessions",
-                "ShadowTokenSource", "ShadowStorage", "ShadowDPoP", "ShadowKeysCommands", crypto, httpTypes,
+                "ShadowTokenSource", "ShadowStorage", "ShadowDPoP", "ShadowKeysCommands", "ShadowServer", crypto,
+                httpTypes,
             ],
             swiftSettings: strictSettings),
         .target(

@@ -48,6 +48,10 @@ public enum FuzzTargets {
         ("postgres-url", "PostgreSQL URLs read as libpq reads them", StoreURLTargets.postgresURL),
         ("proxy", "HTTPS_PROXY and NO_PROXY as curl reads them, and hosts matched against them", ProxyTargets.proxy),
         (
+            "forwarded", "Forwarded and X-Forwarded-For from a trusted proxy, and form bodies read back",
+            ServerTargets.forwarded
+        ),
+        (
             "oplog", "operation-log entries, signed checkpoints, witness files and log files, with round trips",
             OperationLogTargets.oplog
         ),
