@@ -25,10 +25,13 @@ public struct NoteSigner: Sendable, CustomStringConvertible {
     /// (the form golang.org/x/mod/sumdb/note reads and writes).
     public init(encoded: String) throws {
         let prefix = "PRIVATE+KEY+"
-        guard encoded.hasPrefix(prefix) else { throw NoteKeys.invalid("a signer key starts with \(prefix)") }
-        let (name, material) = try NoteKeys.split(String(encoded.dropFirst(prefix.count)), what: "signer key")
+        guard encoded.utf8.starts(with: prefix.utf8) else {
+            throw NoteKeys.invalid("a signer key starts with \(prefix)")
+        }
+        let rest = Substring(encoded.utf8.dropFirst(prefix.utf8.count))
+        let (name, material) = try NoteKeys.split(String(rest), what: "signer key")
         try self.init(name: name, seed: material)
-        guard NoteKeys.formatID(keyID) == NoteKeys.idField(encoded.dropFirst(prefix.count)) else {
+        guard NoteKeys.formatID(keyID) == NoteKeys.idField(rest) else {
             throw NoteKeys.invalid("the signer key's ID does not match its name and key")
         }
     }
@@ -149,9 +152,14 @@ public enum SignedNote {
     }
 
     static func parseSignatureLine(_ line: String) throws -> (name: String, keyID: UInt32, signature: [UInt8]) {
-        let prefix = "\u{2014} "
-        guard line.hasPrefix(prefix) else { throw bad("a signature line does not start with an em dash and a space") }
-        let fields = line.dropFirst(prefix.count).split(separator: " ", omittingEmptySubsequences: false)
+        // By bytes: a key name may begin with a combining mark, which a Character holds with
+        // the space before it.
+        let prefix = "\u{2014} ".utf8
+        guard line.utf8.starts(with: prefix) else {
+            throw bad("a signature line does not start with an em dash and a space")
+        }
+        let fields = Substring(line.utf8.dropFirst(prefix.count)).split(
+            byte: UInt8(ascii: " "), omittingEmptySubsequences: false)
         guard fields.count == 2 else { throw bad("a signature line is not a key name and a signature") }
         try NoteKeys.checkName(String(fields[0]))
         guard let blob = Base64.decode(fields[1]), blob.count > 4 else {
@@ -173,10 +181,11 @@ public enum SignedNote {
 }
 
 enum NoteKeys {
-    /// Key names are non-empty, without '+' or any space.
+    /// Key names are non-empty, without '+' or any space, checked scalar by scalar (a `+` or a
+    /// space followed by a combining mark is one Character, and not equal to either).
     static func checkName(_ name: String) throws {
         guard !name.isEmpty, name.utf8.count <= 256 else { throw invalid("a key name is 1 to 256 bytes") }
-        for character in name where character == "+" || character.isWhitespace || character.isNewline {
+        for scalar in name.unicodeScalars where scalar == "+" || scalar.properties.isWhitespace {
             throw invalid("a key name holds no '+' and no space")
         }
         for scalar in name.unicodeScalars where scalar.value < 0x20 || scalar.value == 0x7F {
@@ -198,13 +207,13 @@ enum NoteKeys {
 
     /// The ID field of `name+id+material`.
     static func idField(_ encoded: Substring) -> Substring {
-        let parts = encoded.split(separator: "+", maxSplits: 2, omittingEmptySubsequences: false)
+        let parts = encoded.split(byte: UInt8(ascii: "+"), maxSplits: 2, omittingEmptySubsequences: false)
         return parts.count == 3 ? parts[1] : ""
     }
 
     /// `name+id+base64(0x01 ‖ material)`: the name and the key material (type byte removed).
     static func split(_ encoded: String, what: String) throws -> (String, [UInt8]) {
-        let parts = encoded.split(separator: "+", maxSplits: 2, omittingEmptySubsequences: false)
+        let parts = encoded.split(byte: UInt8(ascii: "+"), maxSplits: 2, omittingEmptySubsequences: false)
         guard parts.count == 3 else { throw invalid("a \(what) is <name>+<key ID>+<base64 key>") }
         try checkName(String(parts[0]))
         // By bytes: Character.isHexDigit also holds for the fullwidth forms of the digits and letters.

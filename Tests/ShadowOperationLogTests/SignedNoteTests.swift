@@ -54,6 +54,25 @@ import Testing
         }
     }
 
+    /// Key names are checked and split scalar by scalar and byte by byte: a `+` or a space
+    /// followed by a combining mark is one Character, equal to neither.
+    @Test func keyNamesAreReadByTheirScalars() throws {
+        let seed = [UInt8](repeating: 5, count: 32)
+        for name in ["a+\u{301}b", "a \u{301}b", "a\u{2003}b"] {
+            #expect(throws: LogError.self, "\(name.debugDescription)") { try NoteSigner(name: name, seed: seed) }
+        }
+        // A name may begin with a combining mark (C2SP signed-note forbids only spaces and '+'):
+        // its keys and its notes read back.
+        let signer = try NoteSigner(name: "\u{301}log.example", seed: seed)
+        let verifier = try NoteVerifier(encoded: signer.verifierKey)
+        #expect(verifier.name.utf8.elementsEqual("\u{301}log.example".utf8) && verifier.keyID == signer.keyID)
+        #expect(try SignedNote.open(try signer.sign("text\n"), verifiers: [verifier]) == "text\n")
+        let encoded =
+            "PRIVATE+KEY+\u{301}log.example+" + String(signer.verifierKey.split(separator: "+")[1]) + "+"
+            + Base64.encode([0x01] + seed)
+        #expect(try NoteSigner(encoded: encoded).verifierKey == signer.verifierKey)
+    }
+
     @Test func unknownKeysAreIgnoredButOneKnownKeyMustSign() throws {
         let verifier = try NoteVerifier(encoded: vector.verifierKey)
         let other = try NoteSigner(name: "example.com/other", seed: [UInt8](repeating: 7, count: 32))
