@@ -1,5 +1,3 @@
-import ShadowCore
-
 /// A command line of long options, read without argument-parser's reflection, for the commands
 /// scripts run once per token or secret (Docs/cli.md, "Start-up"): `--name value`,
 /// `--name=value`, flags, a command's own short names standing alone (`-o FILE`, `-q`), and as
@@ -45,8 +43,13 @@ struct LongOptions {
             } else {
                 guard argument.hasPrefix("--"), argument.count > 2 else { return nil }
                 name = String(argument.dropFirst(2))
-                let halves = name.split(byte: UInt8(ascii: "="), maxSplits: 1, omittingEmptySubsequences: false)
-                if halves.count == 2 { (name, value) = (String(halves[0]), String(halves[1])) }
+                // By Character, as argument-parser splits `--name=value`: this reader takes
+                // exactly the command lines that parser takes (a value that begins with a
+                // combining mark, which joins the `=`, is its usage error; `--name value` works).
+                if let equals = name.firstIndex(of: "=") {
+                    value = String(name[name.index(after: equals)...])
+                    name = String(name[..<equals])
+                }
                 kind = kinds[name]
             }
             switch kind {
