@@ -8,8 +8,8 @@ package enum FormDecoding {
         while let byte = input.popFirst() {
             if byte == UInt8(ascii: "+") {
                 bytes.append(UInt8(ascii: " "))
-            } else if byte == UInt8(ascii: "%"), input.count >= 2, let high = hexDigit(input[input.startIndex]),
-                let low = hexDigit(input[input.startIndex + 1])
+            } else if byte == UInt8(ascii: "%"), input.count >= 2, let high = Hex.value(input[input.startIndex]),
+                let low = Hex.value(input[input.startIndex + 1])
             {
                 bytes.append(high << 4 | low)
                 input = input.dropFirst(2)
@@ -18,15 +18,6 @@ package enum FormDecoding {
             }
         }
         return String(decoding: bytes, as: UTF8.self)
-    }
-
-    static func hexDigit(_ byte: UInt8) -> UInt8? {
-        switch byte {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
-        default: nil
-        }
     }
 
     /// The fields of a form or query string, in order, decoded: split at every `&` byte (empty
