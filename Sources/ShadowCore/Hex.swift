@@ -57,7 +57,8 @@ package enum Hex {
         return out
     }
 
-    static func value(_ c: UInt8) -> UInt8? {
+    /// The value of one ASCII hex digit, either case; nil for any other byte.
+    package static func value(_ c: UInt8) -> UInt8? {
         switch c {
         case UInt8(ascii: "0")...UInt8(ascii: "9"): return c - UInt8(ascii: "0")
         case UInt8(ascii: "a")...UInt8(ascii: "f"): return c - UInt8(ascii: "a") + 10

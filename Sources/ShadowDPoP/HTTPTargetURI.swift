@@ -1,3 +1,5 @@
+import ShadowCore
+
 /// HTTP target URIs as RFC 9449 §4.3 compares `htu` with the request: the query and fragment
 /// dropped, then RFC 3986's syntax- and scheme-based normalization (§6.2.2, §6.2.3). Only
 /// absolute `http` and `https` URIs in printable ASCII, with no user information, are accepted.
@@ -98,7 +100,7 @@ public enum HTTPTargetURI {
             host = bytes[bytes.startIndex...close]
             let inside = bytes[(bytes.startIndex + 1)..<close]
             guard !inside.isEmpty,
-                inside.allSatisfy({ isHexDigit($0) || $0 == UInt8(ascii: ":") || $0 == UInt8(ascii: ".") })
+                inside.allSatisfy({ Hex.value($0) != nil || $0 == UInt8(ascii: ":") || $0 == UInt8(ascii: ".") })
             else { return .failure(.ipv6Host) }
             let after = bytes[(close + 1)...]
             if !after.isEmpty {
@@ -127,18 +129,6 @@ public enum HTTPTargetURI {
         return .success(text)
     }
 
-    private static func isHexDigit(_ byte: UInt8) -> Bool {
-        (0x30...0x39).contains(byte) || (0x41...0x46).contains(byte) || (0x61...0x66).contains(byte)
-    }
-
-    private static func hexValue(_ byte: UInt8) -> UInt8 {
-        switch byte {
-        case 0x30...0x39: return byte - 0x30
-        case 0x41...0x46: return byte - 0x41 + 10
-        default: return byte - 0x61 + 10
-        }
-    }
-
     /// The path with percent-encodings normalized and dot segments removed; `/` for an empty
     /// one. Refused for a character a path may not hold, or a `%` not followed by two hex digits.
     private static func path(_ bytes: ArraySlice<UInt8>) -> Result<String, Refusal> {
@@ -148,10 +138,10 @@ public enum HTTPTargetURI {
         while index < bytes.endIndex {
             let byte = bytes[index]
             if byte == UInt8(ascii: "%") {
-                guard index + 2 < bytes.endIndex, isHexDigit(bytes[index + 1]), isHexDigit(bytes[index + 2]) else {
-                    return .failure(.percentEncoding)
-                }
-                let value = hexValue(bytes[index + 1]) << 4 | hexValue(bytes[index + 2])
+                guard index + 2 < bytes.endIndex, let high = Hex.value(bytes[index + 1]),
+                    let low = Hex.value(bytes[index + 2])
+                else { return .failure(.percentEncoding) }
+                let value = high << 4 | low
                 if isUnreserved(value) {
                     out.append(value)
                 } else {

@@ -152,7 +152,7 @@ public struct PostgresLocation: Sendable, CustomStringConvertible {
                 bytes.append(byte)
                 continue
             }
-            guard let high = iterator.next().flatMap(Self.hexValue), let low = iterator.next().flatMap(Self.hexValue)
+            guard let high = iterator.next().flatMap(Hex.value), let low = iterator.next().flatMap(Hex.value)
             else { throw invalid("a malformed %-escape") }
             bytes.append(high << 4 | low)
         }
@@ -160,15 +160,6 @@ public struct PostgresLocation: Sendable, CustomStringConvertible {
             throw invalid("a %-escape that is not UTF-8")
         }
         return decoded
-    }
-
-    static func hexValue(_ byte: UInt8) -> UInt8? {
-        switch byte {
-        case 0x30...0x39: return byte - 0x30
-        case 0x41...0x46: return byte - 0x41 + 10
-        case 0x61...0x66: return byte - 0x61 + 10
-        default: return nil
-        }
     }
 
     /// libpq's modes: `disable` no TLS; `allow` and `prefer` TLS when offered, unverified;
