@@ -37,7 +37,7 @@ package enum VaultSuites {
                 let created = date(entry["created_at_ms"]),
                 let updated = date(entry["updated_at_ms"])
             else { throw VectorFormatError("malformed entry") }
-            var labels: [String: String] = [:]
+            var labels = VaultLabels()
             for member in entry["labels"]?.objectValue ?? [:] { labels[member.name] = member.value.stringValue }
             contents.insert(
                 VaultEntry(

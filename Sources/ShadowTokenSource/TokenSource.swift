@@ -99,8 +99,8 @@ public enum TokenSourceEntries {
     static let keyID = "apple.key_id"
 
     /// The settings' labels for a new refresh-token entry.
-    public static func labels(client: OAuthClient, scope: String?, issuedAt time: Date) -> [String: String] {
-        var labels: [String: String] = [
+    public static func labels(client: OAuthClient, scope: String?, issuedAt time: Date) -> VaultLabels {
+        var labels: VaultLabels = [
             preset: client.preset.rawValue, tokenEndpoint: client.tokenEndpoint, clientID: client.clientID,
             authentication: client.authentication.rawValue,
             issuedAt: String(Int64(time.timeIntervalSince1970)),
@@ -110,7 +110,7 @@ public enum TokenSourceEntries {
     }
 
     /// The labels of Apple's `.p8` entry.
-    public static func appleKeyLabels(teamID: String, keyID: String) -> [String: String] {
+    public static func appleKeyLabels(teamID: String, keyID: String) -> VaultLabels {
         [Self.teamID: teamID, Self.keyID: keyID]
     }
 

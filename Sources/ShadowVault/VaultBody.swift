@@ -225,10 +225,8 @@ enum EntryCodec {
         }
         out.appendBigEndian(UInt32(entry.secret.count))
         entry.secret.withUnsafeBytes { out += $0 }
-        let keys = entry.labels.keys.sorted { Array($0.utf8).lexicographicallyPrecedes(Array($1.utf8)) }
-        out.appendBigEndian(UInt16(keys.count))
-        for key in keys {
-            let value = entry.labels[key] ?? ""
+        out.appendBigEndian(UInt16(entry.labels.count))
+        for (key, value) in entry.labels {
             out.append(UInt8(key.utf8.count))
             out += key.utf8
             out.appendBigEndian(UInt16(value.utf8.count))
@@ -321,7 +319,7 @@ enum EntryCodec {
         let expires = flags & 1 != 0 ? date(integer(Int64.self)) : nil
         let subject = flags & 2 != 0 ? text(Int(integer(UInt16.self))) : nil
         let secret = SecretBytes((try? reader.bytes(Int(integer(UInt32.self)))) ?? [])
-        var labels: [String: String] = [:]
+        var labels = VaultLabels()
         for _ in 0..<Int(integer(UInt16.self)) {
             let key = text(Int(integer(UInt8.self)))
             labels[key] = text(Int(integer(UInt16.self)))

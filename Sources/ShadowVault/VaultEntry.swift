@@ -36,8 +36,8 @@ public struct VaultEntry: Sendable, CustomStringConvertible {
     /// Set by the vault on every store.
     public internal(set) var updatedAt: Date
     public var expiresAt: Date?
-    /// Free labels, kept sorted by key.
-    public var labels: [String: String]
+    /// Free labels, keys compared byte for byte.
+    public var labels: VaultLabels
     /// Set on read: whether the entry had expired by the vault's clock when it was read.
     public internal(set) var expired = false
 
@@ -45,7 +45,7 @@ public struct VaultEntry: Sendable, CustomStringConvertible {
     public init(
         name: String, secret: SecretBytes, provider: Provider = .other, kind: Kind = .other, subject: String? = nil,
         expiresAt: Date? = nil,
-        labels: [String: String] = [:]
+        labels: VaultLabels = [:]
     ) {
         self.init(
             name: name, secret: secret, provider: provider, kind: kind, subject: subject,
@@ -56,7 +56,7 @@ public struct VaultEntry: Sendable, CustomStringConvertible {
     package init(
         name: String, secret: SecretBytes, provider: Provider, kind: Kind, subject: String?, createdAt: Date,
         updatedAt: Date, expiresAt: Date?,
-        labels: [String: String]
+        labels: VaultLabels
     ) {
         self.name = name
         self.secret = secret
@@ -116,7 +116,7 @@ public struct VaultEntryInfo: Sendable {
     public let createdAt: Date
     public let updatedAt: Date
     public let expiresAt: Date?
-    public let labels: [String: String]
+    public let labels: VaultLabels
     /// Whether it had expired when read.
     public let expired: Bool
 }

@@ -31,6 +31,24 @@ import Testing
 
     func library() -> TokenVault { TokenVault(path: vault, unlock: .key(SecretBytes(try! Hex.decode(keyHex)))) }
 
+    /// `--label` keys compare byte for byte, as the vault format compares them: the precomposed
+    /// and decomposed spellings of "é" are two labels, and one spelling given twice is refused.
+    @Test func labelKeysCompareByteForByte() throws {
+        #expect(try keyed(["init"]).status == 0)
+        let put = try keyed(
+            ["put", "k", "--label", "\u{E9}=precomposed", "--label", "e\u{301}=decomposed"], stdin: "s")
+        #expect(put.status == 0, "\(put.stderr)")
+        let json = try keyed(["get", "k", "--json"])
+        #expect(json.status == 0, "\(json.stderr)")
+        let bytes = Array(json.stdout.utf8)
+        #expect(bytes.firstRange(of: Array("\"\u{E9}\":\"precomposed\"".utf8)) != nil, "\(json.stdout)")
+        #expect(bytes.firstRange(of: Array("\"e\u{301}\":\"decomposed\"".utf8)) != nil, "\(json.stdout)")
+
+        let twice = try keyed(["put", "j", "--label", "e\u{301}=1", "--label", "e\u{301}=2"], stdin: "s")
+        #expect(twice.status == 64 && twice.stderr.contains("is given twice"), "\(twice.stderr)")
+        #expect(try keyed(["get", "j"]).status != 0)
+    }
+
     @Test func theContractHolds() throws {
         let created = try keyed(["init", "--json"])
         #expect(created.status == 0, "\(created.stderr)")

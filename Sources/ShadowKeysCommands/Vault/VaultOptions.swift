@@ -129,7 +129,7 @@ struct VaultAccess {
 /// The metadata of an entry as JSON; no secret.
 func entryJSON(_ entry: VaultEntry, expired: Bool) -> JSONObject {
     var labels = JSONObject()
-    for key in entry.labels.keys.sorted() { labels.set(key, .string(entry.labels[key] ?? "")) }
+    for (key, value) in entry.labels { labels.set(key, .string(value)) }
     return [
         "name": .string(entry.name), "provider": .string(entry.provider.rawValue), "kind": .string(entry.kind.rawValue),
         "subject": entry.subject.map(JSONValue.string) ?? .null,
@@ -148,8 +148,9 @@ func checkIterations(_ iterations: Int) throws {
     }
 }
 
-func parseLabels(_ items: [String]) throws -> [String: String] {
-    var labels: [String: String] = [:]
+/// `--label k=v`, repeatable: keys compared byte for byte, as the vault compares them.
+func parseLabels(_ items: [String]) throws -> VaultLabels {
+    var labels = VaultLabels()
     for item in items {
         guard let (key, value) = keyValue(item) else { throw ValidationError("--label \(item): expected key=value") }
         guard labels.updateValue(value, forKey: key) == nil else {

@@ -1255,6 +1255,66 @@ package enum EmbeddedVectors {
            "expect": "ok"
           },
           {
+           "name": "key-unicode-spellings",
+           "description": "two entries, two label keys and two sections named by the precomposed and decompo\#
+        sed spellings of é: six distinct names, none merged",
+           "unlock": {
+            "kind": "key",
+            "key_hex": "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"
+           },
+           "iterations": null,
+           "randomness": {
+            "vault_id": "ab1645e16b21e4eeb1560c9658061ac0",
+            "salt": "ae83fbbe317928e4882a176d416980da",
+            "nonce": "b534160c9638f2c9b8bf1df1"
+           },
+           "contents": {
+            "generation": 4,
+            "entries": [
+             {
+              "name": "é",
+              "secret_hex": "c3a9",
+              "provider": "other",
+              "kind": "other",
+              "subject": null,
+              "created_at_ms": 5,
+              "updated_at_ms": 6,
+              "expires_at_ms": null,
+              "labels": {
+               "é": "precomposed",
+               "é": "decomposed"
+              }
+             },
+             {
+              "name": "é",
+              "secret_hex": "65cc81",
+              "provider": "other",
+              "kind": "other",
+              "subject": null,
+              "created_at_ms": 5,
+              "updated_at_ms": 6,
+              "expires_at_ms": null,
+              "labels": {
+               "é": "precomposed",
+               "é": "decomposed"
+              }
+             }
+            ],
+            "sections": {
+             "é": 1,
+             "é": 2
+            }
+           },
+           "headerLength": 110,
+           "fileHex": "534b56540101ab1645e16b21e4eeb1560c9658061ac00000000000000004b534160c9638f2c9b8bf1df10\#
+        00000b51bab36e94ce8ba69dfdbf0640e128f51b032b3eddefe8546417355d342738cc1c170c35340921f1c6b1a25575ca61\#
+        748b54628862522ada56f923d04a0bd32041356947661bee9416c2555ab6a7b5610d25952905708de9dd0c1eeda678767b89\#
+        b6d78d728698b141be69426226f23dea419509e0093e2d6e98565aa7fea2ecfcb6546e4d1952c4c4ffba8fad2e5456546397\#
+        f8815c24b3178ab9965910d346aef91975d81981c116c17cf591d76f92e5e68ac4006174be3391eb374db063455ff89de8ff\#
+        69fd536da9a9450c2f5dbd28f8b2cc6b446ea75e44c19e30ef0f4eb45e0c8c7cc1777ba4fbbd9b52d1773f3c84449446e",
+           "expect": "ok"
+          },
+          {
            "name": "passphrase-more-iterations",
            "description": "a passphrase vault with 150000 iterations",
            "unlock": {
