@@ -12,7 +12,9 @@ enum VaultTargets {
     static let unlock = VaultUnlock.key(SecretBytes((0..<32).map { UInt8($0) }))
 
     /// Even mode: a vault file opened with a fixed key (a passphrase vault is refused by kind,
-    /// before any key derivation). Odd mode: a decrypted body, which must re-encode to itself.
+    /// before any key derivation). Odd mode: a decrypted body, which must re-encode to itself,
+    /// also with every entry built and encoded again (so the entry model holds every field the
+    /// format can: two label keys that differ only in their bytes stay two).
     static let vault: FuzzTargets.Harness = { data in
         let input = Input(data)
         if input.mode & 1 == 0 {
@@ -22,6 +24,9 @@ enum VaultTargets {
         }
         guard let contents = try? VaultContents.decode(input.rest) else { return }
         precondition(contents.encode() == input.rest, "a vault body does not re-encode to itself")
+        var rebuilt = contents
+        for entry in contents.entries { rebuilt.insert(entry) }
+        precondition(rebuilt.encode() == input.rest, "a vault entry does not encode to the bytes it was read from")
         for entry in contents.entries { precondition(contents.entry(named: entry.name) != nil) }
         for name in contents.sectionNames { _ = try? contents.section(name) }
     }
