@@ -88,7 +88,9 @@ public final class StateEngine: Sendable {
     /// A row's record, after checking that it is this user's and that its clear state agrees.
     func open(_ row: StoredRow, clientID: String? = nil, subject: String? = nil) throws -> CredentialRecord {
         let decoded = try SealedRows.decode(try SealedRows.openRecord(row.body, rowID: row.id, keys: keys))
-        if let clientID, let subject, decoded.clientID != clientID || decoded.subject != subject {
+        if let clientID, let subject,
+            !decoded.clientID.exactlyEquals(clientID) || !decoded.subject.exactlyEquals(subject)
+        {
             throw CredentialError(.corruptedState, "a credential row holds another user's record")
         }
         guard decoded.record.status.state.rawValue == row.state else {

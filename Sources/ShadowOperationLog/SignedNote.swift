@@ -135,7 +135,7 @@ public enum SignedNote {
         var verified = false
         for line in lines {
             let (name, keyID, signature) = try parseSignatureLine(String(decoding: line, as: UTF8.self))
-            for verifier in verifiers where verifier.name == name && verifier.keyID == keyID {
+            for verifier in verifiers where verifier.name.exactlyEquals(name) && verifier.keyID == keyID {
                 guard verifier.verifies(signature[...], text: text) else {
                     throw bad("the signature by \(name) does not verify")
                 }

@@ -281,7 +281,7 @@ public final class SessionEndpoints: Sendable {
         } catch {
             return .error(503, "apple_unavailable", "Apple could not be reached to exchange the code")
         }
-        guard exchanged.identity?.subject == nil || exchanged.identity?.subject == identity.subject else {
+        guard exchanged.identity.map({ $0.subject.exactlyEquals(identity.subject) }) ?? true else {
             return .error(401, "claims_rejected", "the authorization code belongs to another user")
         }
         if let rules,

@@ -73,6 +73,18 @@ import Testing
         #expect(try NoteSigner(encoded: encoded).verifierKey == signer.verifierKey)
     }
 
+    /// A signature line names its key by the name's bytes: the same signature under another
+    /// spelling of the name (decomposed where the key's is precomposed) is not that key's.
+    @Test func aSignatureLineMatchesItsKeyByTheNamesBytes() throws {
+        let signer = try NoteSigner(name: "caf\u{E9}.example", seed: [UInt8](repeating: 9, count: 32))
+        let verifier = try NoteVerifier(encoded: signer.verifierKey)
+        let note = try signer.sign("text\n")
+        #expect(try SignedNote.open(note, verifiers: [verifier]) == "text\n")
+        let respelled = note.replacingOccurrences(of: "caf\u{E9}.example", with: "cafe\u{301}.example")
+        #expect(!respelled.utf8.elementsEqual(note.utf8))
+        #expect(throws: LogError.self) { try SignedNote.open(respelled, verifiers: [verifier]) }
+    }
+
     @Test func unknownKeysAreIgnoredButOneKnownKeyMustSign() throws {
         let verifier = try NoteVerifier(encoded: vector.verifierKey)
         let other = try NoteSigner(name: "example.com/other", seed: [UInt8](repeating: 7, count: 32))

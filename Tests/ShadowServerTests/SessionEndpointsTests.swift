@@ -195,6 +195,29 @@ import Testing
         }
     }
 
+    /// The authorization code must belong to the identity token's user, compared byte for byte:
+    /// a code Apple issued for another subject, or for another spelling of the same one, opens
+    /// no session and records no sign-in.
+    @Test func aCodeOfAnotherUserOpensNoSession() async throws {
+        let fixture = try await fixture()
+        try await closing({ await fixture.close() }) {
+            let subject = "001234.caf\u{E9}.0042"
+            for codeSubject in ["001234.other.0042", "001234.cafe\u{301}.0042"] {
+                let body = JSONValue.object([
+                    "identityToken": .string(try identityToken(subject)),
+                    "authorizationCode": .string(apple.issueCode(for: codeSubject)),
+                ])
+                let answer = await fixture.endpoints.signIn(
+                    body: Array(body.serialized().utf8), contentType: "application/json", clientIP: "192.0.2.1")
+                let text = String(decoding: answer.body, as: UTF8.self)
+                #expect(answer.status == .unauthorized && text.contains("another user"), "\(codeSubject): \(text)")
+            }
+            let status = try await fixture.states.status(clientID: Self.client, subject: subject)
+            #expect(status.state == .notFound)
+            _ = try await signIn(fixture.endpoints, subject)
+        }
+    }
+
     /// A refresh token is authenticated before any store read: with the store closed, a forged
     /// token is still 401 (not 503), and logout of one is 200 `revoked: false`.
     @Test func aForgedRefreshTokenIsRefusedWithoutTheStore() async throws {
