@@ -57,7 +57,7 @@ package enum VaultSuites {
         for name in a.sectionNames where try a.section(name) != b.section(name) { return false }
         return zip(a.entries, b.entries).allSatisfy { x, y in
             x.name.exactlyEquals(y.name) && secret(x) == secret(y) && x.provider == y.provider && x.kind == y.kind
-                && x.subject == y.subject
+                && (x.subject.map { y.subject?.exactlyEquals($0) ?? false } ?? (y.subject == nil))
                 && x.createdAt == y.createdAt && x.updatedAt == y.updatedAt && x.expiresAt == y.expiresAt
                 && x.labels == y.labels
         }
