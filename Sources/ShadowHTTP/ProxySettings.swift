@@ -141,7 +141,9 @@ public struct ProxySettings: Sendable, Hashable {
         }
         var port = 1080
         if let portText {
-            guard portText.count <= 5, let number = Int(portText), (1...65535).contains(number) else {
+            guard (1...5).contains(portText.utf8.count), portText.utf8.allSatisfy({ (0x30...0x39).contains($0) }),
+                let number = Int(portText), (1...65535).contains(number)
+            else {
                 return failure("has a port outside 1-65535")
             }
             port = number

@@ -247,7 +247,7 @@ extension TransportTests {
     @Test func unusableProxiesAreRefusedByName() {
         for value in [
             "https://proxy:443", "socks5://proxy:1080", "http://proxy:0", "http://proxy:65536", "http://proxy:x",
-            "http://", "http://[::1", "http://a%zz@p:1",
+            "http://", "http://[::1", "http://a%zz@p:1", "http://proxy:+80", "http://proxy:-0",
         ] {
             let settings = ProxySettings.fromEnvironment(["HTTPS_PROXY": value])
             #expect(throws: HTTPTransportError.self, "\(value)") { try settings.server(forHost: "example.com") }

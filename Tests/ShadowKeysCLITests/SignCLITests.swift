@@ -110,6 +110,8 @@ import Testing
             ),
             (["sign", "--key", ec, "--exp", "+99999999999d"], 64, "--exp"),
             (["sign", "--key", ec, "--exp", "tomorrow"], 64, "--exp"),
+            // N is ASCII digits: Int("+5") would take a second sign.
+            (["sign", "--key", ec, "--exp", "++5m"], 64, "--exp"), (["sign", "--key", ec, "--exp", "+m"], 64, "--exp"),
             (["jwks", "from-key", try write("junk2.pem", "hello")], 65, "not a PEM key"),
         ]
         for (arguments, status, message) in cases {
