@@ -21,8 +21,9 @@ package enum VaultSuites {
         return .passphrase(SecretBytes(utf8: object["passphrase"]?.stringValue ?? ""))
     }
 
-    /// The vector's `contents` as vault contents.
-    private static func contents(_ object: JSONObject?) throws -> VaultContents {
+    /// The vector's `contents` as vault contents, and its entries as built from the JSON (in byte
+    /// order of their names), which never went through the reader.
+    private static func contents(_ object: JSONObject?) throws -> (VaultContents, [VaultEntry]) {
         guard let object, let generation = object["generation"]?.numberValue?.int64Value else {
             throw VectorFormatError("no contents")
         }
@@ -30,6 +31,7 @@ package enum VaultSuites {
             value?.numberValue?.int64Value.map { Date(timeIntervalSince1970: Double($0) / 1000) }
         }
         var contents = VaultContents(generation: UInt64(generation))
+        var entries: [VaultEntry] = []
         for value in object["entries"]?.arrayValue ?? [] {
             guard let entry = value.objectValue, let name = entry["name"]?.stringValue,
                 let provider = entry["provider"]?.stringValue.flatMap(VaultEntry.Provider.init(rawValue:)),
@@ -39,23 +41,30 @@ package enum VaultSuites {
             else { throw VectorFormatError("malformed entry") }
             var labels = VaultLabels()
             for member in entry["labels"]?.objectValue ?? [:] { labels[member.name] = member.value.stringValue }
-            contents.insert(
+            entries.append(
                 VaultEntry(
                     name: name, secret: SecretBytes(try Hex.decode(entry["secret_hex"]?.stringValue ?? "")),
                     provider: provider, kind: kind,
                     subject: entry["subject"]?.stringValue, createdAt: created, updatedAt: updated,
                     expiresAt: date(entry["expires_at_ms"]), labels: labels))
+            contents.insert(entries[entries.count - 1])
         }
         for member in object["sections"]?.objectValue ?? [:] { try contents.setSection(member.name, member.value) }
-        return contents
+        entries.sort { Array($0.name.utf8).lexicographicallyPrecedes(Array($1.name.utf8)) }
+        return (contents, entries)
     }
 
-    /// Whether two contents hold the same entries, metadata, secrets and sections.
-    private static func same(_ a: VaultContents, _ b: VaultContents) throws -> Bool {
+    /// Whether opened contents hold the expected generation and sections, and exactly the
+    /// expected entries, metadata and secrets, every name compared by its bytes.
+    private static func same(_ a: VaultContents, _ b: VaultContents, entries: [VaultEntry]) throws -> Bool {
         func secret(_ entry: VaultEntry) -> [UInt8] { entry.secret.withUnsafeBytes { Array($0) } }
-        guard a.generation == b.generation, a.names == b.names, a.sectionNames == b.sectionNames else { return false }
+        func sameNames(_ x: [String], _ y: [String]) -> Bool {
+            x.count == y.count && zip(x, y).allSatisfy { $0.exactlyEquals($1) }
+        }
+        guard a.generation == b.generation, sameNames(a.sectionNames, b.sectionNames), a.count == entries.count
+        else { return false }
         for name in a.sectionNames where try a.section(name) != b.section(name) { return false }
-        return zip(a.entries, b.entries).allSatisfy { x, y in
+        return zip(a.entries, entries).allSatisfy { x, y in
             x.name.exactlyEquals(y.name) && secret(x) == secret(y) && x.provider == y.provider && x.kind == y.kind
                 && (x.subject.map { y.subject?.exactlyEquals($0) ?? false } ?? (y.subject == nil))
                 && x.createdAt == y.createdAt && x.updatedAt == y.updatedAt && x.expiresAt == y.expiresAt
@@ -68,7 +77,7 @@ package enum VaultSuites {
         do {
             let unlock = try unlock(vector["unlock"]?.objectValue)
             let file = try Hex.decode(vector["fileHex"]?.stringValue ?? "")
-            let expected = try contents(vector["contents"]?.objectValue)
+            let (expected, entries) = try contents(vector["contents"]?.objectValue)
             let random = vector["randomness"]?.objectValue
             func field(_ key: String) throws -> [UInt8] { try Hex.decode(random?[key]?.stringValue ?? "") }
             let randomness = VaultRandomness(
@@ -76,7 +85,7 @@ package enum VaultSuites {
             let iterations = Int(vector["iterations"]?.numberValue?.int64Value ?? Int64(PBKDF2.defaultIterations))
             let opened = try TokenVault.open(file, unlock: unlock)
             let resealed = try TokenVault.seal(expected, unlock: unlock, iterations: iterations, randomness: randomness)
-            let matches = try same(opened, expected)
+            let matches = try same(opened, expected, entries: entries)
             return VectorCase(
                 id: name, passed: matches && resealed == file,
                 detail: "\(name): opens to the contents \(matches), re-seals byte for byte \(resealed == file)")
