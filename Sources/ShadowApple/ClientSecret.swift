@@ -17,6 +17,12 @@ public struct AppleSigningKey: Sendable {
     /// Reads a `.p8` PEM. Refuses encrypted PEM, RSA keys, other curves, SEC1 (`EC PRIVATE KEY`)
     /// and anything else, saying which.
     public init(pem: String) throws {
+        // PEM is ASCII (RFC 7468, section 2); its label is compared as a String below, and a
+        // Kelvin sign (U+212A) equals a K there.
+        if let byte = pem.utf8.firstIndex(where: { $0 >= 0x80 }) {
+            let offset = pem.utf8.distance(from: pem.utf8.startIndex, to: byte)
+            throw AppleError(.invalidKey, "a .p8 key file is ASCII, as PEM is (RFC 7468); byte \(offset) is not")
+        }
         // Every "-----BEGIN <label>-----" marker, wherever it stands.
         let labels = pem.split(separator: "-----BEGIN ", omittingEmptySubsequences: false).dropFirst().map { rest in
             String(rest.prefix { $0 != "-" && $0 != "\n" })

@@ -55,6 +55,7 @@ public enum KeyFiles {
         let text = try Self.text(bytes)
         if text.hasPrefix("{") { return try privateJWK(text) }
         guard text.hasPrefix("-----BEGIN ") else { throw JOSEError(.invalidKey, "not a PEM key or a JWK") }
+        try requireASCII(bytes)
         if text.hasPrefix("-----BEGIN ENCRYPTED PRIVATE KEY-----") {
             throw JOSEError(.invalidKey, "the key is encrypted; decrypt it first (openssl pkcs8)")
         }
@@ -74,6 +75,7 @@ public enum KeyFiles {
     private static func publicKey(_ bytes: [UInt8]) throws -> Public {
         let text = try Self.text(bytes)
         if text.hasPrefix("-----BEGIN PUBLIC KEY-----") || text.hasPrefix("-----BEGIN RSA PUBLIC KEY-----") {
+            try requireASCII(bytes)
             if let key = try? P256.Signing.PublicKey(pemRepresentation: text) { return .p256(key) }
             if let key = try? _RSA.Signing.PublicKey(pemRepresentation: text) { return .rsa(key) }
             throw JOSEError(.invalidKey, "not a P-256 or RSA public key in PEM")
@@ -87,6 +89,14 @@ public enum KeyFiles {
         switch try privateKey(bytes) {
         case .p256(let key): return .p256(key.publicKey)
         case .rsa(let key): return .rsa(key.publicKey)
+        }
+    }
+
+    /// PEM is ASCII (RFC 7468, section 2). Its labels are compared as Strings, which are equal
+    /// for a Kelvin sign (U+212A) and a K: `PRIVATE \u{212A}EY` passed as `PRIVATE KEY`.
+    private static func requireASCII(_ bytes: [UInt8]) throws {
+        if let offset = bytes.firstIndex(where: { $0 >= 0x80 }) {
+            throw JOSEError(.invalidKey, "a PEM key file is ASCII (RFC 7468); byte \(offset) is not")
         }
     }
 

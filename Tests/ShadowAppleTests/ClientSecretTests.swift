@@ -79,6 +79,10 @@ import Testing
         #expect(reason("not a key at all").contains("not PEM"))
         #expect(reason(key.pemRepresentation + key.pemRepresentation).contains("2 PEM blocks"))
         #expect(reason("-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n").contains("P-256"))
+        // PEM is ASCII: a Kelvin sign (U+212A) is a K to String comparison, not to a PEM reader.
+        let kelvin = key.pemRepresentation.replacingOccurrences(of: "PRIVATE KEY", with: "PRIVATE \u{212A}EY")
+        #expect(kelvin.utf8.count == key.pemRepresentation.utf8.count + 4)
+        #expect(reason(kelvin).contains("ASCII"), "\(reason(kelvin))")
     }
 
     @Test func providerReusesASecretUntilNearExpiry() throws {

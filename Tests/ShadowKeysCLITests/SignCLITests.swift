@@ -113,6 +113,16 @@ import Testing
             // N is ASCII digits: Int("+5") would take a second sign.
             (["sign", "--key", ec, "--exp", "++5m"], 64, "--exp"), (["sign", "--key", ec, "--exp", "+m"], 64, "--exp"),
             (["jwks", "from-key", try write("junk2.pem", "hello")], 65, "not a PEM key"),
+            // PEM is ASCII: a Kelvin sign (U+212A) equals a K as a String, so the label matched.
+            (
+                [
+                    "sign", "--key",
+                    try write(
+                        "kelvin.pem",
+                        TestKeys.p256.pemRepresentation.replacingOccurrences(of: "KEY", with: "\u{212A}EY"),
+                        mode: 0o600),
+                ], 65, "ASCII"
+            ),
         ]
         for (arguments, status, message) in cases {
             let result = try CLIRunner.run(arguments)
