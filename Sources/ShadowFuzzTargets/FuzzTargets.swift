@@ -18,6 +18,10 @@ public enum FuzzTargets {
         ("jws", "compact JWS splitting, headers, payloads, and verification against fixed keys", JOSETargets.jws),
         ("bearer", "Authorization: Bearer headers, and the token put back behind the scheme", JOSETargets.bearer),
         ("jwk", "one JWK, and its canonical form read back", JOSETargets.jwk),
+        (
+            "key-file", "PEM and JWK key files, and a token from a private one verified by its public key set",
+            JOSETargets.keyFile
+        ),
         ("jwks", "a JWK Set document, and its usable keys written and read back", JOSETargets.jwks),
         (
             "http-caching", "Cache-Control, Expires, Date and Retry-After, and HTTP-date round trips",

@@ -73,6 +73,25 @@ enum JOSETargets {
         }
     }
 
+    /// A key file (`KeyFiles`: PEM or JWK, private or public). A PEM file is read only when it
+    /// is ASCII; a private key it reads signs a token that its own public key set verifies, under
+    /// the `kid` both name.
+    static let keyFile: FuzzTargets.Harness = { data in
+        let bytes = Array(data)
+        let set = try? KeyFiles.publicKeySet(bytes)
+        let signer = try? KeyFiles.signer(bytes)
+        if set != nil || signer != nil, bytes.first(where: { $0 > 0x20 }) == UInt8(ascii: "-") {
+            precondition(bytes.allSatisfy { $0 < 0x80 }, "a PEM key file that is not ASCII was read")
+        }
+        guard let signer else { return }
+        guard let set, let keys = try? JWKSet(jsonText: JSONValue.object(set).serialized()), keys.keys.count == 1,
+            let token = try? signer.sign(claims: ["sub": "fuzz"]),
+            (try? keyFileVerifier.verify(token, keys: keys)) != nil
+        else { preconditionFailure("a private key file's token does not verify under its public key set") }
+    }
+
+    static let keyFileVerifier = JWTVerifier(policy: ClaimPolicy(requireExpiration: false, leeway: 0, maxAge: nil))
+
     /// One JWK: what is accepted has a canonical form that reads back to the same key.
     static let jwk: FuzzTargets.Harness = { data in
         guard let key = try? JWK(jsonText: String(decoding: data, as: UTF8.self)) else { return }
