@@ -19,8 +19,7 @@ public struct AppleSigningKey: Sendable {
     public init(pem: String) throws {
         // PEM is ASCII (RFC 7468, section 2); its label is compared as a String below, and a
         // Kelvin sign (U+212A) equals a K there.
-        if let byte = pem.utf8.firstIndex(where: { $0 >= 0x80 }) {
-            let offset = pem.utf8.distance(from: pem.utf8.startIndex, to: byte)
+        if let offset = pem.utf8.firstNonASCIIOffset {
             throw AppleError(.invalidKey, "a .p8 key file is ASCII, as PEM is (RFC 7468); byte \(offset) is not")
         }
         // Every "-----BEGIN <label>-----" marker, wherever it stands.

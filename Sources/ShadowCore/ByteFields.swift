@@ -22,6 +22,19 @@ extension StringProtocol {
         return Substring(bytes[start..<end])
     }
 
+    /// The value of the text when it is 1 to `maxDigits` ASCII digits and nothing else (no sign,
+    /// no space: `Int("+8")` is 8); nil otherwise. `maxDigits` is at most 18, so no value overflows.
+    package func asciiDigitsValue(maxDigits: Int) -> Int? {
+        precondition((1...18).contains(maxDigits), "at most 18 digits fit any Int")
+        guard (1...maxDigits).contains(utf8.count) else { return nil }
+        var value = 0
+        for byte in utf8 {
+            guard (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) else { return nil }
+            value = value * 10 + Int(byte - UInt8(ascii: "0"))
+        }
+        return value
+    }
+
     /// Whether the text is `ascii` (lower-case ASCII) in any ASCII case, compared by bytes.
     package func equalsASCIIIgnoringCase(_ ascii: StaticString) -> Bool {
         let expected = UnsafeBufferPointer(start: ascii.utf8Start, count: ascii.utf8CodeUnitCount)
@@ -29,4 +42,9 @@ extension StringProtocol {
             (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte) ? byte | 0x20 == lower : byte == lower
         }
     }
+}
+
+extension Collection<UInt8> {
+    /// The offset of the first byte that is not ASCII, if any (PEM, RFC 7468, is ASCII only).
+    package var firstNonASCIIOffset: Int? { firstIndex { $0 >= 0x80 }.map { distance(from: startIndex, to: $0) } }
 }

@@ -119,8 +119,7 @@ public enum HTTPTargetURI {
         host = ArraySlice(host.map(lowercased))
         var text = String(decoding: host, as: UTF8.self)
         if !port.isEmpty {
-            guard port.count <= 5, port.allSatisfy({ (0x30...0x39).contains($0) }),
-                let number = Int(String(decoding: port, as: UTF8.self)), number <= 65535
+            guard let number = String(decoding: port, as: UTF8.self).asciiDigitsValue(maxDigits: 5), number <= 65535
             else { return .failure(.port) }
             if !(scheme == "http" && number == 80) && !(scheme == "https" && number == 443) {
                 text += ":" + String(number)

@@ -3,6 +3,7 @@ import Darwin
 #else
 import Glibc
 #endif
+import ShadowCore
 public import ShadowJWKS
 
 /// Which proxy an `https://` request goes through, read from the environment the way curl reads it.
@@ -141,9 +142,7 @@ public struct ProxySettings: Sendable, Hashable {
         }
         var port = 1080
         if let portText {
-            guard (1...5).contains(portText.utf8.count), portText.utf8.allSatisfy({ (0x30...0x39).contains($0) }),
-                let number = Int(portText), (1...65535).contains(number)
-            else {
+            guard let number = portText.asciiDigitsValue(maxDigits: 5), (1...65535).contains(number) else {
                 return failure("has a port outside 1-65535")
             }
             port = number

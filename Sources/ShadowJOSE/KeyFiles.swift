@@ -95,7 +95,7 @@ public enum KeyFiles {
     /// PEM is ASCII (RFC 7468, section 2). Its labels are compared as Strings, which are equal
     /// for a Kelvin sign (U+212A) and a K: `PRIVATE \u{212A}EY` passed as `PRIVATE KEY`.
     private static func requireASCII(_ bytes: [UInt8]) throws {
-        if let offset = bytes.firstIndex(where: { $0 >= 0x80 }) {
+        if let offset = bytes.firstNonASCIIOffset {
             throw JOSEError(.invalidKey, "a PEM key file is ASCII (RFC 7468); byte \(offset) is not")
         }
     }

@@ -156,9 +156,7 @@ struct Sign: AsyncParsableCommand, QuietCommand {
         if value == "now" { return try timeFromNow(seconds: 0, option: option) }
         if let sign = value.first, sign == "+" || sign == "-", let unit = value.last,
             let scale = ["s": 1, "m": 60, "h": 3600, "d": 86400][unit],
-            case let digits = value.utf8.dropFirst().dropLast(), (1...7).contains(digits.count),
-            digits.allSatisfy({ (0x30...0x39).contains($0) }),
-            let count = Int(value.dropFirst().dropLast()), count <= 3_650_000
+            let count = value.dropFirst().dropLast().asciiDigitsValue(maxDigits: 7), count <= 3_650_000
         {
             return try timeFromNow(seconds: (sign == "-" ? -1 : 1) * count * scale, option: option)
         }

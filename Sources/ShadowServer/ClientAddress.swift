@@ -42,9 +42,7 @@ public struct TrustedProxies: Sendable, Hashable {
             let bits = address.count * 8
             var prefix = bits
             if parts.count == 2 {
-                guard parts[1].utf8.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }),
-                    let value = Int(parts[1]), (0...bits).contains(value)
-                else {
+                guard let value = parts[1].asciiDigitsValue(maxDigits: 3), (0...bits).contains(value) else {
                     throw InvalidProxy(entry: entry)
                 }
                 prefix = value

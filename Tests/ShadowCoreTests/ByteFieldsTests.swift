@@ -22,6 +22,17 @@ import ShadowCore
         #expect(!"\u{212A}id".equalsASCIIIgnoringCase("kid") && !"fo".equalsASCIIIgnoringCase("for"))
     }
 
+    /// A port, a prefix length or a count: ASCII digits only, where `Int` also takes a sign.
+    @Test func digitsAreASCIIDigitsOnly() {
+        #expect("0".asciiDigitsValue(maxDigits: 5) == 0 && "65535".asciiDigitsValue(maxDigits: 5) == 65535)
+        #expect("007".asciiDigitsValue(maxDigits: 3) == 7)
+        for text in ["", "+8", "-0", " 8", "8 ", "123456", "\u{FF18}", "8\u{301}", "1e3"] {
+            #expect(text.asciiDigitsValue(maxDigits: 5) == nil, "\(text.debugDescription)")
+        }
+        #expect(Array("PEM\n".utf8).firstNonASCIIOffset == nil)
+        #expect(Array("PRIVATE \u{212A}EY".utf8).firstNonASCIIOffset == 8)
+    }
+
     @Test func formsAreReadAsTheURLStandardReadsThem() {
         let pairs = FormDecoding.pairs(in: "token=a&token=\u{301}b&&flag&x=1=2&%74oken=c")
         #expect(pairs.map(\.name) == ["token", "token", "flag", "x", "token"])
