@@ -147,11 +147,13 @@ final class PostgresStateDatabase: StateDatabase {
     let logger: Logger
     let retryFor: Duration
     let connectTimeout: Duration
+    /// How long a leased connection's work may take before the watchdog gives it up.
+    let statementDeadline: Duration
     let location: PostgresLocation
 
     init(
         location: PostgresLocation, connectTimeout: Duration, retryFor: Duration, maximumConnections: Int,
-        logger: Logger
+        logger: Logger, statementDeadline: Duration = .seconds(15)
     ) throws {
         var configuration: PostgresClient.Configuration
         let tls = try location.tls()
@@ -172,6 +174,7 @@ final class PostgresStateDatabase: StateDatabase {
         self.logger = logger
         self.retryFor = retryFor
         self.connectTimeout = connectTimeout
+        self.statementDeadline = statementDeadline
         self.location = location
         runner = Task { await client.run() }
     }
@@ -383,14 +386,14 @@ final class PostgresStateDatabase: StateDatabase {
 
     /// Runs `body` on a pooled connection. The attempt is abandoned (and retried by the caller)
     /// when no connection can be had within the connect timeout, or when `body` has not finished
-    /// within `deadline`: a connection whose server vanished mid-statement is not always reported
+    /// within the statement deadline (15 s): a connection whose server vanished mid-statement is not always reported
     /// closed, and waiting on it would hang the store. An abandoned write that still commits later
     /// is harmless: applying events again changes nothing and logs nothing.
     func withConnection<R: Sendable>(
-        deadline: Duration = .seconds(15), _ body: @escaping @Sendable (PostgresConnection) async throws -> R
+        _ body: @escaping @Sendable (PostgresConnection) async throws -> R
     ) async throws -> R {
         let attempt = Attempt<R>()
-        let client = self.client, connectTimeout = self.leaseTimeout
+        let client = self.client, connectTimeout = self.leaseTimeout, deadline = statementDeadline
         return try await withCheckedThrowingContinuation { continuation in
             attempt.start(continuation)
             let work = Task {

@@ -37,7 +37,13 @@ import Testing
     /// connection the server is ending (it waited for the watchdog, 15 s, when it was).
     @Test(.enabled(if: postgresWanted)) func aConnectionLostMidResultFailsTheStatementNotTheProcess() async throws {
         let url = try PostgresCluster.shared.get().freshDatabase()
-        let postgres = try PostgresDatabase(try PostgresLocation(url: url), retryFor: .seconds(1))
+        // The watchdog's deadline is 60 s here, not 15: the watchdog and the statement's own
+        // error each wait for a thread of Swift's pool, and at the start of the whole test run
+        // (a thousand tests queued on two threads) the error's few hops, each behind that queue,
+        // once took longer than the watchdog's two. A statement the lost connection really hung
+        // still ends in the watchdog's error, and fails this test.
+        let postgres = try PostgresDatabase(
+            try PostgresLocation(url: url), retryFor: .seconds(1), statementDeadline: .seconds(60))
         try await closing({ await postgres.close() }) {
             for _ in 0..<4 {
                 let error = await #expect(throws: StorageError.self) {
