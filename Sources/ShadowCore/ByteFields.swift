@@ -13,13 +13,27 @@ extension StringProtocol {
 
     /// The text without leading and trailing spaces and tabs (HTTP's optional whitespace), by bytes.
     package func trimmingSpacesAndTabs() -> Substring {
+        trimmingBytes { $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\t") }
+    }
+
+    /// The text without leading and trailing ASCII whitespace (space, tab, LF, VT, FF, CR), by bytes.
+    package func trimmingASCIIWhitespace() -> Substring {
+        trimmingBytes { $0 == UInt8(ascii: " ") || (0x09...0x0D).contains($0) }
+    }
+
+    private func trimmingBytes(_ blank: (UInt8) -> Bool) -> Substring {
         let bytes = Substring(self).utf8
-        func blank(_ byte: UInt8) -> Bool { byte == UInt8(ascii: " ") || byte == UInt8(ascii: "\t") }
         var start = bytes.startIndex
         var end = bytes.endIndex
         while start < end, blank(bytes[start]) { start = bytes.index(after: start) }
         while end > start, blank(bytes[bytes.index(before: end)]) { end = bytes.index(before: end) }
         return Substring(bytes[start..<end])
+    }
+
+    /// The text with its ASCII capitals made small, byte by byte; every other byte as it is
+    /// (`lowercased()` maps by Unicode: the Kelvin sign, U+212A, becomes `k`).
+    package func asciiLowercased() -> String {
+        String(decoding: utf8.map { (0x41...0x5A).contains($0) ? $0 | 0x20 : $0 }, as: UTF8.self)
     }
 
     /// The value of the text when it is 1 to `maxDigits` ASCII digits and nothing else (no sign,

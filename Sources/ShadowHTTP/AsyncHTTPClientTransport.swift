@@ -1,5 +1,10 @@
 #if canImport(AsyncHTTPClient)
 public import AsyncHTTPClient
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
 public import NIOCore
 import NIOHTTP1
 import NIOSSL
@@ -247,16 +252,16 @@ public final class AsyncHTTPClientTransport: HTTPTransport {
         return HTTPTransportError(.connection, "\(url): \(error)")
     }
 
-    /// The lower-cased scheme and the host (without brackets) of an absolute URL.
-    static func schemeAndHost(_ url: String) -> (scheme: String, host: String) {
-        guard let schemeEnd = url.firstRange(of: "://") else { return ("", "") }
-        let scheme = url[..<schemeEnd.lowerBound].lowercased()
-        var authority = url[schemeEnd.upperBound...].prefix { $0 != "/" && $0 != "?" && $0 != "#" }
-        if let at = authority.lastIndex(of: "@") { authority = authority[authority.index(after: at)...] }
-        if authority.hasPrefix("["), let close = authority.firstIndex(of: "]") {
-            return (scheme, String(authority[authority.index(after: authority.startIndex)..<close]))
-        }
-        return (scheme, String(authority.prefix { $0 != ":" }))
+    /// The lower-cased scheme and the host (without brackets) of an absolute URL, as AsyncHTTPClient
+    /// connects to it: through Foundation's parse, which percent-decodes the host and writes an
+    /// internationalized name in its `xn--` form. The proxy's `NO_PROXY` check sees that host, not
+    /// the URL's own spelling of it.
+    package static func schemeAndHost(_ url: String) -> (scheme: String, host: String) {
+        guard let parsed = URL(string: url), let scheme = parsed.scheme, let host = parsed.host else { return ("", "") }
+        let bare =
+            host.utf8.first == UInt8(ascii: "[") && host.utf8.last == UInt8(ascii: "]")
+            ? String(Substring(host).dropFirst().dropLast()) : host
+        return (scheme.asciiLowercased(), bare)
     }
 }
 #endif

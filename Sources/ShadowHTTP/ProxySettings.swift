@@ -14,7 +14,9 @@ public import ShadowJWKS
 ///   `https://` and `socks*://` proxies are refused with a message naming the variable.
 /// - `no_proxy`, else `NO_PROXY`, lists hosts that go direct, separated by commas: `*` alone means
 ///   every host; an entry (a leading `.` is ignored) matches that host and every name under it;
-///   an IPv4 entry with a `/bits` suffix matches that range. Matching ignores case and a trailing `.`.
+///   an IPv4 entry with a `/bits` suffix matches that range. Matching is by bytes, ignoring ASCII
+///   case and a trailing `.`: an internationalized name is written in its `xn--` form, the form
+///   the request's host has once its URL is parsed.
 /// - Plain `http://` requests (loopback only, see ``URLPolicy``) never use a proxy.
 public struct ProxySettings: Sendable, Hashable {
     /// A proxy server reached over plain HTTP (CONNECT for https targets).
@@ -66,12 +68,14 @@ public struct ProxySettings: Sendable, Hashable {
         }
         let proxy = ["https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"].lazy.compactMap(value).first
         let exceptions = value("no_proxy") ?? value("NO_PROXY")
-        let noProxy = (exceptions?.value ?? "").split(separator: ",").compactMap { entry -> String? in
-            var name = entry.trimmingWhitespace().lowercased()
-            if name.hasPrefix("[") && name.hasSuffix("]") { name = String(name.dropFirst().dropLast()) }
-            while name.hasPrefix(".") { name.removeFirst() }
-            if name.hasSuffix(".") { name.removeLast() }
-            return name.isEmpty ? nil : name
+        let noProxy = (exceptions?.value ?? "").split(byte: UInt8(ascii: ",")).compactMap { entry -> String? in
+            var name = Substring(entry.trimmingASCIIWhitespace().asciiLowercased())
+            if name.utf8.first == UInt8(ascii: "["), name.utf8.last == UInt8(ascii: "]") {
+                name = name.dropFirst().dropLast()
+            }
+            while name.utf8.first == UInt8(ascii: ".") { name = name.dropFirst() }
+            if name.utf8.last == UInt8(ascii: ".") { name = name.dropLast() }
+            return name.isEmpty ? nil : String(name)
         }
         return ProxySettings(https: proxy.map { parse($0.value, variable: $0.name) }, noProxy: noProxy)
     }
@@ -83,13 +87,23 @@ public struct ProxySettings: Sendable, Hashable {
         return try https.get()
     }
 
-    /// True when `host` is on the no-proxy list.
+    /// True when `host` is on the no-proxy list (compared by bytes, ignoring ASCII case).
     public func bypasses(_ host: String) -> Bool {
-        var name = host.lowercased()
-        if name.hasPrefix("[") && name.hasSuffix("]") { name = String(name.dropFirst().dropLast()) }
-        if name.hasSuffix(".") { name.removeLast() }
+        var name = Substring(host.asciiLowercased())
+        if name.utf8.first == UInt8(ascii: "["), name.utf8.last == UInt8(ascii: "]") {
+            name = name.dropFirst().dropLast()
+        }
+        if name.utf8.last == UInt8(ascii: ".") { name = name.dropLast() }
+        let bytes = name.utf8
         for entry in noProxy {
-            if entry == "*" || entry == name || name.hasSuffix("." + entry) { return true }
+            let wanted = entry.utf8
+            if wanted.elementsEqual("*".utf8) || bytes.elementsEqual(wanted) { return true }
+            // A name under the entry: the entry's bytes at the end, after a dot.
+            if bytes.count > wanted.count, bytes.suffix(wanted.count).elementsEqual(wanted),
+                bytes[bytes.index(bytes.endIndex, offsetBy: -wanted.count - 1)] == UInt8(ascii: ".")
+            {
+                return true
+            }
             if let range = IPv4Range(entry), let address = IPv4Range.address(name), range.contains(address) {
                 return true
             }
@@ -97,77 +111,78 @@ public struct ProxySettings: Sendable, Hashable {
         return false
     }
 
-    /// Parses a proxy variable's value.
+    /// Parses a proxy variable's value, by bytes.
     static func parse(_ text: String, variable: String) -> Result<Server, HTTPTransportError> {
         func failure(_ why: String) -> Result<Server, HTTPTransportError> {
             .failure(HTTPTransportError(.other, "\(variable) \(why)"))
         }
-        var rest = Substring(text.trimmingWhitespace())
-        if let schemeEnd = rest.firstRange(of: "://") {
-            let scheme = rest[..<schemeEnd.lowerBound].lowercased()
-            guard scheme == "http" else {
-                return failure("names a \(scheme):// proxy; only http:// proxies are supported")
+        var rest = text.trimmingASCIIWhitespace().utf8[...]
+        if let schemeEnd = rest.firstRange(of: "://".utf8) {
+            let scheme = Substring(rest[..<schemeEnd.lowerBound])
+            guard scheme.equalsASCIIIgnoringCase("http") else {
+                return failure("names a \(scheme.asciiLowercased()):// proxy; only http:// proxies are supported")
             }
             rest = rest[schemeEnd.upperBound...]
         }
-        if let slash = rest.firstIndex(of: "/") { rest = rest[..<slash] }
+        if let slash = rest.firstIndex(of: UInt8(ascii: "/")) { rest = rest[..<slash] }
         var username: String?, password: String?
-        if let at = rest.lastIndex(of: "@") {
+        if let at = rest.lastIndex(of: UInt8(ascii: "@")) {
             let userinfo = rest[..<at]
             rest = rest[rest.index(after: at)...]
-            let parts = userinfo.split(separator: ":", maxSplits: 1, omittingEmptySubsequences: false)
-            guard let user = percentDecoded(parts[0]), let pass = parts.count > 1 ? percentDecoded(parts[1]) : "" else {
-                return failure("has a malformed percent-encoding in its user or password")
-            }
+            let colon = userinfo.firstIndex(of: UInt8(ascii: ":"))
+            let user = percentDecoded(userinfo[..<(colon ?? userinfo.endIndex)])
+            let pass = colon.map { percentDecoded(userinfo[userinfo.index(after: $0)...]) } ?? ""
+            guard let user, let pass else { return failure("has a malformed percent-encoding in its user or password") }
             (username, password) = (user, pass)
         }
-        var host: Substring, portText: Substring?
-        if rest.hasPrefix("[") {
-            guard let close = rest.firstIndex(of: "]") else { return failure("has an unclosed [ in its host") }
+        var host: Substring.UTF8View.SubSequence, portText: Substring.UTF8View.SubSequence?
+        if rest.first == UInt8(ascii: "[") {
+            guard let close = rest.firstIndex(of: UInt8(ascii: "]")) else {
+                return failure("has an unclosed [ in its host")
+            }
             host = rest[rest.index(after: rest.startIndex)..<close]
             let after = rest[rest.index(after: close)...]
-            if after.hasPrefix(":") {
+            if after.first == UInt8(ascii: ":") {
                 portText = after.dropFirst()
             } else if !after.isEmpty {
                 return failure("has text after its [host]")
             }
-        } else if let colon = rest.lastIndex(of: ":") {
+        } else if let colon = rest.lastIndex(of: UInt8(ascii: ":")) {
             host = rest[..<colon]
             portText = rest[rest.index(after: colon)...]
         } else {
             host = rest
         }
-        guard !host.isEmpty, host.allSatisfy({ $0.isASCII && !$0.isWhitespace }) else {
-            return failure("names no proxy host")
+        // A host name or address is printable ASCII, without spaces.
+        guard !host.isEmpty, host.allSatisfy({ (0x21...0x7E).contains($0) }) else {
+            return failure("names no proxy host (a host is printable ASCII without spaces)")
         }
         var port = 1080
         if let portText {
-            guard let number = portText.asciiDigitsValue(maxDigits: 5), (1...65535).contains(number) else {
+            guard let number = Substring(portText).asciiDigitsValue(maxDigits: 5), (1...65535).contains(number) else {
                 return failure("has a port outside 1-65535")
             }
             port = number
         }
-        return .success(Server(host: String(host), port: port, username: username, password: password))
+        return .success(Server(host: String(Substring(host)), port: port, username: username, password: password))
     }
 
-    private static func percentDecoded(_ text: Substring) -> String? {
+    /// The text with its `%XX` escapes decoded, when they are well formed and the result is UTF-8.
+    private static func percentDecoded(_ text: Substring.UTF8View.SubSequence) -> String? {
         var bytes: [UInt8] = []
-        var index = text.utf8.startIndex
-        let utf8 = text.utf8
-        while index < utf8.endIndex {
-            let byte = utf8[index]
-            if byte == UInt8(ascii: "%") {
-                let high = utf8.index(after: index)
-                guard high < utf8.endIndex, utf8.index(after: high) < utf8.endIndex,
-                    let value = UInt8(
-                        String(decoding: [utf8[high], utf8[utf8.index(after: high)]], as: UTF8.self), radix: 16)
-                else { return nil }
-                bytes.append(value)
-                index = utf8.index(high, offsetBy: 2)
-            } else {
+        var index = text.startIndex
+        while index < text.endIndex {
+            let byte = text[index]
+            index = text.index(after: index)
+            guard byte == UInt8(ascii: "%") else {
                 bytes.append(byte)
-                index = utf8.index(after: index)
+                continue
             }
+            guard index < text.endIndex, text.index(after: index) < text.endIndex,
+                let high = Hex.value(text[index]), let low = Hex.value(text[text.index(after: index)])
+            else { return nil }
+            bytes.append(high << 4 | low)
+            index = text.index(index, offsetBy: 2)
         }
         return String(validating: bytes, as: UTF8.self)
     }
@@ -179,8 +194,8 @@ struct IPv4Range: Hashable {
     let mask: UInt32
 
     init?(_ text: String) {
-        let parts = text.split(separator: "/", maxSplits: 1, omittingEmptySubsequences: false)
-        guard parts.count == 2, let base = Self.address(parts[0]), parts[1].count <= 2, let bits = Int(parts[1]),
+        let parts = text.split(byte: UInt8(ascii: "/"), maxSplits: 1, omittingEmptySubsequences: false)
+        guard parts.count == 2, let base = Self.address(parts[0]), let bits = parts[1].asciiDigitsValue(maxDigits: 2),
             (0...32).contains(bits)
         else { return nil }
         mask = bits == 0 ? 0 : UInt32.max << UInt32(32 - bits)
@@ -189,23 +204,15 @@ struct IPv4Range: Hashable {
 
     func contains(_ address: UInt32) -> Bool { address & mask == base }
 
-    /// A dotted-quad IPv4 address, or nil.
+    /// A dotted-quad IPv4 address (four parts of 1 to 3 ASCII digits, each at most 255), or nil.
     static func address(_ text: some StringProtocol) -> UInt32? {
-        let octets = text.split(separator: ".", omittingEmptySubsequences: false)
+        let octets = text.split(byte: UInt8(ascii: "."), omittingEmptySubsequences: false)
         guard octets.count == 4 else { return nil }
         var value: UInt32 = 0
         for octet in octets {
-            guard (1...3).contains(octet.count), octet.allSatisfy(\.isASCII), let number = UInt8(octet) else {
-                return nil
-            }
+            guard let number = octet.asciiDigitsValue(maxDigits: 3), number <= 255 else { return nil }
             value = value << 8 | UInt32(number)
         }
         return value
-    }
-}
-
-extension StringProtocol {
-    func trimmingWhitespace() -> String {
-        String(drop(while: \.isWhitespace).reversed().drop(while: \.isWhitespace).reversed())
     }
 }

@@ -4,6 +4,7 @@ import FoundationEssentials
 import Foundation
 #endif
 public import HTTPTypes
+import ShadowCore
 
 /// An HTTP request as a transport sends it: the method and header fields are swift-http-types'
 /// (`HTTPRequest.Method`, `HTTPFields`); the URL is absolute text, checked by ``URLPolicy``.
@@ -155,11 +156,10 @@ public enum URLPolicy {
     /// True for a literal loopback address (names such as `localhost` are not trusted).
     public static func isLoopback(_ host: String) -> Bool {
         let bare = host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : host
-        if bare == "::1" { return true }
-        let parts = bare.split(separator: ".", omittingEmptySubsequences: false)
-        guard parts.count == 4, parts[0] == "127" else { return false }
-        return parts.allSatisfy { part in
-            part.count <= 3 && !part.isEmpty && part.allSatisfy(\.isASCII) && (UInt8(part) != nil)
-        }
+        if bare.utf8.elementsEqual("::1".utf8) { return true }
+        // Four parts of 1 to 3 ASCII digits, each at most 255, the first 127 (`UInt8("+0")` is 0).
+        let parts = bare.split(byte: UInt8(ascii: "."), omittingEmptySubsequences: false)
+        guard parts.count == 4, parts[0].utf8.elementsEqual("127".utf8) else { return false }
+        return parts.allSatisfy { part in part.asciiDigitsValue(maxDigits: 3).map { $0 <= 255 } ?? false }
     }
 }

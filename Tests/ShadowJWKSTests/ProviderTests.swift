@@ -257,7 +257,8 @@ import Testing
         #expect(URLPolicy.isLoopback("127.0.0.1") && URLPolicy.isLoopback("[::1]") && URLPolicy.isLoopback("127.1.2.3"))
         #expect(
             !URLPolicy.isLoopback("128.0.0.1") && !URLPolicy.isLoopback("127.0.0.1.example.com")
-                && !URLPolicy.isLoopback("localhost"))
+                && !URLPolicy.isLoopback("localhost") && !URLPolicy.isLoopback("127.+0.0.1")
+                && !URLPolicy.isLoopback("127.0.0.256") && !URLPolicy.isLoopback("127.0.0.0001"))
     }
 
     @Test func shutdownStopsTheProvider() async throws {

@@ -270,5 +270,48 @@ extension TransportTests {
         let everything = ProxySettings.fromEnvironment(["HTTPS_PROXY": "p:1", "NO_PROXY": "*"])
         #expect(try everything.server(forHost: "appleid.apple.com") == nil)
     }
+
+    /// NO_PROXY entries and hosts compare by bytes, ignoring ASCII case only: `lowercased()` made
+    /// a Kelvin sign (U+212A) `k`, and String equality made NFC and NFD spellings one name.
+    @Test func noProxyComparesBytesIgnoringASCIICaseOnly() throws {
+        let settings = ProxySettings.fromEnvironment([
+            "HTTPS_PROXY": "p:1", "NO_PROXY": "ex\u{212A}.com,\u{E9}.test,Upper.EXAMPLE\n,+10.0.0.0/8,192.168.0.0/+16",
+        ])
+        for host in ["upper.example", "API.Upper.Example."] {
+            #expect(try settings.server(forHost: host) == nil, "\(host)")
+        }
+        for host in ["exk.com", "EXK.com", "e\u{301}.test", "10.1.2.3", "192.168.1.1"] {
+            #expect(try settings.server(forHost: host) != nil, "\(host)")
+        }
+        // The same bytes match, whatever they are.
+        #expect(try settings.server(forHost: "\u{E9}.test") == nil)
+        #expect(!ProxySettings.fromEnvironment(["NO_PROXY": "1.2.3.4/8"]).bypasses("+1.2.3.4"))
+    }
+
+    @Test func aProxyValueIsReadByBytes() throws {
+        let capitals = ProxySettings.fromEnvironment(["HTTPS_PROXY": " HTTP://proxy.example:3128/path\n"])
+        #expect(try capitals.server(forHost: "example.com") == .init(host: "proxy.example", port: 3128))
+        for value in ["http://prox\u{1}y:80", "http://pr\u{F6}xy:80", "http://a%+f@p:1", "http://a%f@p:1"] {
+            let settings = ProxySettings.fromEnvironment(["HTTPS_PROXY": value])
+            #expect(throws: HTTPTransportError.self, "\(value.debugDescription)") {
+                try settings.server(forHost: "example.com")
+            }
+        }
+    }
+
+    /// The host the NO_PROXY check sees is the one the client connects to: Foundation's parse of
+    /// the URL, with its escapes decoded and an internationalized name in its xn-- form.
+    @Test func theProxyCheckSeesTheHostTheClientConnectsTo() {
+        let cases: [(String, String, String)] = [
+            ("https://ex%61mple.com/a", "https", "example.com"),
+            ("HTTPS://h\u{E4}.example/", "https", "xn--h-0fa.example"),
+            ("https://[::1]:8443/x", "https", "::1"),
+            ("https://user@host.example:443/", "https", "host.example"),
+        ]
+        for (url, scheme, host) in cases {
+            let found = AsyncHTTPClientTransport.schemeAndHost(url)
+            #expect(found.scheme == scheme && found.host == host, "\(url): \(found)")
+        }
+    }
 }
 #endif
