@@ -21,6 +21,32 @@ extension StringProtocol {
         trimmingBytes { $0 == UInt8(ascii: " ") || (0x09...0x0D).contains($0) }
     }
 
+    /// The text inside `open` and `close` (ASCII bytes) when it begins with the one and ends with
+    /// the other, by bytes (`dropFirst()` drops a Character: a bracket with the marks after it);
+    /// otherwise the whole text.
+    package func unwrapping(_ open: UInt8, _ close: UInt8) -> Substring {
+        let bytes = Substring(self).utf8
+        guard bytes.count >= 2, bytes.first == open, bytes.last == close else { return Substring(self) }
+        return Substring(bytes.dropFirst().dropLast())
+    }
+
+    /// The text without the ASCII `byte` repeated at its start (at most `leading` of them) and at its
+    /// end (at most `trailing`), by bytes.
+    package func dropping(_ byte: UInt8, leading: Int = 0, trailing: Int = 0) -> Substring {
+        var bytes = Substring(self).utf8[...]
+        var count = 0
+        while count < leading, bytes.first == byte {
+            bytes = bytes.dropFirst()
+            count += 1
+        }
+        count = 0
+        while count < trailing, bytes.last == byte {
+            bytes = bytes.dropLast()
+            count += 1
+        }
+        return Substring(bytes)
+    }
+
     private func trimmingBytes(_ blank: (UInt8) -> Bool) -> Substring {
         let bytes = Substring(self).utf8
         var start = bytes.startIndex

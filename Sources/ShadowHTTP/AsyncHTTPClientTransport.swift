@@ -258,10 +258,7 @@ public final class AsyncHTTPClientTransport: HTTPTransport {
     /// the URL's own spelling of it.
     package static func schemeAndHost(_ url: String) -> (scheme: String, host: String) {
         guard let parsed = URL(string: url), let scheme = parsed.scheme, let host = parsed.host else { return ("", "") }
-        let bare =
-            host.utf8.first == UInt8(ascii: "[") && host.utf8.last == UInt8(ascii: "]")
-            ? String(Substring(host).dropFirst().dropLast()) : host
-        return (scheme.asciiLowercased(), bare)
+        return (scheme.asciiLowercased(), String(host.unwrapping(UInt8(ascii: "["), UInt8(ascii: "]"))))
     }
 }
 #endif

@@ -69,12 +69,9 @@ public struct ProxySettings: Sendable, Hashable {
         let proxy = ["https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"].lazy.compactMap(value).first
         let exceptions = value("no_proxy") ?? value("NO_PROXY")
         let noProxy = (exceptions?.value ?? "").split(byte: UInt8(ascii: ",")).compactMap { entry -> String? in
-            var name = Substring(entry.trimmingASCIIWhitespace().asciiLowercased())
-            if name.utf8.first == UInt8(ascii: "["), name.utf8.last == UInt8(ascii: "]") {
-                name = name.dropFirst().dropLast()
-            }
-            while name.utf8.first == UInt8(ascii: ".") { name = name.dropFirst() }
-            if name.utf8.last == UInt8(ascii: ".") { name = name.dropLast() }
+            let lowered = entry.trimmingASCIIWhitespace().asciiLowercased()
+            let name = lowered.unwrapping(UInt8(ascii: "["), UInt8(ascii: "]"))
+                .dropping(UInt8(ascii: "."), leading: .max, trailing: 1)
             return name.isEmpty ? nil : String(name)
         }
         return ProxySettings(https: proxy.map { parse($0.value, variable: $0.name) }, noProxy: noProxy)
@@ -89,11 +86,8 @@ public struct ProxySettings: Sendable, Hashable {
 
     /// True when `host` is on the no-proxy list (compared by bytes, ignoring ASCII case).
     public func bypasses(_ host: String) -> Bool {
-        var name = Substring(host.asciiLowercased())
-        if name.utf8.first == UInt8(ascii: "["), name.utf8.last == UInt8(ascii: "]") {
-            name = name.dropFirst().dropLast()
-        }
-        if name.utf8.last == UInt8(ascii: ".") { name = name.dropLast() }
+        let name = host.asciiLowercased().unwrapping(UInt8(ascii: "["), UInt8(ascii: "]"))
+            .dropping(UInt8(ascii: "."), trailing: 1)
         let bytes = name.utf8
         for entry in noProxy {
             let wanted = entry.utf8

@@ -155,7 +155,7 @@ public enum URLPolicy {
 
     /// True for a literal loopback address (names such as `localhost` are not trusted).
     public static func isLoopback(_ host: String) -> Bool {
-        let bare = host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : host
+        let bare = host.unwrapping(UInt8(ascii: "["), UInt8(ascii: "]"))
         if bare.utf8.elementsEqual("::1".utf8) { return true }
         // Four parts of 1 to 3 ASCII digits, each at most 255, the first 127 (`UInt8("+0")` is 0).
         let parts = bare.split(byte: UInt8(ascii: "."), omittingEmptySubsequences: false)

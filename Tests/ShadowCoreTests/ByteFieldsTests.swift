@@ -33,6 +33,17 @@ import ShadowCore
         #expect(Array("PRIVATE \u{212A}EY".utf8).firstNonASCIIOffset == 8)
     }
 
+    @Test func trimmingCaseAndEndsAreByBytes() {
+        #expect(" \t\r\nHost\u{0B}\u{0C}".trimmingASCIIWhitespace() == "Host")
+        #expect("\u{A0}x\u{2028}".trimmingASCIIWhitespace().utf8.count == 6)  // not ASCII whitespace
+        #expect("ÉX\u{212A}".asciiLowercased().utf8.elementsEqual("Éx\u{212A}".utf8))
+        #expect("[\u{301}::1]".unwrapping(UInt8(ascii: "["), UInt8(ascii: "]")).utf8.elementsEqual("\u{301}::1".utf8))
+        #expect("[x".unwrapping(UInt8(ascii: "["), UInt8(ascii: "]")) == "[x")
+        #expect("[".unwrapping(UInt8(ascii: "["), UInt8(ascii: "[")) == "[")
+        #expect("...a.b..".dropping(UInt8(ascii: "."), leading: .max, trailing: 1) == "a.b.")
+        #expect(".\u{301}x.".dropping(UInt8(ascii: "."), leading: 1).utf8.elementsEqual("\u{301}x.".utf8))
+    }
+
     @Test func formsAreReadAsTheURLStandardReadsThem() {
         let pairs = FormDecoding.pairs(in: "token=a&token=\u{301}b&&flag&x=1=2&%74oken=c")
         #expect(pairs.map(\.name) == ["token", "token", "flag", "x", "token"])

@@ -286,6 +286,9 @@ extension TransportTests {
         // The same bytes match, whatever they are.
         #expect(try settings.server(forHost: "\u{E9}.test") == nil)
         #expect(!ProxySettings.fromEnvironment(["NO_PROXY": "1.2.3.4/8"]).bypasses("+1.2.3.4"))
+        // A bracket is one byte: with a mark after it, it is still a bracket, and the mark stays.
+        let marked = ProxySettings.fromEnvironment(["NO_PROXY": "[\u{301}::1]"])
+        #expect(marked.noProxy == ["\u{301}::1"] && !marked.bypasses("::1") && marked.bypasses("[\u{301}::1]"))
     }
 
     @Test func aProxyValueIsReadByBytes() throws {
