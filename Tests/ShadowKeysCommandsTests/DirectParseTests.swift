@@ -1,5 +1,6 @@
 import ArgumentParser
 import ShadowCore
+import ShadowJOSE
 import Testing
 
 @testable import ShadowKeysCommands
@@ -208,6 +209,7 @@ import Testing
         ["--token-file", "t", "--jwks", "k", "--leeway", "-1"],
         ["--token-file", "t", "--jwks", "k", "--max-token-bytes", "0"],
         ["--token-file", "t", "--jwks", "k", "--alg", "HS256"],
+        ["--token-file", "t", "--jwks", "k", "--alg", "r\u{17F}256"],
         ["--token-file", "t", "--jwks", "http://example.com/k"],
         ["--token-file", "t", "--token-env", "T", "--jwks", "k"],
         ["--token-file", "t", "--jwks", "k", "--nonce", "a", "--nonce-file", "b"],
@@ -216,6 +218,14 @@ import Testing
         ["--token-file", "t", "--jwks", "k", "--json=yes"],
         ["--each-line", "--token-file", "t", "--jwks", "k"],
     ]
+
+    /// `--alg` ignores ASCII case only: a long s (U+017F) upper-cases to S, and was RS256.
+    @Test func algorithmNamesIgnoreASCIICaseOnly() {
+        #expect(VerificationOptions.algorithm("rs256") == .rs256 && VerificationOptions.algorithm("eS256") == .es256)
+        for name in ["r\u{17F}256", "\u{212A}S256", "RS256 ", "HS256", "none", "RS2\u{FF15}6"] {
+            #expect(VerificationOptions.algorithm(name) == nil, "\(name.debugDescription)")
+        }
+    }
 
     @Test(arguments: declined)
     func declinedCommandLinesGoToArgumentParser(arguments: [String]) {

@@ -45,8 +45,12 @@ struct VerificationOptions: ParsableArguments {
     /// The longest `--max-age`: 100 years.
     static let maxAgeLimit: Double = 100 * 365.25 * 86400
 
-    /// An `--alg` value in any case (`rs256`, `Es256`). The token's own `alg` header stays exact, as RFC 7515 says.
-    static func algorithm(_ name: String) -> JWSAlgorithm? { JWSAlgorithm(rawValue: name.uppercased()) }
+    /// An `--alg` value in any ASCII case (`rs256`, `Es256`), compared by bytes: `uppercased()`
+    /// made `rſ256` (a long s, U+017F) RS256. The token's own `alg` header stays exact, as RFC 7515 says.
+    static func algorithm(_ name: String) -> JWSAlgorithm? {
+        let lowered = name.asciiLowercased()
+        return JWSAlgorithm.allCases.first { $0.rawValue.asciiLowercased().utf8.elementsEqual(lowered.utf8) }
+    }
 
     func validate() throws {
         for name in algorithms where Self.algorithm(name) == nil {
