@@ -232,7 +232,9 @@ final class PostgresStateDatabase: StateDatabase {
                             SELECT convert_from(value, 'UTF8') FROM shadow_meta WHERE name = \(MetaName.schemaVersion)
                             """,
                             logger: self.logger)
-                        guard let text = try rows.first?.decode(String.self), let number = Int(text), number >= 1 else {
+                        guard let text = try rows.first?.decode(String.self),
+                            let number = text.asciiDigitsValue(maxDigits: 9), number >= 1
+                        else {
                             throw CredentialError(
                                 .corruptedState, "the database has a shadow_meta table without a schema version")
                         }
@@ -278,11 +280,11 @@ final class PostgresStateDatabase: StateDatabase {
             throw CredentialError(
                 .notAStore, "the database \(location.database) holds no ShadowKeys state store (no shadow_meta table)")
         }
-        guard let number = Int(version), (1...Self.migrations.count).contains(number) else {
+        guard let number = version.asciiDigitsValue(maxDigits: 9), (1...Self.migrations.count).contains(number) else {
             throw CredentialError(
                 .corruptedState,
                 """
-                the database has schema version \(version.prefix(20)); this ShadowKeys reads 1 to \
+                the database has schema version \(version.quotedForMessage); this ShadowKeys reads 1 to \
                 \(Self.migrations.count)
                 """
             )

@@ -209,12 +209,14 @@ final class SQLiteStateDatabase: StateDatabase {
     /// The schema version a `schema_version` value names, when this ShadowKeys reads it.
     @discardableResult
     static func checkVersion(_ version: [UInt8]) throws -> Int {
-        guard let number = Int(String(decoding: version, as: UTF8.self)), number >= 1, number <= schemaVersion else {
+        // ASCII digits only, as written: `Int("+1")` is 1.
+        let text = String(decoding: version, as: UTF8.self)
+        guard let number = text.asciiDigitsValue(maxDigits: 9), number >= 1, number <= schemaVersion else {
             throw CredentialError(
                 .corruptedState,
                 """
-                the state database has schema version \(String(decoding: version, as: UTF8.self).prefix(20)); this \
-                ShadowKeys reads 1 to \(schemaVersion)
+                the state database has schema version \(text.quotedForMessage); this ShadowKeys reads 1 to \
+                \(schemaVersion)
                 """
             )
         }

@@ -63,7 +63,10 @@ public struct TrustedProxies: Sendable, Hashable {
     public struct InvalidProxy: Error, CustomStringConvertible {
         public let entry: String
         public var description: String {
-            "\(entry.prefix(64)) is not an IPv4 or IPv6 address or CIDR range (such as 10.0.0.0/8 or 2001:db8::/32)"
+            """
+            \(entry.quotedForMessage) is not an IPv4 or IPv6 address or CIDR range (such as 10.0.0.0/8 or \
+            2001:db8::/32)
+            """
         }
     }
 }
@@ -91,7 +94,8 @@ public enum ClientAddress {
         guard !chain.isEmpty else { return peer }
         for entry in chain.reversed() {
             let address = hostPart(entry)
-            guard bytes(address) != nil else { return String(entry.prefix(64)).lowercased() }
+            // Not an address (`unknown`, an obfuscated name): its first 64 bytes are its key.
+            guard bytes(address) != nil else { return String(decoding: entry.utf8.prefix(64), as: UTF8.self) }
             if !trusted.contains(address) { return canonical(address) }
         }
         return canonical(hostPart(chain[0]))

@@ -70,7 +70,7 @@ public struct PKCE: Sendable, CustomStringConvertible {
             if name.utf8.elementsEqual("code".utf8) { code = value }
             if name.utf8.elementsEqual("state".utf8) { returnedState = value }
             if name.utf8.elementsEqual("error".utf8) {
-                throw TokenError(.rejected, "the authorization server answered \(value.prefix(64))")
+                throw TokenError(.rejected, "the authorization server answered \(value.quotedForMessage)")
             }
         }
         guard let code, !code.isEmpty else { throw TokenError(.notConfigured, "the redirect URL holds no code") }

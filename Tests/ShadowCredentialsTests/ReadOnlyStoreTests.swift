@@ -120,6 +120,21 @@ import Testing
         #expect(version.map { String(buffer: $0) } == "1")
     }
 
+    /// A schema version is ASCII digits as written: `Int` reads `+1` as 1, and such a store
+    /// was read as schema 1. It is refused as damaged, by readers and writers, and named quoted.
+    @Test func aSchemaVersionWithASignIsDamage() async throws {
+        let fixture = try await Self.writtenStore()
+        _ = try await Self.query(
+            fixture.location, "UPDATE shadow_meta SET value = CAST('+2' AS BLOB) WHERE name = 'schema_version'")
+        for open in [
+            { try await SQLiteCredentialStore.openForReading(path: fixture.location, unlock: .key(fixture.key)) },
+            { try await SQLiteCredentialStore.open(path: fixture.location, unlock: .key(fixture.key)) },
+        ] as [@Sendable () async throws -> SQLiteCredentialStore] {
+            let error = await #expect(throws: CredentialError.self) { _ = try await open() }
+            #expect(error?.code == .corruptedState && error?.reason.contains("schema version \"+2\"") == true)
+        }
+    }
+
     /// PostgreSQL readers likewise: a database without the tables is not a store and is left
     /// without them; a deleted secret is corruption; an older schema is read, not migrated.
     @Test(.tags(.postgres), .enabled(if: postgresWanted))
