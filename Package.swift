@@ -273,7 +273,7 @@ let package = Package(
             dependencies: [
                 "ShadowOperationLog", "ShadowSQLite", "ShadowPostgres", "ShadowCore", "ShadowVault",
                 "ShadowCredentials",
-                "ShadowTestSupport", sqliteNIO, nioCore,
+                "ShadowTestSupport", sqliteNIO, nioCore, crypto,
             ],
             swiftSettings: strictSettings),
         .testTarget(

@@ -28,7 +28,7 @@ public struct WitnessRecord: Sendable, Hashable {
 
 /// A vault's identity and generation (from its header; no key needed).
 public struct VaultMark: Sendable, Hashable {
-    /// The vault ID, 32 hex digits.
+    /// The vault ID, 32 lower-case hex digits.
     public let id: String
     public let generation: UInt64
 
@@ -97,58 +97,90 @@ public struct Witness: Sendable {
         return try Self.parse(bytes, key: key)
     }
 
-    /// Parses and authenticates a witness file.
+    /// Parses and authenticates a witness file, by its bytes: the MAC covers the exact bytes of
+    /// the lines above it, the lines come in the documented order, and the file must be the one
+    /// this writer makes of what it holds (decimal without a sign or leading zeros, lower-case hex).
     static func parse(_ bytes: [UInt8], key: SymmetricKey) throws -> WitnessRecord {
         func bad(_ reason: String) -> LogError { LogError(.tampered, "the witness file: \(reason)") }
-        guard let text = String(validating: bytes, as: UTF8.self), text.hasSuffix("\n") else {
+        guard String(validating: bytes, as: UTF8.self) != nil, bytes.last == UInt8(ascii: "\n") else {
             throw bad("it is not UTF-8 text ending in a newline")
         }
-        var lines = text.dropLast().split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
-        guard lines.count >= 5, lines[0] == header, let macLine = lines.popLast(), macLine.hasPrefix("mac ") else {
-            throw bad("it is not a \(header) file")
-        }
-        let body = lines.map { $0 + "\n" }.joined()
-        guard let mac = Base64.decode(macLine.dropFirst(4)),
-            ConstantTime.equals(Array(HMAC<SHA256>.authenticationCode(for: Array(body.utf8), using: key)), mac)
+        let lines = bytes.dropLast().split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false)
+        guard lines.count >= 5, lines[0].elementsEqual(header.utf8), let macLine = lines.last,
+            macLine.starts(with: "mac ".utf8)
+        else { throw bad("it is not a \(header) file") }
+        let body = bytes[..<macLine.startIndex]
+        guard let mac = Base64.decode(String(decoding: macLine.dropFirst(4), as: UTF8.self)),
+            ConstantTime.equals(Array(HMAC<SHA256>.authenticationCode(for: body, using: key)), mac)
         else { throw bad("it does not authenticate with this log's key: it was edited, or belongs to another log") }
-        var fields: [String: [Substring]] = [:]
-        for line in lines.dropFirst() {
-            let parts = line.split(separator: " ", omittingEmptySubsequences: false)
-            guard let name = parts.first, fields[String(name)] == nil else { throw bad("a line is repeated") }
-            fields[String(name)] = Array(parts.dropFirst())
+        // The lines between the header and the MAC, each split at its spaces, in order.
+        var fields = lines.dropFirst().dropLast().map {
+            $0.split(separator: UInt8(ascii: " "), omittingEmptySubsequences: false).map {
+                String(decoding: $0, as: UTF8.self)
+            }
+        }[...]
+        func take(_ name: String, values: Int) -> [String]? {
+            guard let line = fields.first, line.count == values + 1, line[0].utf8.elementsEqual(name.utf8) else {
+                return nil
+            }
+            fields = fields.dropFirst()
+            return Array(line.dropFirst())
         }
-        guard let origin = fields["origin"], origin.count == 1, let size = fields["size"], size.count == 1,
-            let treeSize = UInt64(size[0]), let root = fields["root"], root.count == 1,
-            let treeRoot = TreeHash(base64: root[0])
+        guard let origin = take("origin", values: 1)?[0],
+            (try? Checkpoint(origin: origin, size: 0, root: .empty)) != nil,
+            let size = take("size", values: 1).flatMap({ UInt64($0[0]) }),
+            let root = take("root", values: 1).flatMap({ TreeHash(base64: $0[0]) })
         else { throw bad("its origin, size or root line is malformed") }
-        var record = WitnessRecord(origin: String(origin[0]), size: treeSize, root: treeRoot)
-        if let vault = fields["vault"] {
-            guard vault.count == 2, let generation = UInt64(vault[1]) else { throw bad("its vault line is malformed") }
-            record.vault = VaultMark(id: String(vault[0]), generation: generation)
+        var record = WitnessRecord(origin: origin, size: size, root: root)
+        if let vault = take("vault", values: 2) {
+            guard let id = try? Hex.decode(vault[0]), id.count == 16, Hex.encode(id).utf8.elementsEqual(vault[0].utf8),
+                let generation = UInt64(vault[1])
+            else {
+                throw bad("its vault line is malformed")
+            }
+            record.vault = VaultMark(id: vault[0], generation: generation)
         }
-        if let state = fields["state"] {
-            guard state.count == 2, let count = Int(state[0]), count >= 0, let last = try? Hex.decode(String(state[1])),
-                last.count == 32
-            else { throw bad("its state line is malformed") }
+        if let state = take("state", values: 2) {
+            guard let count = Int(state[0]), count >= 0, let last = try? Hex.decode(state[1]), last.count == 32 else {
+                throw bad("its state line is malformed")
+            }
             record.state = StateMark(count: count, last: last)
+        }
+        guard fields.isEmpty else { throw bad("a line is repeated, out of order or unknown") }
+        // `+5`, `05` or upper-case hex read as the same record, but are not what was written.
+        guard Self.body(record).elementsEqual(body) else {
+            throw bad("a number or hex field is not written as this file writes it (decimal, lower-case hex)")
         }
         return record
     }
 
-    /// The file's bytes for `record`.
-    func serialize(_ record: WitnessRecord) -> [UInt8] {
+    /// The file's lines before its MAC line, for `record`.
+    static func body(_ record: WitnessRecord) -> [UInt8] {
         var lines = [Self.header, "origin \(record.origin)", "size \(record.size)", "root \(record.root.base64)"]
         if let vault = record.vault { lines.append("vault \(vault.id) \(vault.generation)") }
         if let state = record.state { lines.append("state \(state.count) \(Hex.encode(state.last))") }
-        let body = lines.map { $0 + "\n" }.joined()
-        let mac = HMAC<SHA256>.authenticationCode(for: Array(body.utf8), using: key)
-        return Array((body + "mac \(Base64.encode(Array(mac)))\n").utf8)
+        return Array(lines.map { $0 + "\n" }.joined().utf8)
+    }
+
+    /// The file's bytes for `record`.
+    func serialize(_ record: WitnessRecord) -> [UInt8] {
+        let body = Self.body(record)
+        let mac = HMAC<SHA256>.authenticationCode(for: body, using: key)
+        return body + Array("mac \(Base64.encode(Array(mac)))\n".utf8)
     }
 
     /// Writes `record` atomically, mode 0600.
+    /// - Throws: ``LogErrorCode/invalidParameter`` for a record the reader would refuse (an
+    ///   origin that is not a log's, a vault ID that is not 32 lower-case hex digits, a negative count).
     public func write(_ record: WitnessRecord) throws {
+        let bytes = serialize(record)
         do {
-            try Files.writeAtomically(path, serialize(record))
+            _ = try Self.parse(bytes, key: key)
+        } catch let error as LogError {
+            throw LogError(.invalidParameter, "a witness record this file could not read back (\(error.reason))")
+        }
+        do {
+            try Files.writeAtomically(path, bytes)
         } catch let error as FileError {
             throw LogError(.io, "\(error)")
         }

@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import ShadowCore
 import ShadowOperationLog
@@ -185,5 +186,63 @@ import Testing
         // Written back, it is the same bytes.
         try Witness(path: path, keys: keys).write(record)
         #expect(try String(contentsOfFile: path, encoding: .utf8) == vectors.witnessFile)
+    }
+
+    /// A witness file is read as written, by its bytes (Docs/operation-log.md, "The witness"): the
+    /// vector's lines changed and authenticated again with the witness key (derived here as the
+    /// document says) are refused. `UInt64` took `+5`, and the lines were read in any order and
+    /// split by Character.
+    @Test func aWitnessFileIsReadOnlyAsWritten() throws {
+        let witnessKey = HKDF<SHA256>.deriveKey(
+            inputKeyMaterial: SymmetricKey(data: try Hex.decode(vectors.secret)),
+            info: Array("shadow-keys oplog v1 witness".utf8), outputByteCount: 32)
+        func authenticated(_ body: String) -> String {
+            let mac = HMAC<SHA256>.authenticationCode(for: Array(body.utf8), using: witnessKey)
+            return body + "mac " + Data(mac).base64EncodedString() + "\n"
+        }
+        let lines = vectors.witnessFile.split(separator: "\n").map(String.init)
+        let body = lines.dropLast().map { $0 + "\n" }.joined()
+        // The key derived from the document opens the vector as it is.
+        #expect(authenticated(body) == vectors.witnessFile)
+        let path = directory.path + "/edited-witness"
+        var edits = [
+            ("size 5", "size +5"), ("size 5", "size 05"), ("vault 0011", "vault +011"), (" 7\n", " +7\n"),
+            ("00112233445566778899aabbccddeeff", "00112233445566778899AABBCCDDEEFF"), ("state 3", "state +3"),
+            ("state 3 50d8", "state 3 50D8"), ("origin ", "origin  "), ("size 5\n", "size 5 \n"),
+            ("\nsize", "\r\nsize"),
+        ].map { body.replacingOccurrences(of: $0.0, with: $0.1) }
+        // The vault line before the size line; the state line twice.
+        edits.append(
+            lines[0] + "\n" + lines[1] + "\n" + lines[4] + "\n" + lines[2] + "\n" + lines[3] + "\n" + lines[5] + "\n")
+        edits.append(body + lines[5] + "\n")
+        for edited in edits {
+            #expect(edited != body)
+            try Data(authenticated(edited).utf8).write(to: URL(fileURLWithPath: path))
+            #expect(throws: LogError(.tampered, ""), "\(edited.debugDescription)") {
+                try Witness(path: path, keys: keys).read()
+            }
+        }
+        // The writer refuses what the reader would.
+        let record = try #require(try Witness(path: path + "-vector", keys: keys).readVector(vectors.witnessFile))
+        for bad in [
+            WitnessRecord(origin: "two words", size: 1, root: record.root),
+            WitnessRecord(
+                origin: record.origin, size: 1, root: record.root,
+                vault: VaultMark(id: "00112233445566778899AABBCCDDEEFF", generation: 1)),
+            WitnessRecord(
+                origin: record.origin, size: 1, root: record.root,
+                state: StateMark(count: -1, last: Array(repeating: 0, count: 32))),
+        ] {
+            #expect(throws: LogError(.invalidParameter, "")) { try Witness(path: path + "-bad", keys: keys).write(bad) }
+        }
+        #expect(!FileManager.default.fileExists(atPath: path + "-bad"))
+    }
+}
+
+extension Witness {
+    /// The record of `text`, written to this witness's path and read back.
+    fileprivate func readVector(_ text: String) throws -> WitnessRecord? {
+        try Data(text.utf8).write(to: URL(fileURLWithPath: path))
+        return try read()
     }
 }
