@@ -92,6 +92,11 @@ public struct LogKeys: Sendable, CustomStringConvertible {
 
     public var description: String { "LogKeys(redacted)" }
 
+    /// HMAC-SHA-256(witness key, `bytes`): a witness file's `mac` line, over the lines before it.
+    package func witnessMAC(_ bytes: ArraySlice<UInt8>) -> [UInt8] {
+        Array(HMAC<SHA256>.authenticationCode(for: bytes, using: witness))
+    }
+
     /// HMAC-SHA-256(lookup key, entity ID): how an entity is found without its ID in clear.
     public func entityHash(_ entityID: String) -> [UInt8] {
         var id = entityID

@@ -69,7 +69,7 @@ public typealias StateMarkReader = @Sendable (_ entry: Int?) async throws -> (ma
 /// audit log still holds the remembered last entry. Anything else is ``LogErrorCode/rolledBack``.
 public struct Witness: Sendable {
     public let path: String
-    let key: SymmetricKey
+    let keys: LogKeys
 
     static let header = "shadow-keys witness v1"
     /// The largest witness file read.
@@ -77,7 +77,7 @@ public struct Witness: Sendable {
 
     public init(path: String, keys: LogKeys) {
         self.path = path
-        key = keys.witness
+        self.keys = keys
     }
 
     /// The remembered record; nil when there is no witness file yet.
@@ -94,13 +94,13 @@ public struct Witness: Sendable {
         } catch let error as FileError {
             throw LogError(.io, "\(error)")
         }
-        return try Self.parse(bytes, key: key)
+        return try Self.parse(bytes, keys: keys)
     }
 
     /// Parses and authenticates a witness file, by its bytes: the MAC covers the exact bytes of
     /// the lines above it, the lines come in the documented order, and the file must be the one
     /// this writer makes of what it holds (decimal without a sign or leading zeros, lower-case hex).
-    static func parse(_ bytes: [UInt8], key: SymmetricKey) throws -> WitnessRecord {
+    static func parse(_ bytes: [UInt8], keys: LogKeys) throws -> WitnessRecord {
         func bad(_ reason: String) -> LogError { LogError(.tampered, "the witness file: \(reason)") }
         guard String(validating: bytes, as: UTF8.self) != nil, bytes.last == UInt8(ascii: "\n") else {
             throw bad("it is not UTF-8 text ending in a newline")
@@ -111,7 +111,7 @@ public struct Witness: Sendable {
         else { throw bad("it is not a \(header) file") }
         let body = bytes[..<macLine.startIndex]
         guard let mac = Base64.decode(String(decoding: macLine.dropFirst(4), as: UTF8.self)),
-            ConstantTime.equals(Array(HMAC<SHA256>.authenticationCode(for: body, using: key)), mac)
+            ConstantTime.equals(keys.witnessMAC(body), mac)
         else { throw bad("it does not authenticate with this log's key: it was edited, or belongs to another log") }
         // The lines between the header and the MAC, each split at its spaces, in order.
         var fields = lines.dropFirst().dropLast().map {
@@ -165,8 +165,7 @@ public struct Witness: Sendable {
     /// The file's bytes for `record`.
     func serialize(_ record: WitnessRecord) -> [UInt8] {
         let body = Self.body(record)
-        let mac = HMAC<SHA256>.authenticationCode(for: body, using: key)
-        return body + Array("mac \(Base64.encode(Array(mac)))\n".utf8)
+        return body + Array("mac \(Base64.encode(keys.witnessMAC(body[...])))\n".utf8)
     }
 
     /// Writes `record` atomically, mode 0600.
@@ -175,7 +174,7 @@ public struct Witness: Sendable {
     public func write(_ record: WitnessRecord) throws {
         let bytes = serialize(record)
         do {
-            _ = try Self.parse(bytes, key: key)
+            _ = try Self.parse(bytes, keys: keys)
         } catch let error as LogError {
             throw LogError(.invalidParameter, "a witness record this file could not read back (\(error.reason))")
         }
