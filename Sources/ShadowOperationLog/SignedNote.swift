@@ -254,7 +254,7 @@ public struct Checkpoint: Sendable, Hashable {
             throw LogError(.invalidParameter, "a log origin is one line of 1 to 255 bytes without control characters")
         }
         guard size <= UInt64(Int64.max) else { throw LogError(.invalidParameter, "a tree size is at most 2^63 - 1") }
-        for line in extensions where !isLine(line) || line.hasPrefix(Self.prunedPrefix) {
+        for line in extensions where !isLine(line) || Self.isPrunedLine(line) {
             throw LogError(
                 .invalidParameter,
                 "a checkpoint extension is one non-empty line without control characters (the pruned line aside)")
@@ -268,34 +268,45 @@ public struct Checkpoint: Sendable, Hashable {
 
     static let prunedPrefix = "pruned "
 
+    /// Whether `line` begins with the bytes `pruned ` (by bytes: `hasPrefix` compares
+    /// Characters, and `pruned ` followed by a combining mark is not that prefix as a String).
+    static func isPrunedLine(_ line: some StringProtocol) -> Bool { line.utf8.starts(with: prunedPrefix.utf8) }
+
     /// The note text.
     public var text: String {
         let pruned = prunedBefore > 0 ? [Self.prunedPrefix + String(prunedBefore)] : []
         return ([origin, String(size), root.base64] + extensions + pruned).map { $0 + "\n" }.joined()
     }
 
+    /// The value of 1 to 19 ASCII digits and nothing else (`UInt64` takes a sign).
+    static func decimal(_ text: Substring) -> UInt64? {
+        guard (1...19).contains(text.utf8.count), text.utf8.allSatisfy({ (0x30...0x39).contains($0) }) else {
+            return nil
+        }
+        return UInt64(text)
+    }
+
     /// Parses a checkpoint's note text (already opened with ``SignedNote/open(_:verifiers:)``).
     public init(text: String) throws {
         func bad(_ reason: String) -> LogError { LogError(.badCheckpoint, "the checkpoint: \(reason)") }
         guard text.hasSuffix("\n") else { throw bad("it does not end in a newline") }
-        let lines = text.dropLast().split(separator: "\n", omittingEmptySubsequences: false)
+        let lines = text.dropLast().split(byte: UInt8(ascii: "\n"), omittingEmptySubsequences: false)
         guard lines.count >= 3 else { throw bad("it has \(lines.count) lines, not at least 3") }
         let sizeText = lines[1]
-        guard !sizeText.isEmpty, sizeText.allSatisfy(\.isASCII), sizeText.allSatisfy(\.isNumber),
-            sizeText == "0" || !sizeText.hasPrefix("0"), let size = UInt64(sizeText), size <= UInt64(Int64.max)
+        guard sizeText.utf8.elementsEqual("0".utf8) || sizeText.utf8.first != UInt8(ascii: "0"),
+            let size = Self.decimal(sizeText), size <= UInt64(Int64.max)
         else { throw bad("the tree size is not a decimal number without leading zeros up to 2^63 - 1") }
         guard let root = TreeHash(base64: lines[2]) else { throw bad("the root is not base64 of 32 bytes") }
         var extensions = lines.dropFirst(3).map(String.init)
         var pruned: UInt64 = 0
-        if let last = extensions.last, last.hasPrefix(Self.prunedPrefix) {
-            let digits = last.dropFirst(Self.prunedPrefix.count)
-            guard !digits.hasPrefix("0"), digits.allSatisfy({ $0.isASCII && $0.isNumber }), let value = UInt64(digits),
-                value >= 1, value <= size
+        if let last = extensions.last, Self.isPrunedLine(last) {
+            let digits = Substring(last.utf8.dropFirst(Self.prunedPrefix.utf8.count))
+            guard digits.utf8.first != UInt8(ascii: "0"), let value = Self.decimal(digits), value >= 1, value <= size
             else { throw bad("the pruned line is not a number from 1 to the tree size") }
             pruned = value
             extensions.removeLast()
         }
-        guard !extensions.contains(where: { $0.hasPrefix(Self.prunedPrefix) }) else {
+        guard !extensions.contains(where: Self.isPrunedLine) else {
             throw bad("a pruned line that is not the last line")
         }
         do {

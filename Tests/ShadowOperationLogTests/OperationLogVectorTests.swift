@@ -170,7 +170,20 @@ import Testing
         #expect(checkpoint.text == vector.text)
         #expect(try SignedCheckpoint(checkpoint: checkpoint, signer: signer).note == vector.note)
         #expect(try Checkpoint(text: vector.text) == checkpoint)
-        for bad in ["pruned 0\n", "pruned 6\n", "pruned 02\n", "pruned 2\nextra\n", "pruned x\n"] {
+        #expect(throws: LogError.self) {
+            try Checkpoint(origin: "o", size: 1, root: checkpoint.root, extensions: ["pruned \u{301}1"])
+        }
+        for size in ["+5", "05", "\u{FF15}"] {
+            let text = vector.text.replacingOccurrences(of: "\n\(vector.size)\n", with: "\n\(size)\n")
+            #expect(text != vector.text)
+            #expect(throws: LogError.self, "\(size)") { try Checkpoint(text: text) }
+        }
+        // A line that begins with the bytes `pruned ` is the pruned line, whatever follows (a
+        // combining mark after the space made it an ordinary extension to `hasPrefix`).
+        for bad in [
+            "pruned 0\n", "pruned 6\n", "pruned 02\n", "pruned 2\nextra\n", "pruned x\n", "pruned \u{301}2\n",
+            "pruned +2\n", "pruned \u{301}2\nextra\n",
+        ] {
             let text = vector.text.replacingOccurrences(of: "pruned 2\n", with: bad)
             #expect(throws: LogError.self, "\(bad)") { try Checkpoint(text: text) }
         }
