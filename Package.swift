@@ -239,7 +239,7 @@ let package = Package(
             name: "ShadowJWKSTests",
             dependencies: [
                 "ShadowJWKS", "ShadowHTTP", "ShadowTestSupport", "ShadowJOSE", "ShadowCore", asyncHTTPClient,
-                httpTypes,
+                httpTypes, crypto,
             ],
             swiftSettings: strictSettings),
         .testTarget(

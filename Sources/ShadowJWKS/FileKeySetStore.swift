@@ -193,6 +193,12 @@ public struct FileKeySetStore: KeySetStore {
             }
             snapshot.unknownKeyIDs.append(.init(keyID: kid, at: time.date))
         }
+        // The file must be the one this writer makes of what was read (Docs/jwks-caching.md):
+        // reordered, extra or missing members, `1.0` for an integer, an escape or space RFC 8785
+        // does not write, each parse and hash to a snapshot, but none is a cache file.
+        guard encode(snapshot, url: url).utf8.elementsEqual(bytes) else {
+            throw FormatError(description: "not in the canonical form (members, order or spelling)")
+        }
         return snapshot
     }
 }

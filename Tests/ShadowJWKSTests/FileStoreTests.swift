@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import ShadowCore
 import ShadowJOSE
@@ -82,6 +83,41 @@ import Testing
         let flipped = fileText.replacingOccurrences(of: "\"version\":1", with: "\"version\":2")
         #expect(throws: (any Error).self) {
             try FileKeySetStore.decode(Array(flipped.utf8), url: vector["url"]?.stringValue ?? "")
+        }
+    }
+
+    /// A cache file is read only in the form Docs/jwks-caching.md lays down: a file whose members
+    /// are reordered, added or missing, or whose integer is written `1.0`, with a correct
+    /// `sha256` over its own text, is refused (it was read: the digest was over its members as
+    /// they came).
+    @Test func aCacheFileIsReadOnlyInItsCanonicalForm() throws {
+        let vector = try #require(
+            try StrictJSON.parse(PackagePaths.vector("shadow/jwks-cache/cache-v1.json")).objectValue)
+        let url = try #require(vector["url"]?.stringValue)
+        let fileText = String(
+            decoding: try PackagePaths.vector("shadow/jwks-cache/" + (vector["file"]?.stringValue ?? "")), as: UTF8.self
+        )
+        // `text` (members before sha256, as written) with its digest appended as the format does.
+        func hashed(_ text: String) -> [UInt8] {
+            let digest = SHA256.hash(data: Array(text.utf8)).map { String(format: "%02x", $0) }.joined()
+            return Array((String(text.dropLast()) + ",\"sha256\":\"\(digest)\"}").utf8)
+        }
+        let canonical = String(fileText[..<fileText.range(of: ",\"sha256\"")!.lowerBound]) + "}"
+        #expect(hashed(canonical) == Array(fileText.utf8))
+        #expect(throws: Never.self) { try FileKeySetStore.decode(hashed(canonical), url: url) }
+        let edits = [
+            canonical.replacingOccurrences(of: "\"version\":1", with: "\"version\":1.0"),
+            canonical.replacingOccurrences(of: "{\"body\"", with: "{\"aaa\":1,\"body\""),
+            canonical.replacingOccurrences(of: ",\"version\":1}", with: "}").replacingOccurrences(
+                of: "{", with: "{\"version\":1,", options: [],
+                range: canonical.startIndex..<canonical.index(after: canonical.startIndex)),
+            canonical.replacingOccurrences(of: "\"format\"", with: " \"format\""),
+        ]
+        for edited in edits {
+            #expect(edited != canonical)
+            #expect(throws: FileKeySetStore.FormatError.self, "\(edited)") {
+                try FileKeySetStore.decode(hashed(edited), url: url)
+            }
         }
     }
 
