@@ -32,10 +32,12 @@ enum JWKSTargets {
 
     static let url = "https://appleid.apple.com/auth/keys"
 
-    /// The cache file: what is accepted re-encodes to a file that reads back the same.
+    /// The cache file: what is accepted is exactly the file its snapshot encodes to, and reads
+    /// back the same.
     static let cacheFile: FuzzTargets.Harness = { data in
         guard let snapshot = try? FileKeySetStore.decode(Array(data), url: url) else { return }
         let text = FileKeySetStore.encode(snapshot, url: url)
+        precondition(text.utf8.elementsEqual(data), "a cache file read is not the file its snapshot writes")
         guard let again = try? FileKeySetStore.decode(Array(text.utf8), url: url) else {
             preconditionFailure("a cache file's re-encoding does not read back")
         }
