@@ -35,7 +35,8 @@ public struct ProxySettings: Sendable, Hashable {
 
         /// `host:port`, with `user:***@` when credentials are set: the password is never printed.
         public var description: String {
-            (username.map { "\($0):***@" } ?? "") + (host.contains(":") ? "[\(host)]" : host) + ":\(port)"
+            // The user name is percent-decoded from the environment: its terminal controls are escaped.
+            (username.map { "\($0.terminalSafe):***@" } ?? "") + (host.contains(":") ? "[\(host)]" : host) + ":\(port)"
         }
 
         public var debugDescription: String { description }
@@ -114,7 +115,8 @@ public struct ProxySettings: Sendable, Hashable {
         if let schemeEnd = rest.firstRange(of: "://".utf8) {
             let scheme = Substring(rest[..<schemeEnd.lowerBound])
             guard scheme.equalsASCIIIgnoringCase("http") else {
-                return failure("names a \(scheme.asciiLowercased()):// proxy; only http:// proxies are supported")
+                return failure(
+                    "names a \(scheme.asciiLowercased().terminalSafe):// proxy; only http:// proxies are supported")
             }
             rest = rest[schemeEnd.upperBound...]
         }

@@ -242,6 +242,10 @@ extension TransportTests {
             #expect(!text.contains("hunter2"), "\(text)")
         }
         #expect("\(server)" == "user:***@proxy.example:3128")
+        // A user name with a terminal escape, percent-encoded in the variable, is printed escaped.
+        let escaped = ProxySettings.fromEnvironment(["HTTPS_PROXY": "http://a%1B%5B2J:pw@proxy.example:3128"])
+        let withEscape = try #require(try escaped.server(forHost: "example.com"))
+        #expect(withEscape.username == "a\u{1B}[2J" && !"\(withEscape)".contains("\u{1B}"), "\(withEscape)")
     }
 
     @Test func unusableProxiesAreRefusedByName() {
