@@ -121,6 +121,32 @@ import Testing
         }
     }
 
+    /// Whatever this writer writes, this reader reads: times anywhere in the range (each taken to
+    /// the millisecond, as the file keeps them) and text that needs escapes or is not ASCII.
+    @Test func everyFileTheWriterMakesReadsBack() throws {
+        var generator = SystemRandomNumberGenerator()
+        let lowest = Timestamp.range.lowerBound, highest = Timestamp.range.upperBound
+        var milliseconds: [Int64] = [lowest, lowest + 1, -1, 0, 1, 1_700_000_000_123, highest - 1, highest]
+        for _ in 0..<2000 { milliseconds.append(Int64.random(in: lowest...highest, using: &generator)) }
+        let texts = ["", "\"quoted\" \\ back", "tab\tnew\nline\u{1}\u{7F}", "\u{2028}\u{2029}", "e\u{301} \u{E9} 😀"]
+        for (index, ms) in milliseconds.enumerated() {
+            let date = Date(timeIntervalSince1970: Double(ms) / 1000)
+            var snapshot = KeySetSnapshot()
+            snapshot.body = Array("{\"keys\":[]}".utf8)
+            (snapshot.fetchedAt, snapshot.expiresAt, snapshot.lastAttempt, snapshot.retryNotBefore) =
+                (date, date, date, date)
+            snapshot.etag = texts[index % texts.count]
+            snapshot.lastFailure = texts[(index + 1) % texts.count]
+            snapshot.lastModified = texts[(index + 2) % texts.count]
+            snapshot.unknownKeyIDs = [.init(keyID: texts[(index + 3) % texts.count], at: date)]
+            let file = FileKeySetStore.encode(snapshot, url: url)
+            let read = try FileKeySetStore.decode(Array(file.utf8), url: url)
+            #expect(read.fetchedAt.flatMap(Timestamp.init)?.milliseconds == ms, "\(ms)")
+            #expect(read.etag == snapshot.etag && read.lastFailure == snapshot.lastFailure)
+            #expect(FileKeySetStore.encode(read, url: url) == file)
+        }
+    }
+
     @Test func cooldownAndNegativeCacheHoldAcrossProviders() async throws {
         let body = TestKeys.jwksJSON([try TestKeys.jwk(TestKeys.rsa, kid: "a")])
         let server = try LoopbackHTTPServer { _ in .json(body) }
