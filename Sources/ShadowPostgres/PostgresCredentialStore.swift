@@ -452,7 +452,12 @@ final class PostgresStateDatabase: StateDatabase {
         }
         if error is LeaseTimeout {
             return (
-                CredentialError(.storeUnavailable, "cannot reach \(location) (gave up after \(budget))"), true
+                CredentialError(
+                    .storeUnavailable,
+                    """
+                    no connection to \(location) within \(budget): the server did not accept one, or every \
+                    pooled connection stayed busy
+                    """), true
             )
         }
         if error is StatementTimeout {
