@@ -316,7 +316,8 @@ let package = Package(
             name: "ShadowFuzzRegressionTests", dependencies: ["ShadowFuzzTargets", "ShadowTestSupport"],
             swiftSettings: strictSettings),
         .testTarget(
-            name: "ShadowKeysCommandsTests", dependencies: ["ShadowKeysCommands", "ShadowCore", argumentParser],
+            name: "ShadowKeysCommandsTests",
+            dependencies: ["ShadowKeysCommands", "ShadowCore", "ShadowJOSE", argumentParser],
             swiftSettings: strictSettings),
         .testTarget(
             name: "ShadowKeysCLITests",
