@@ -37,17 +37,14 @@ enum DPoPBenchmarks {
         let count = Int(ProcessInfo.processInfo.environment["ITERATIONS"] ?? "4000") ?? 4000
         let pairs = try await newTokens(count, of: issued, device: device, authority: authority)
         let access = ProtectedRouteAccess(authority: authority)
-        var time = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &time)
-        let start = Double(time.tv_sec) + Double(time.tv_nsec) / 1e9
+        let start = monotonicSeconds()
         for (token, proof) in pairs {
             guard
                 case .success = await access.caller(
                     authorization: "DPoP " + token, dpop: [proof], method: "GET", path: "/api/me")
             else { throw BenchError("a call was refused") }
         }
-        clock_gettime(CLOCK_MONOTONIC, &time)
-        let end = Double(time.tv_sec) + Double(time.tv_nsec) / 1e9
+        let end = monotonicSeconds()
         print(String(format: "window %.6f,%.6f: %.1f µs per call", start, end, (end - start) / Double(count) * 1e6))
         await store.close()
     }

@@ -289,6 +289,7 @@ enum SessionBenchmarks {
                 ))
         }
         let cpuBefore = processCPUSeconds()
+        let windowStart = monotonicSeconds()
         let deadline = DispatchTime.now().uptimeNanoseconds + UInt64(seconds * 1e9)
         let (counts, latencies) = try await withThrowingTaskGroup(of: (Int, [Double]).self) { group in
             for start in starts {
@@ -332,6 +333,11 @@ enum SessionBenchmarks {
         let rate = Double(counts) / seconds
         // The whole process's CPU (server, store and clients) per refresh.
         let cpuPerRefresh = (processCPUSeconds() - cpuBefore) / Double(max(1, counts))
+        // The timed window on CLOCK_MONOTONIC, for a profiler's --time (the clients' proofs are
+        // made before it).
+        if ProcessInfo.processInfo.environment["SHADOW_BENCH_WINDOW"] == "1" {
+            print(String(format: "window %.6f,%.6f: %@", windowStart, monotonicSeconds(), label))
+        }
         guard noop else { return ([], rate, cpuPerRefresh) }
         // The same 32 clients on the same servers, each sending GET /noop for as long.
         let noopDeadline = DispatchTime.now().uptimeNanoseconds + UInt64(seconds * 1e9)
@@ -411,4 +417,11 @@ enum SessionBenchmarks {
                         """, sessions, users, sessions - users))
         ]
     }
+}
+
+/// Seconds on CLOCK_MONOTONIC, the clock `perf report --time` reads.
+func monotonicSeconds() -> Double {
+    var time = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &time)
+    return Double(time.tv_sec) + Double(time.tv_nsec) / 1e9
 }
