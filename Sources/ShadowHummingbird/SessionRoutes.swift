@@ -1,7 +1,7 @@
 public import Hummingbird
 import HTTPTypes
 public import NIOCore
-import ShadowDPoP
+public import ShadowDPoP
 import ShadowCore
 import ShadowJOSE
 public import ShadowServer
@@ -31,19 +31,29 @@ public struct ShadowRequestContext: SessionRequestContext, RemoteAddressRequestC
 /// Verifies the access token of every request against the ring's public keys (refreshed from
 /// the store every 30 s, never read per request) and puts its typed claims into the context. A
 /// token bound to a DPoP key is accepted only as `Authorization: DPoP` with a proof by that key
-/// for this request (RFC 9449 §7; replays are caught in this process's memory), never as a bearer
-/// token (Docs/dpop.md). Revocation reaches it within one access-token lifetime; `checkSession`
+/// for this request (RFC 9449 §7; replays are caught in this process's memory, or in the session
+/// store's table when given it), never as a bearer token (Docs/dpop.md). Revocation reaches it within one access-token lifetime; `checkSession`
 /// adds a read of the session's row per request, so a revoked session is refused at once.
 public struct SessionMiddleware<Context: SessionRequestContext>: RouterMiddleware {
     public let access: ProtectedRouteAccess
     public let checkSession: Bool
     public var authority: SessionAuthority { access.authority }
 
-    public init(authority: SessionAuthority, checkSession: Bool = false, dpop: DPoPPolicy = DPoPPolicy()) {
-        self.init(access: ProtectedRouteAccess(authority: authority, policy: dpop), checkSession: checkSession)
+    /// - Parameter replay: where accepted proofs are remembered: this process's memory (the
+    ///   default: no store read or write per request), or `authority.replayCache`, the session
+    ///   store's table, which every instance on that database shares (one store write per bound
+    ///   request; Docs/dpop.md, "Replay").
+    public init(
+        authority: SessionAuthority, checkSession: Bool = false, dpop: DPoPPolicy = DPoPPolicy(),
+        replay: any DPoPReplayCache = DPoPMemoryReplayCache()
+    ) {
+        self.init(
+            access: ProtectedRouteAccess(authority: authority, policy: dpop, replay: replay), checkSession: checkSession
+        )
     }
 
-    /// A middleware sharing the session routes' check (``SessionEndpoints/access``) and replay cache.
+    /// A middleware sharing the session routes' check (``SessionEndpoints/access``) and their
+    /// replay table in the store.
     public init(access: ProtectedRouteAccess, checkSession: Bool = false) {
         self.access = access
         self.checkSession = checkSession

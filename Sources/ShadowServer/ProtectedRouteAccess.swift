@@ -31,15 +31,19 @@ public struct DPoPPolicy: Sendable {
 /// Who calls a protected route: the access token checked (no store read), and for a token bound
 /// to a DPoP key, its proof (RFC 9449 §7): `Authorization: DPoP <token>` with a `DPoP` header whose
 /// `ath` is the token's hash and whose key is the token's `cnf.jkt`. A bound token sent as a
-/// bearer token is refused (§7.1); the replay cache is this process's memory.
+/// bearer token is refused (§7.1). A proof is accepted once by `replay`: this process's memory by
+/// default (no store read or write), or the session store's table
+/// (``SessionAuthority/replayCache``), which every instance on that database shares, for one
+/// store write per bound request.
 public struct ProtectedRouteAccess: Sendable {
     public let authority: SessionAuthority
     public let policy: DPoPPolicy
-    let replay: DPoPMemoryReplayCache
+    /// Where accepted proofs are remembered.
+    public let replay: any DPoPReplayCache
 
     public init(
         authority: SessionAuthority, policy: DPoPPolicy = DPoPPolicy(),
-        replay: DPoPMemoryReplayCache = DPoPMemoryReplayCache()
+        replay: any DPoPReplayCache = DPoPMemoryReplayCache()
     ) {
         self.authority = authority
         self.policy = policy

@@ -61,10 +61,11 @@ public final class SessionEndpoints: Sendable {
     let limits: Limits
     let introspectionClients: [String: SecretBytes]
     let logger: Logger
-    /// How proofs are checked: at the token routes against the store's replay table, at the
-    /// protected routes by ``access``.
+    /// How proofs are checked, at every route against the store's replay table.
     public let dpop: DPoPPolicy
-    /// The check of a protected route's caller (also `SessionMiddleware`'s).
+    /// The check of a protected route's caller (`GET /auth/sessions`, `DELETE
+    /// /auth/sessions/{id}`; also a `SessionMiddleware` made from it), with the store's replay
+    /// table: a proof accepted by one instance is refused by every other on the same database.
     public let access: ProtectedRouteAccess
 
     /// The largest body read.
@@ -84,7 +85,7 @@ public final class SessionEndpoints: Sendable {
         dpop: DPoPPolicy = DPoPPolicy(), logger: Logger = Logger(label: "shadow-keys.sessions")
     ) {
         self.dpop = dpop
-        self.access = ProtectedRouteAccess(authority: authority, policy: dpop)
+        self.access = ProtectedRouteAccess(authority: authority, policy: dpop, replay: authority.replayCache)
         self.authority = authority
         self.rules = states.map { SessionStateRules(authority: authority, states: $0) }
         self.validator = validator
