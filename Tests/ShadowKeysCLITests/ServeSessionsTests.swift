@@ -47,7 +47,8 @@ import Testing
         func serve(_ clients: String, port: Int) throws -> ChildProcess {
             try SessionServer.start(
                 port: port, store: store, keyFile: keyFile, p8: p8, apple: apple,
-                extra: ["--introspection-clients", try directory.write("clients", clients, mode: 0o600)])
+                extra: ["--introspection-clients", try directory.write("clients", clients, mode: 0o600)],
+                cacheHome: directory.path + "/cache")
         }
 
         let twice = try serve("c1:one-secret\nc2:two-secret\nc1:three-secret\n", port: 1).wait(timeout: 60)

@@ -35,14 +35,20 @@ final class SessionServer: @unchecked Sendable {
         self.store = store ?? "sqlite:\(directory.path)/state.sqlite"
         port = try PostgresCluster.freePortForTests()
         process = try Self.start(
-            port: port, store: self.store, keyFile: keyFile, p8: p8, apple: self.apple, extra: extra)
+            port: port, store: self.store, keyFile: keyFile, p8: p8, apple: self.apple, extra: extra,
+            cacheHome: directory.path + "/cache")
         if waitForHealth { try waitHealthy() }
     }
 
     deinit { process.kill() }
 
+    /// Starts serve; its key-set cache is under `cacheHome` (`XDG_CACHE_HOME`), never the user's:
+    /// a fake Apple's key set is cached by its URL, and the fake's key is made anew by each test
+    /// run under the same `kid`, so a later run's fake on a port an earlier one used would meet
+    /// the earlier key there, still fresh.
     static func start(
-        port: Int, store: String, keyFile: String, p8: String, apple: FakeAppleServer, extra: [String]
+        port: Int, store: String, keyFile: String, p8: String, apple: FakeAppleServer, extra: [String],
+        cacheHome: String
     ) throws -> ChildProcess {
         try ChildProcess(
             CLIRunner.serverExecutable.path,
@@ -50,7 +56,7 @@ final class SessionServer: @unchecked Sendable {
                 "serve", "--listen", "127.0.0.1:\(port)", "--client-id", client, "--jwks", apple.baseURL + "/auth/keys",
                 "--allow-http-loopback", "--base-url", apple.baseURL, "--p8", p8, "--team-id", apple.teamID,
                 "--key-id", apple.keyID, "--store", store, "--key-file", keyFile, "--sessions-issuer", issuer,
-            ] + extra, environment: [:], removing: ["SHADOW_KEYS_STATE_STORE"])
+            ] + extra, environment: ["XDG_CACHE_HOME": cacheHome], removing: ["SHADOW_KEYS_STATE_STORE"])
     }
 
     /// Waits (up to 60 s) for `/healthz` to answer 200.
