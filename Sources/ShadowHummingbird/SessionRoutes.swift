@@ -32,8 +32,9 @@ public struct ShadowRequestContext: SessionRequestContext, RemoteAddressRequestC
 /// the store every 30 s, never read per request) and puts its typed claims into the context. A
 /// token bound to a DPoP key is accepted only as `Authorization: DPoP` with a proof by that key
 /// for this request (RFC 9449 §7; replays are caught in this process's memory, or in the session
-/// store's table when given it), never as a bearer token (Docs/dpop.md). Revocation reaches it within one access-token lifetime; `checkSession`
-/// adds a read of the session's row per request, so a revoked session is refused at once.
+/// store's table when given it), never as a bearer token (Docs/dpop.md). Revocation reaches it
+/// within one access-token lifetime; `checkSession` adds a read of the session's row per
+/// request, so a revoked session is refused at once.
 public struct SessionMiddleware<Context: SessionRequestContext>: RouterMiddleware {
     public let access: ProtectedRouteAccess
     public let checkSession: Bool
