@@ -75,6 +75,44 @@ import Testing
         #expect(try CLIRunner.run(base + ["--nonce"], stdin: token).status == 64)
     }
 
+    /// A short option written with its value after "=" (`-o=FILE`, as argument-parser reads it,
+    /// and as a line is read again when a value begins with "-") is one option: a usage error
+    /// elsewhere on the line is reported as itself, never as the unknown option "-=".
+    @Test func aShortOptionsJoinedValueIsNotAnUnknownOption() throws {
+        let folder = try TemporaryDirectory()
+        let key = try folder.write("k.hex", Hex.encode(Array(repeating: UInt8(7), count: 32)), mode: 0o600)
+        let input = try folder.write("in.txt", "plain")
+        func firstLine(_ arguments: [String]) throws -> String {
+            let result = try CLIRunner.run(arguments, stdin: "", currentDirectory: folder.url)
+            #expect(result.status == 64, "\(arguments): \(result.stderr)")
+            return result.stderr.split(separator: "\n").first.map(String.init) ?? ""
+        }
+        // Read again with "--chunk-size=-64" and "-o=out.skev": the chunk size is the error.
+        let negative = try firstLine(["encrypt", input, "-o", "out.skev", "--key-file", key, "--chunk-size", "-64"])
+        #expect(negative.contains("--chunk-size must be a power of two"), "\(negative)")
+        // -o=FILE as written, beside an invalid value.
+        let written = try firstLine(["encrypt", input, "-o=out.skev", "--key-file", key, "--chunk-size", "3"])
+        #expect(written.contains("--chunk-size must be a power of two"), "\(written)")
+        // An unknown option after -o -x (read again as -o=-x) is the one reported.
+        let unknown = try firstLine(["rewrap", input, "-o", "-x", "--key-file", key])
+        #expect(unknown.hasPrefix("Error: Unknown option '--key-file'."), "\(unknown)")
+        // A short name the command does not have, with a value after "=", is named as written.
+        let short = try firstLine(["encrypt", input, "-q", "-z=1", "--key-file", key])
+        #expect(short.hasPrefix("Error: Unknown option '-z'."), "\(short)")
+        #expect(
+            try FileManager.default.contentsOfDirectory(atPath: folder.path).sorted() == ["in.txt", "k.hex"],
+            "a refused line wrote nothing")
+        // rewrap -o -x, with its own key options, writes the file named "-x".
+        let encrypted = try CLIRunner.run(
+            ["encrypt", input, "--key-file", key, "-o", "in.skev"], currentDirectory: folder.url)
+        #expect(encrypted.status == 0, "\(encrypted.stderr)")
+        let rewrapped = try CLIRunner.run(
+            ["rewrap", "in.skev", "-o", "-x", "--from-key-file", key, "--to-key-file", key, "--to-key-id", "-k2"],
+            currentDirectory: folder.url)
+        #expect(rewrapped.status == 0, "\(rewrapped.stderr)")
+        #expect(FileManager.default.fileExists(atPath: folder.url.appendingPathComponent("-x").path))
+    }
+
     /// `--json` means JSON errors too, usage errors included.
     @Test(arguments: [
         ["verify-token", "--json", "--jwk", "x"],

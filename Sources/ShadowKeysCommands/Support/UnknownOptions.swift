@@ -26,6 +26,8 @@ enum UnknownOptions {
     private struct Options {
         var long: Set<String> = ["help"]
         var short: Set<Character> = ["h"]
+        /// The names written after one dash (`-name`), if any.
+        var singleDash: Set<String> = []
         /// The options that take a value, as written (`--name`, `-o`).
         var takesValue: Set<String> = []
         /// The subcommand names the arguments begin with.
@@ -53,9 +55,11 @@ enum UnknownOptions {
                 let isOption = argument.objectValue?["kind"]?.stringValue == "option"
                 for name in argument.objectValue?["names"]?.arrayValue ?? [] {
                     guard let text = name.objectValue?["name"]?.stringValue else { continue }
-                    switch name.objectValue?["kind"]?.stringValue {
+                    let kind = name.objectValue?["kind"]?.stringValue
+                    switch kind {
                     case "long", "longWithSingleDash":
                         long.insert(text)
+                        if kind == "longWithSingleDash" { singleDash.insert(text) }
                         if isOption { takesValue.insert("--" + text) }
                     case "short":
                         if let character = text.first { short.insert(character) }
@@ -90,6 +94,18 @@ enum UnknownOptions {
                         option: "--" + name, suggestions: closest(name, in: options.long).map { "--" + $0 },
                         commandPath: options.path)
                 }
+            } else if let equals = token.utf8.firstIndex(of: UInt8(ascii: "=")) {
+                // `-o=value` is one option and its value, as argument-parser reads it (and as
+                // ``joiningValues(_:root:)`` writes a short option's value); `-ab=value`, one
+                // single-dash name.
+                let name = String(token[token.index(after: token.startIndex)..<equals])
+                let known =
+                    if let short = name.first, name.count == 1 {
+                        options.short.contains(short)
+                    } else {
+                        options.singleDash.contains(name)
+                    }
+                guard known else { return Finding(option: "-" + name, suggestions: [], commandPath: options.path) }
             } else {
                 for character in token.dropFirst() where !options.short.contains(character) {
                     return Finding(option: "-" + String(character), suggestions: [], commandPath: options.path)
