@@ -494,6 +494,16 @@ public final class SessionEndpoints: Sendable {
         }
     }
 
+    /// 401 `invalid_token` for an access token whose own session is no longer live (revoked,
+    /// past its end, idle too long): the device routes answer only a caller whose session could
+    /// still refresh, so a signed-out device, or a thief whose session reuse detection ended,
+    /// cannot list or end the user's other sessions within the token's hour.
+    func ended(_ claims: SessionClaims) -> SessionHTTPResponse {
+        access.refusal(
+            "invalid_token", "the session of this access token has ended",
+            scheme: claims.keyThumbprint == nil ? .bearer : .dpop)
+    }
+
     /// `GET /auth/sessions`: the caller's devices. `dpop`: the request's `DPoP` header values.
     public func sessions(
         authorization: String?, clientIP: String, dpop proofs: [String] = [], path: String = "/auth/sessions"
@@ -509,6 +519,7 @@ public final class SessionEndpoints: Sendable {
         }
         do {
             let rows = try await authority.sessions(user: claims.userID).filter(authority.isLive)
+            guard rows.contains(where: { $0.id == claims.session }) else { return ended(claims) }
             return .json(
                 200,
                 [
@@ -539,13 +550,13 @@ public final class SessionEndpoints: Sendable {
         case .failure(let response): return response
         case .success(let value): claims = value
         }
-        guard let session = SessionID(id) else { return .error(404, "not_found", "no such session") }
         do {
+            let rows = try await authority.sessions(user: claims.userID).filter(authority.isLive)
+            guard rows.contains(where: { $0.id == claims.session }) else { return ended(claims) }
             // Only a live session of the caller's (as the list shows them) is theirs to end.
-            let live = try await authority.sessions(user: claims.userID).contains {
-                $0.id == session && authority.isLive($0)
-            }
-            guard live, try await authority.revoke(session: session, user: claims.userID) else {
+            guard let session = SessionID(id), rows.contains(where: { $0.id == session }),
+                try await authority.revoke(session: session, user: claims.userID)
+            else {
                 return .error(404, "not_found", "no such session")
             }
             return .json(200, ["revoked": true])

@@ -71,3 +71,63 @@ import Testing
         #expect(logout.status == 200 && logout.json["revoked"] == true, "\(logout.body)")
     }
 }
+
+/// DPoP-bound sessions beside Apple's notifications, through `serve`: an email notification ends
+/// no bound session, consent-revoked ends it whatever key signs, and a later sign-in binds the
+/// new session to the key it presents, not the old one.
+@Suite(.tags(.multiProcess), .ownThreads) struct DPoPNotificationSeamTests {
+    @Test func notificationsEndBoundSessionsAsTheyEndBearerOnes() throws {
+        let server = try SessionServer()
+        let subject = "001234.bound.0007"
+        func proof(_ signer: DPoPSigner, _ method: String, _ path: String, token: String? = nil) throws -> String {
+            "DPoP: " + (try signer.proof(method: method, url: SessionServer.issuer + path, accessToken: token))
+        }
+        func signIn(_ signer: DPoPSigner, issuedAt: Int64? = nil) throws -> SessionServer.Answer {
+            try server.request(
+                "POST", "/auth/apple",
+                json: [
+                    "identityToken": .string(try server.identityToken(subject: subject, issuedAt: issuedAt)),
+                    "authorizationCode": .string(server.apple.issueCode(for: subject)),
+                ], headers: [try proof(signer, "POST", "/auth/apple")])
+        }
+        func refresh(_ token: String, _ signer: DPoPSigner) throws -> SessionServer.Answer {
+            try server.request(
+                "POST", "/auth/refresh", json: ["refreshToken": .string(token)],
+                headers: [try proof(signer, "POST", "/auth/refresh")])
+        }
+        let device = try DPoPSigner.es256(P256.Signing.PrivateKey())
+        let signedIn = try signIn(device)
+        #expect(signedIn.status == 200 && signedIn.json["tokenType"] == "DPoP", "\(signedIn.body)")
+        var refreshToken = try #require(signedIn.json["refreshToken"]?.stringValue)
+
+        let emailed = try server.notify("email-disabled", subject: subject, ago: 2)
+        #expect(emailed.status == 200 && emailed.body.contains("applied"), "\(emailed.body)")
+        let afterEmail = try refresh(refreshToken, device)
+        #expect(afterEmail.status == 200 && afterEmail.json["tokenType"] == "DPoP", "\(afterEmail.body)")
+        refreshToken = try #require(afterEmail.json["refreshToken"]?.stringValue)
+        let access = try #require(afterEmail.json["accessToken"]?.stringValue)
+
+        let revoked = try server.notify("consent-revoked", subject: subject)
+        #expect(revoked.status == 200 && revoked.body.contains("applied"), "\(revoked.body)")
+        // The key's proof is good; the session is over, and says so.
+        let afterRevocation = try refresh(refreshToken, device)
+        #expect(afterRevocation.status == 401 && afterRevocation.body.contains("revoked"), "\(afterRevocation.body)")
+        let devices = try server.request(
+            "GET", "/auth/sessions",
+            headers: ["Authorization: DPoP " + access, try proof(device, "GET", "/auth/sessions", token: access)])
+        #expect(devices.status == 401, "the ended session's access token: \(devices.body)")
+
+        // A new sign-in with a new key: bound to that key; the old one's proofs do not refresh it.
+        let newDevice = try DPoPSigner.es256(P256.Signing.PrivateKey())
+        let again = try signIn(newDevice, issuedAt: Int64(Date().timeIntervalSince1970) + 2)
+        #expect(again.status == 200 && again.json["tokenType"] == "DPoP", "\(again.body)")
+        let newToken = try #require(again.json["refreshToken"]?.stringValue)
+        let oldKey = try refresh(newToken, device)
+        #expect(
+            oldKey.status == 400 && oldKey.json["error"]?.objectValue?["code"] == "invalid_dpop_proof", "\(oldKey.body)"
+        )
+        // The refusal rotated nothing: the same token still refreshes with the right key.
+        let newKey = try refresh(newToken, newDevice)
+        #expect(newKey.status == 200, "\(newKey.body)")
+    }
+}

@@ -51,6 +51,47 @@ import Testing
         #expect(try server.refresh(newToken).status == 200)
     }
 
+    /// Signing out a device, then that device's access token (still within its hour) at the
+    /// device routes: its own session has ended, so it lists nothing and ends nothing. Before,
+    /// a lost phone's token, or a thief's after reuse detection ended the session, could end
+    /// the user's other sessions, the new sign-in's included, until the token expired.
+    @Test func anEndedSessionsAccessTokenManagesNoDevices() throws {
+        let server = try SessionServer()
+        let subject = "001234.lost.0042"
+        let lost = try server.signIn(subject: subject, device: "lost phone")
+        let kept = try server.signIn(subject: subject, device: "laptop")
+        #expect(lost.status == 200 && kept.status == 200, "\(lost.body) \(kept.body)")
+        let lostAccess = try #require(lost.json["accessToken"]?.stringValue)
+        let keptAccess = try #require(kept.json["accessToken"]?.stringValue)
+        func list(_ token: String) throws -> SessionServer.Answer {
+            try server.request("GET", "/auth/sessions", headers: ["Authorization: Bearer " + token])
+        }
+        func ids(_ answer: SessionServer.Answer, current: Bool) -> [String] {
+            (answer.json["sessions"]?.arrayValue ?? []).compactMap { session in
+                session.objectValue?["current"]?.boolValue == current ? session.objectValue?["id"]?.stringValue : nil
+            }
+        }
+        let before = try list(keptAccess)
+        let lostID = try #require(ids(before, current: false).first, "\(before.body)")
+        let keptID = try #require(ids(before, current: true).first, "\(before.body)")
+        let signedOut = try server.request(
+            "DELETE", "/auth/sessions/" + lostID, headers: ["Authorization: Bearer " + keptAccess])
+        #expect(signedOut.status == 200, "\(signedOut.body)")
+
+        let listed = try list(lostAccess)
+        #expect(listed.status == 401, "\(listed.body)")
+        #expect(listed.json["error"]?.objectValue?["code"] == "invalid_token", "\(listed.body)")
+        #expect(listed.headers.contains("WWW-Authenticate: Bearer"), "\(listed.headers)")
+        let ended = try server.request(
+            "DELETE", "/auth/sessions/" + keptID, headers: ["Authorization: Bearer " + lostAccess])
+        #expect(ended.status == 401, "\(ended.body)")
+        // The laptop's session is untouched.
+        let after = try list(keptAccess)
+        #expect(after.status == 200 && ids(after, current: true) == [keptID], "\(after.body)")
+        let refreshToken = try #require(kept.json["refreshToken"]?.stringValue)
+        #expect(try server.refresh(refreshToken).status == 200)
+    }
+
     /// A notification for a user who never signed in through serve: recorded, no session to end.
     @Test func aNotificationForAnUnknownUserIsRecordedAndEndsNothing() throws {
         let server = try SessionServer()
@@ -273,11 +314,14 @@ import Testing
         let keys = try CLIRunner.runServer(["sessions", "keys", "list", "--json"] + server.storeOptions)
         let key = try #require(try StrictJSON.parse(keys.stdout).objectValue?["keys"]?.arrayValue?.first?.objectValue)
         #expect(Set(key.map(\.name)) == ["kid", "alg", "created", "signsFrom", "retired"])
-        // DELETE: one of the caller's sessions, then not found.
+        // DELETE: one of the caller's sessions (here its own), then not found to another live
+        // session of the user's; the ended session's own token is refused.
         let id = try #require(session["id"]?.stringValue)
         let deleted = try server.request("DELETE", "/auth/sessions/\(id)", headers: [bearer])
         #expect(deleted.status == 200 && deleted.body == #"{"revoked":true}"#, "\(deleted.body)")
-        #expect(try server.request("DELETE", "/auth/sessions/\(id)", headers: [bearer]).status == 404)
+        let iPad = "Authorization: Bearer " + (second.json["accessToken"]?.stringValue ?? "")
+        #expect(try server.request("DELETE", "/auth/sessions/\(id)", headers: [iPad]).status == 404)
+        #expect(try server.request("DELETE", "/auth/sessions/\(id)", headers: [bearer]).status == 401)
         // --json errors: the one shape, no "valid".
         let wrongKey = try server.directory.write("other.key", String(repeating: "cd", count: 32) + "\n", mode: 0o600)
         let refused = try CLIRunner.runServer(
