@@ -494,10 +494,16 @@ public final class SessionEndpoints: Sendable {
         }
     }
 
-    /// 401 `invalid_token` for an access token whose own session is no longer live (revoked,
-    /// past its end, idle too long): the device routes answer only a caller whose session could
-    /// still refresh, so a signed-out device, or a thief whose session reuse detection ended,
-    /// cannot list or end the user's other sessions within the token's hour.
+    /// The caller's user's live sessions; nil when the caller's own session is not one of them
+    /// (revoked, past its end, idle too long). The device routes answer only a caller whose
+    /// session could still refresh, so a signed-out device, or a thief whose session reuse
+    /// detection ended, cannot list or end the user's other sessions within the token's hour.
+    func liveSessions(of claims: SessionClaims) async throws -> [SessionRow]? {
+        let rows = try await authority.sessions(user: claims.userID).filter(authority.isLive)
+        return rows.contains { $0.id == claims.session } ? rows : nil
+    }
+
+    /// 401 `invalid_token` for an access token whose own session has ended.
     func ended(_ claims: SessionClaims) -> SessionHTTPResponse {
         access.refusal(
             "invalid_token", "the session of this access token has ended",
@@ -518,8 +524,7 @@ public final class SessionEndpoints: Sendable {
             return refused
         }
         do {
-            let rows = try await authority.sessions(user: claims.userID).filter(authority.isLive)
-            guard rows.contains(where: { $0.id == claims.session }) else { return ended(claims) }
+            guard let rows = try await liveSessions(of: claims) else { return ended(claims) }
             return .json(
                 200,
                 [
@@ -551,8 +556,7 @@ public final class SessionEndpoints: Sendable {
         case .success(let value): claims = value
         }
         do {
-            let rows = try await authority.sessions(user: claims.userID).filter(authority.isLive)
-            guard rows.contains(where: { $0.id == claims.session }) else { return ended(claims) }
+            guard let rows = try await liveSessions(of: claims) else { return ended(claims) }
             // Only a live session of the caller's (as the list shows them) is theirs to end.
             guard let session = SessionID(id), rows.contains(where: { $0.id == session }),
                 try await authority.revoke(session: session, user: claims.userID)
