@@ -197,15 +197,25 @@ public actor TokenSource {
             throw TokenError(.lockTimeout, "another process held the refresh lock for more than \(lockTimeout)")
         }
         defer { lock.release() }
-        // Another process may have refreshed while this one waited.
-        if var current = try await current() {
-            current = AccessToken(
-                token: current.token, expiresAt: current.expiresAt, scope: current.scope, refreshed: true,
-                warnings: current.warnings, tokenType: current.tokenType)
-            return current
+        // Another process may have refreshed while this one waited. A refresh whose entry another
+        // writer changed meanwhile (a new sign-in) starts again from what is stored.
+        for _ in 0..<Self.maxAttempts {
+            if var current = try await current() {
+                current = AccessToken(
+                    token: current.token, expiresAt: current.expiresAt, scope: current.scope, refreshed: true,
+                    warnings: current.warnings, tokenType: current.tokenType)
+                return current
+            }
+            if let refreshed = try await refresh() { return refreshed }
         }
-        return try await refresh()
+        throw TokenError(
+            .lockTimeout,
+            "\(name.quotedForMessage) changed during each of \(Self.maxAttempts) refreshes: another writer keeps "
+                + "replacing it")
     }
+
+    /// Refreshes tried under one hold of the lock, each after another writer changed the entry.
+    static let maxAttempts = 3
 
     /// The stored access token if it is still good; nil when a refresh is due. One read of the
     /// vault gives both entries.
@@ -257,9 +267,13 @@ public actor TokenSource {
         ]
     }
 
-    /// Refreshes, under the lock: the request, then one vault write of both tokens.
-    private func refresh() async throws -> AccessToken {
+    /// Refreshes, under the lock: the request, then one vault write of both tokens, made only if
+    /// the entry is still the one the request was made for. Nil when another writer changed or
+    /// removed it meanwhile (`vault login`, `vault rm`): the answer belongs to a grant the vault
+    /// no longer holds, and is dropped.
+    private func refresh() async throws -> AccessToken? {
         var refreshEntry = try await vault.entry(named: name)
+        let read = refreshEntry
         let client = try TokenSourceEntries.client(from: refreshEntry)
         let endpoint = try OAuthTokenEndpoint(
             client: client, transport: transport, policy: policy, dpop: try await dpopSigner())
@@ -269,8 +283,9 @@ public actor TokenSource {
         do {
             response = try await endpoint.refresh(refreshEntry.secret, clientSecret: secret)
         } catch let error as TokenError where error.code == .reauthenticationRequired {
+            // Only the refresh token the provider refused is marked, not one stored meanwhile.
             refreshEntry.labels[TokenSourceEntries.reauthentication] = "required"
-            try await vault.put(refreshEntry)
+            guard try await vault.put(contentsOf: [refreshEntry], ifUnchanged: read) else { return nil }
             throw error
         }
         let now = clock.now
@@ -285,7 +300,7 @@ public actor TokenSource {
             refreshEntry.labels[TokenSourceEntries.issuedAt] = String(Int64(now.timeIntervalSince1970))
         }
         // One atomic write: a crash before it keeps the old pair, after it the new pair.
-        try await vault.put(contentsOf: [refreshEntry, access])
+        guard try await vault.put(contentsOf: [refreshEntry, access], ifUnchanged: read) else { return nil }
         return AccessToken(
             token: response.accessToken, expiresAt: expiresAt, scope: access.labels[TokenSourceEntries.scope],
             refreshed: true, warnings: warnings(refreshEntry), tokenType: response.tokenType)
@@ -322,10 +337,13 @@ public actor TokenSource {
         } catch let error as AppleError {
             throw TokenError(.notConfigured, "the .p8 key: \(error.reason)")
         }
-        try await vault.put(
-            VaultEntry(
-                name: TokenSourceEntries.clientSecret(name), secret: SecretBytes(utf8: made.token), provider: .apple,
-                kind: .other, expiresAt: made.expiresAt))
+        // Kept only while the key it was made with is the stored one.
+        _ = try await vault.put(
+            contentsOf: [
+                VaultEntry(
+                    name: TokenSourceEntries.clientSecret(name), secret: SecretBytes(utf8: made.token),
+                    provider: .apple, kind: .other, expiresAt: made.expiresAt)
+            ], ifUnchanged: key)
         return SecretBytes(utf8: made.token)
     }
 }

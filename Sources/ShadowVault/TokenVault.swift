@@ -189,6 +189,25 @@ public final class TokenVault: Sendable {
 
     /// Adds or replaces several entries in one write.
     package func putSync(_ entries: [VaultEntry]) throws {
+        let now = try writeTime(for: entries)
+        try update { contents in
+            for entry in entries { contents.put(entry, now: now) }
+        }
+    }
+
+    /// ``putSync(_:)`` only if the entry named like `expected` is still stored as `expected`
+    /// was read; false, and nothing written, when it changed or is gone.
+    package func putSync(_ entries: [VaultEntry], ifUnchanged expected: VaultEntry) throws -> Bool {
+        let now = try writeTime(for: entries)
+        return try modify { contents in
+            guard contents.holds(expected) else { return (false, false) }
+            for entry in entries { contents.put(entry, now: now) }
+            return (true, true)
+        }
+    }
+
+    /// The `updatedAt` of a write of `entries`, once each is valid and the clock in range.
+    private func writeTime(for entries: [VaultEntry]) throws -> Date {
         for entry in entries { try entry.validate() }
         let now = clock.now
         guard Timestamp(now) != nil else {
@@ -196,9 +215,7 @@ public final class TokenVault: Sendable {
                 .invalidParameter,
                 "the clock reads \(now.timeIntervalSince1970) s, outside \(Timestamp.rangeDescription)")
         }
-        try update { contents in
-            for entry in entries { contents.put(entry, now: now) }
-        }
+        return now
     }
 
     /// Removes an entry.
@@ -275,6 +292,15 @@ public final class TokenVault: Sendable {
     /// Adds or replaces several entries in one atomic write.
     public func put(contentsOf entries: [VaultEntry]) async throws {
         try await runBlocking { try self.putSync(entries) }
+    }
+
+    /// Adds or replaces several entries in one atomic write, but only if the entry named like
+    /// `expected` is still stored exactly as `expected` was read (its secret, labels and times):
+    /// a writer that read an entry and then waited, as a token refresh waits for its provider,
+    /// neither overwrites what another writer stored meanwhile nor brings back what it removed.
+    /// - Returns: false, with nothing written, when that entry changed or is gone.
+    public func put(contentsOf entries: [VaultEntry], ifUnchanged expected: VaultEntry) async throws -> Bool {
+        try await runBlocking { try self.putSync(entries, ifUnchanged: expected) }
     }
 
     /// Removes an entry; ``VaultError/Code/noSuchEntry`` when there is none.

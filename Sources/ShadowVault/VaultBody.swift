@@ -54,6 +54,16 @@ package struct VaultContents: Sendable {
         insert(entry)
     }
 
+    /// Whether the entry named like `entry` is stored exactly as `entry` (as it was read: its
+    /// secret, labels and times, byte for byte).
+    package func holds(_ entry: VaultEntry) -> Bool {
+        let (index, found) = position(of: entry.name)
+        guard found else { return false }
+        var encoded: [UInt8] = []
+        EntryCodec.encode(entry, into: &encoded)
+        return records[index].elementsEqual(encoded)
+    }
+
     /// Removes the entry named `name`; false when there is none.
     package mutating func remove(named name: String) -> Bool {
         let (index, found) = position(of: name)
