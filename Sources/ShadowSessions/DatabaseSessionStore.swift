@@ -296,20 +296,32 @@ public final class DatabaseSessionStore: SessionStore {
         }
     }
 
-    public func markChecked(user: UUID, at: Int64, inactive: Bool) async throws {
+    @discardableResult
+    public func markChecked(
+        user: UUID, at: Int64, inactive: Bool, ifAppleRefreshToken checked: [UInt8]?
+    )
+        async throws -> Bool
+    {
         try await Self.storing {
             for _ in 0..<5 {
-                guard var row = try await storedUser(user) else { return }
+                guard var row = try await storedUser(user) else { return false }
+                // A sign-in stores its Apple refresh token without touching the MAC, so the
+                // token is compared in the statement too.
+                if let checked, row.user.sealedAppleRefreshToken != checked { return false }
                 let old = row.mac
                 row.user = SessionUser(
                     id: user, sealedAppleRefreshToken: row.user.sealedAppleRefreshToken, inactive: inactive,
                     checkedAt: at)
+                var arguments: [SQLValue] = [
+                    .integer(at), .integer(inactive ? 1 : 0), .blob(mac(row)), .blob(row.apple), .blob(old),
+                ]
+                if let checked { arguments.append(.blob(checked)) }
                 let changed = try await database.write(
                     """
-                    UPDATE shadow_session_users SET checked_ms = ?, inactive = ?, mac = ? WHERE apple = ? AND mac = ? \
-                    RETURNING apple
-                    """, .integer(at), .integer(inactive ? 1 : 0), .blob(mac(row)), .blob(row.apple), .blob(old))
-                if !changed.isEmpty { return }
+                    UPDATE shadow_session_users SET checked_ms = ?, inactive = ?, mac = ? WHERE apple = ? AND mac = ?\
+                    \(checked == nil ? "" : " AND apple_refresh = ?") RETURNING apple
+                    """, arguments)
+                if !changed.isEmpty { return true }
             }
             throw SessionError(.invalidGrant, "the user's row kept changing; try again")
         }

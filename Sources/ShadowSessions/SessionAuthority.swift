@@ -408,24 +408,31 @@ public final class SessionAuthority: Sendable {
     }
 
     /// Re-checks users not checked for `interval` (default 30 days) with `check` (Apple's token
-    /// endpoint, given the user's Apple refresh token); an invalid one marks the user inactive and
-    /// revokes their sessions. Returns (checked, revoked users).
+    /// endpoint, given the user's Apple refresh token); an invalid one revokes the sessions the
+    /// user opened before the question was asked and marks the user inactive, unless a sign-in
+    /// stored a new Apple refresh token meanwhile (that one is asked about next time). Returns
+    /// (checked, revoked users).
     public func recheck(
         interval: TimeInterval = 30 * 86_400, limit: Int = 100,
         _ check: @Sendable (SecretBytes) async -> RecheckOutcome
     ) async throws -> (checked: Int, revoked: Int) {
-        let now = self.now
         var checked = 0, revoked = 0
-        for user in try await store.usersDue(checkedBefore: now - milliseconds(interval), limit: limit) {
+        for user in try await store.usersDue(checkedBefore: self.now - milliseconds(interval), limit: limit) {
             guard let sealed = user.sealedAppleRefreshToken else { continue }
             let token = SecretBytes(try open(sealed, user: user.id))
+            let asked = self.now
             switch await check(token) {
             case .valid:
-                try await store.markChecked(user: user.id, at: now, inactive: false)
-                await events?(SessionEvent(kind: .recheck, user: user.id, session: nil, time: now))
+                try await store.markChecked(user: user.id, at: asked, inactive: false)
+                await events?(SessionEvent(kind: .recheck, user: user.id, session: nil, time: asked))
             case .invalid:
-                try await store.markChecked(user: user.id, at: now, inactive: true)
-                _ = try await store.revokeAll(user: user.id, now: now)
+                // Apple's answer is about this token's grant: a session opened while it was
+                // asked, by a new sign-in, is not that grant's, and neither is a new token.
+                let now = self.now
+                try await store.markChecked(user: user.id, at: now, inactive: true, ifAppleRefreshToken: sealed)
+                for row in try await store.sessions(user: user.id) where row.revokedAt == nil && row.createdAt < asked {
+                    _ = try await store.revoke(row.id, now: now)
+                }
                 await events?(SessionEvent(kind: .recheckFailed, user: user.id, session: nil, time: now))
                 revoked += 1
             case .unavailable:

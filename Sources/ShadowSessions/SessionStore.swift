@@ -105,8 +105,14 @@ public protocol SessionStore: DPoPReplayCache {
         -> UUID
     /// Users whose last re-check is before `before` (and who have an Apple refresh token), oldest first.
     func usersDue(checkedBefore before: Int64, limit: Int) async throws -> [SessionUser]
-    /// Records a re-check; `inactive` marks the user so.
-    func markChecked(user: UUID, at: Int64, inactive: Bool) async throws
+    /// Records a re-check; `inactive` marks the user so. With `checked`, only while the user's
+    /// sealed Apple refresh token is still those bytes, the one the re-check asked Apple about;
+    /// false, with nothing written, when a sign-in stored another meanwhile.
+    @discardableResult
+    func markChecked(
+        user: UUID, at: Int64, inactive: Bool, ifAppleRefreshToken checked: [UInt8]?
+    ) async throws
+        -> Bool
     /// Whether the user is marked inactive.
     func isInactive(user: UUID) async throws -> Bool
 
@@ -157,5 +163,12 @@ public struct RateLimitStep: Sendable {
 
     public init(key: [UInt8], now: Int64, interval: Int64, tolerance: Int64) {
         (self.key, self.now, self.interval, self.tolerance) = (key, now, interval, tolerance)
+    }
+}
+
+extension SessionStore {
+    /// ``markChecked(user:at:inactive:ifAppleRefreshToken:)`` whatever the stored token.
+    public func markChecked(user: UUID, at: Int64, inactive: Bool) async throws {
+        try await markChecked(user: user, at: at, inactive: inactive, ifAppleRefreshToken: nil)
     }
 }

@@ -7,6 +7,7 @@ import ShadowSessions
 import ShadowStorage
 import ShadowTestSupport
 import ShadowVault
+import Synchronization
 import Testing
 
 /// The session rules over both engines, from one suite: what one `DatabaseSessionStore` does on
@@ -210,6 +211,70 @@ import Testing
             try await fixture.sql("DELETE FROM shadow_sessions")
             try await fixture.sql("INSERT INTO shadow_sessions SELECT * FROM saved")
             #expect(try await authority.refresh(first.refreshToken).session == first.session)
+        }
+    }
+
+    /// The user signs in again while the monthly re-check asks Apple about their old token, and
+    /// Apple refuses that token (consent was withdrawn, then given again): the sessions from
+    /// before the check end, the new one and the new token stay, and the next check asks about
+    /// the new token.
+    @Test(arguments: engines) func aSignInDuringTheRecheckIsKept(engine: String) async throws {
+        let fixture = try await fixture(engine)
+        try await closing({ await fixture.store.close() }) {
+            let authority = try await SessionAuthority(store: fixture.store, configuration: configuration)
+            @Sendable func text(_ token: SecretBytes) -> String {
+                token.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }
+            }
+            let before = try await signIn(authority)
+            try await Task.sleep(for: .milliseconds(5))
+            let meanwhile = Mutex<IssuedTokens?>(nil)
+            let result = try await authority.recheck(interval: 0) { token in
+                let issued = try? await authority.signIn(
+                    appleSubject: "001234.abc.0042", appleClientID: "com.example.app",
+                    appleRefreshToken: SecretBytes(utf8: "apple-rt-2"), device: "iPad")
+                meanwhile.withLock { $0 = issued }
+                return text(token) == "apple-rt" ? .invalid : .valid
+            }
+            let fresh = try #require(meanwhile.withLock { $0 })
+            #expect(result.checked == 1 && result.revoked == 1)
+            await #expect(throws: SessionError(.invalidGrant, "")) {
+                _ = try await authority.refresh(before.refreshToken)
+            }
+            #expect(try await authority.refresh(fresh.refreshToken).session == fresh.session)
+            #expect(try await fixture.store.isInactive(user: fresh.userID) == false)
+            try await Task.sleep(for: .milliseconds(5))
+            let asked = Mutex<[String]>([])
+            _ = try await authority.recheck(interval: 0) { token in
+                asked.withLock { $0.append(text(token)) }
+                return .valid
+            }
+            #expect(asked.withLock { $0 } == ["apple-rt-2"])
+        }
+    }
+
+    /// A sign-in that stores no Apple refresh token (a library caller's) while the re-check's
+    /// refusal comes back: the user is marked inactive, and the session opened meanwhile stays.
+    @Test(arguments: engines) func aSessionOpenedDuringTheRecheckStays(engine: String) async throws {
+        let fixture = try await fixture(engine)
+        try await closing({ await fixture.store.close() }) {
+            let authority = try await SessionAuthority(store: fixture.store, configuration: configuration)
+            let before = try await signIn(authority)
+            try await Task.sleep(for: .milliseconds(5))
+            let meanwhile = Mutex<IssuedTokens?>(nil)
+            _ = try await authority.recheck(interval: 0) { _ in
+                try? await Task.sleep(for: .milliseconds(5))
+                let issued = try? await authority.signIn(
+                    appleSubject: "001234.abc.0042", appleClientID: "com.example.app", appleRefreshToken: nil,
+                    device: "iPad")
+                meanwhile.withLock { $0 = issued }
+                return .invalid
+            }
+            let fresh = try #require(meanwhile.withLock { $0 })
+            await #expect(throws: SessionError(.invalidGrant, "")) {
+                _ = try await authority.refresh(before.refreshToken)
+            }
+            #expect(try await authority.refresh(fresh.refreshToken).session == fresh.session)
+            #expect(try await fixture.store.isInactive(user: fresh.userID))
         }
     }
 }
