@@ -191,7 +191,7 @@ public actor TokenSource {
 
     private func obtain() async throws -> AccessToken {
         if let current = try await current() { return current }
-        let lockPath = vault.path + ".refresh.lock"
+        let lockPath = vault.refreshLockPath
         let timeout = lockTimeout.inSeconds
         guard let lock = try await runBlocking({ try FileLock.acquire(lockPath, timeout: timeout) }) else {
             throw TokenError(.lockTimeout, "another process held the refresh lock for more than \(lockTimeout)")

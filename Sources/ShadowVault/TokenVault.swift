@@ -259,12 +259,26 @@ public final class TokenVault: Sendable {
                 .invalidParameter,
                 "PBKDF2 iterations must be \(PBKDF2.minimumIterations) to \(VaultHeader.maxIterations)")
         }
+        // A token refresh in flight (Docs/token-source.md) writes its answer with the old key
+        // once its provider answers: the rekey waits for it, or the rotated token would be lost.
+        // (No lock file is made beside a vault that does not exist.)
+        if try Self.io({ try Files.ownerAndMode(path) }) == nil { throw Self.missing(path) }
+        guard let refreshes = try Self.io({ try FileLock.acquire(refreshLockPath, timeout: lockTimeout.inSeconds) })
+        else {
+            throw VaultError(
+                .lockTimeout, "a token refresh held \(refreshLockPath) for more than \(lockTimeout): try again")
+        }
+        defer { refreshes.release() }
         try withLock {
             let opened = try open(try Self.readFile(path))
             let replacement = TokenVault(path: path, unlock: newUnlock, lockTimeout: lockTimeout, clock: clock)
             try replacement.write(opened.contents, previous: opened.header, iterations: UInt32(iterations))
         }
     }
+
+    /// The lock a token refresh holds from its read of the vault to its write
+    /// (Docs/token-source.md, "Getting a token"); a rekey takes it first.
+    package var refreshLockPath: String { path + ".refresh.lock" }
 
     // MARK: - Async API
 

@@ -83,3 +83,19 @@ import Testing
         #expect(try await base.vault.entry(named: "notes-key").kind == .other)
     }
 }
+
+/// `vault rekey` while a refresh is out waits for it, so the rotated refresh token is saved
+/// (under the old key, then carried to the new one), not refused by a vault it cannot open.
+@Suite struct TokenSourceRekeyTests {
+    @Test func aRekeyWaitsForTheRefreshInFlight() async throws {
+        let writers = try await TokenSourceWriterTests()
+        let base = writers.base
+        let pending = try await writers.refreshInFlight()
+        let newKey = SecretBytes((100..<132).map { UInt8($0) })
+        try await base.vault.rekey(to: .key(newKey))
+        #expect(base.text(try await pending.value.token) == "at-1")
+        let rekeyed = TokenVault(path: base.vault.path, unlock: .key(newKey))
+        #expect(base.text(try await rekeyed.entry(named: "drive").secret) == "rt-1", "the rotated token")
+        #expect(base.text(try await rekeyed.entry(named: "drive.access").secret) == "at-1")
+    }
+}
