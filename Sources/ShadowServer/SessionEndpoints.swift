@@ -293,7 +293,8 @@ public final class SessionEndpoints: Sendable {
         do {
             let issued = try await authority.signIn(
                 appleSubject: identity.subject, appleClientID: identity.audience,
-                appleRefreshToken: exchanged.refreshToken, device: device, keyThumbprint: proof?.thumbprint)
+                appleRefreshToken: exchanged.refreshToken, device: device, keyThumbprint: proof?.thumbprint,
+                appleTransferSubject: identity.transferSubject)
             return tokens(issued, withUser: true)
         } catch {
             return failure(error)

@@ -285,6 +285,28 @@ public final class DatabaseSessionStore: SessionStore {
         }
     }
 
+    public func moveUser(from oldHash: [UInt8], to newHash: [UInt8]) async throws -> Bool {
+        try await Self.storing {
+            for _ in 0..<5 {
+                guard
+                    let row = try await database.read(
+                        "SELECT \(Self.userColumns) FROM shadow_session_users WHERE apple = ?", .blob(oldHash)
+                    ).first.map({ try userRow($0) }),
+                    try await user(appleHash: newHash) == nil
+                else { return false }
+                let moved = StoredUser(apple: newHash, user: row.user, mac: [])
+                // One statement: the row still as read, and the new hash still free.
+                let changed = try await database.write(
+                    """
+                    UPDATE shadow_session_users SET apple = ?, mac = ? WHERE apple = ? AND mac = ? AND NOT EXISTS \
+                    (SELECT 1 FROM shadow_session_users WHERE apple = ?) RETURNING apple
+                    """, .blob(newHash), .blob(mac(moved)), .blob(oldHash), .blob(row.mac), .blob(newHash))
+                if !changed.isEmpty { return true }
+            }
+            throw SessionError(.invalidGrant, "the user's row kept changing; try again")
+        }
+    }
+
     public func usersDue(checkedBefore before: Int64, limit: Int) async throws -> [SessionUser] {
         try await Self.storing {
             try await database.read(

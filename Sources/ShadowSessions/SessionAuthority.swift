@@ -148,12 +148,19 @@ public final class SessionAuthority: Sendable {
     ///
     /// `keyThumbprint` binds the session to a DPoP key (Docs/dpop.md, "Sessions"): the caller
     /// checked the request's proof; from then on every refresh needs a proof by the same key.
+    ///
+    /// `appleTransferSubject` is the identity token's `transfer_sub` (an app transfer,
+    /// Docs/apple.md): the first sign-in of the new subject takes over the user of the subject
+    /// before the transfer, so the user keeps their ID (and their data in the app).
     public func signIn(
         appleSubject: String, appleClientID: String, appleRefreshToken: SecretBytes?, device: String,
-        keyThumbprint: String? = nil
+        keyThumbprint: String? = nil, appleTransferSubject: String? = nil
     ) async throws -> IssuedTokens {
         guard !appleSubject.isEmpty, appleSubject.utf8.count <= 255 else {
             throw SessionError(.invalidParameter, "an Apple subject is 1 to 255 bytes")
+        }
+        if let old = appleTransferSubject, old.isEmpty || old.utf8.count > 255 {
+            throw SessionError(.invalidParameter, "an Apple transfer subject is 1 to 255 bytes")
         }
         if let keyThumbprint {
             guard SessionRow.thumbprintBytes(keyThumbprint) != nil else {
@@ -165,6 +172,9 @@ public final class SessionAuthority: Sendable {
         let device = Self.deviceName(device)
         let now = self.now
         let hash = keys.appleHash(clientID: appleClientID, subject: appleSubject)
+        if let old = appleTransferSubject, !old.exactlyEquals(appleSubject) {
+            _ = try await store.moveUser(from: keys.appleHash(clientID: appleClientID, subject: old), to: hash)
+        }
         let candidate = UUID()
         let sealed = try appleRefreshToken.map { try seal($0.withUnsafeBytes { Array($0) }, user: candidate) }
         var user = try await store.mapUser(

@@ -103,6 +103,9 @@ public protocol SessionStore: DPoPReplayCache {
         appleHash: [UInt8], candidate: UUID, sealedAppleRefreshToken: [UInt8]?, now: Int64
     ) async throws
         -> UUID
+    /// An app transfer: the user mapped to `oldHash` (the subject before the transfer) is mapped
+    /// to `newHash` instead, keeping their ID, unless `newHash` is mapped already. True when moved.
+    func moveUser(from oldHash: [UInt8], to newHash: [UInt8]) async throws -> Bool
     /// Users whose last re-check is before `before` (and who have an Apple refresh token), oldest first.
     func usersDue(checkedBefore before: Int64, limit: Int) async throws -> [SessionUser]
     /// Records a re-check; `inactive` marks the user so. With `checked`, only while the user's

@@ -61,11 +61,15 @@ import Testing
         return Fixture(endpoints: endpoints, sessions: sessions, states: states)
     }
 
-    func identityToken(_ subject: String, issuedAt: Int64 = Int64(Date().timeIntervalSince1970) - 1) throws -> String {
-        try apple.identitySigner.sign(claims: [
+    func identityToken(
+        _ subject: String, issuedAt: Int64 = Int64(Date().timeIntervalSince1970) - 1, transferSubject: String? = nil
+    ) throws -> String {
+        var claims: JSONObject = [
             "iss": "https://appleid.apple.com", "aud": .string(Self.client), "sub": .string(subject),
             "iat": .int(issuedAt), "exp": .int(issuedAt + 600),
-        ])
+        ]
+        if let transferSubject { claims.set("transfer_sub", .string(transferSubject)) }
+        return try apple.identitySigner.sign(claims: claims)
     }
 
     func signIn(_ endpoints: SessionEndpoints, _ subject: String, token: String? = nil) async throws -> JSONObject {
@@ -192,6 +196,45 @@ import Testing
             _ = try await signIn(fixture.endpoints, "001234.a.0042")
             let status = try await fixture.states.status(clientID: Self.client, subject: "001234.a.0042")
             #expect(status.state == .authorized && status.cause == .signIn)
+        }
+    }
+
+    /// An app transfer: the first sign-in with the new subject and `transfer_sub` keeps the user
+    /// ID (the app's data stays theirs); the transfer ends the sessions opened before it; later
+    /// sign-ins of the new subject find the same user.
+    @Test func aTransferredUserKeepsTheirUserID() async throws {
+        let fixture = try await fixture()
+        try await closing({ await fixture.close() }) {
+            let before = try await signIn(fixture.endpoints, "001234.old.0042")
+            let user = try #require(before["userId"]?.stringValue)
+            let moved = try await signIn(
+                fixture.endpoints, "001234.new.0042",
+                token: try identityToken("001234.new.0042", transferSubject: "001234.old.0042"))
+            #expect(moved["userId"]?.stringValue == user)
+            let oldRefresh = await fixture.endpoints.refresh(
+                body: Self.json(["refreshToken": before["refreshToken"] ?? .null]), contentType: "application/json",
+                clientIP: "x")
+            #expect(oldRefresh.status == .unauthorized, "the transfer ended the session from before it")
+            let newRefresh = await fixture.endpoints.refresh(
+                body: Self.json(["refreshToken": moved["refreshToken"] ?? .null]), contentType: "application/json",
+                clientIP: "x")
+            #expect(newRefresh.status == .ok)
+            #expect(try await signIn(fixture.endpoints, "001234.new.0042")["userId"]?.stringValue == user)
+            let status = try await fixture.states.status(clientID: Self.client, subject: "001234.old.0042")
+            #expect(status.state == .transferred)
+        }
+    }
+
+    /// A new subject that already has a user keeps it: a transfer never merges two users.
+    @Test func aTransferToASubjectWithAUserMergesNothing() async throws {
+        let fixture = try await fixture()
+        try await closing({ await fixture.close() }) {
+            let old = try #require(try await signIn(fixture.endpoints, "001234.was.0042")["userId"]?.stringValue)
+            let new = try #require(try await signIn(fixture.endpoints, "001234.now.0042")["userId"]?.stringValue)
+            let moved = try await signIn(
+                fixture.endpoints, "001234.now.0042",
+                token: try identityToken("001234.now.0042", transferSubject: "001234.was.0042"))
+            #expect(moved["userId"]?.stringValue == new && new != old)
         }
     }
 

@@ -277,4 +277,27 @@ import Testing
             #expect(try await fixture.store.isInactive(user: fresh.userID))
         }
     }
+
+    /// An app transfer on both engines: the new subject's first sign-in takes over the old
+    /// subject's user (the moved row still opens under its MAC), once; the old subject, if it
+    /// signed in again, would be a new user.
+    @Test(arguments: engines) func aTransferMovesTheUserToTheNewSubject(engine: String) async throws {
+        let fixture = try await fixture(engine)
+        try await closing({ await fixture.store.close() }) {
+            let authority = try await SessionAuthority(store: fixture.store, configuration: configuration)
+            let before = try await signIn(authority, "001234.old.0042")
+            let moved = try await authority.signIn(
+                appleSubject: "001234.new.0042", appleClientID: "com.example.app",
+                appleRefreshToken: SecretBytes(utf8: "apple-rt-2"), device: "iPad",
+                appleTransferSubject: "001234.old.0042")
+            #expect(moved.userID == before.userID)
+            #expect(
+                try await authority.user(appleSubject: "001234.new.0042", appleClientID: "com.example.app")
+                    == before.userID)
+            #expect(try await authority.user(appleSubject: "001234.old.0042", appleClientID: "com.example.app") == nil)
+            #expect(try await authority.sessions(user: before.userID).count == 2)
+            #expect(try await authority.refresh(moved.refreshToken).userID == before.userID)
+            #expect(try await signIn(authority, "001234.old.0042").userID != before.userID)
+        }
+    }
 }
