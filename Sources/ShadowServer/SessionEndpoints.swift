@@ -290,15 +290,23 @@ public final class SessionEndpoints: Sendable {
         {
             return refused
         }
+        let issued: IssuedTokens
         do {
-            let issued = try await authority.signIn(
+            issued = try await authority.signIn(
                 appleSubject: identity.subject, appleClientID: identity.audience,
                 appleRefreshToken: exchanged.refreshToken, device: device, keyThumbprint: proof?.thumbprint,
                 appleTransferSubject: identity.transferSubject)
-            return tokens(issued, withUser: true)
         } catch {
             return failure(error)
         }
+        // A revocation applied after the check above but before the session existed ended none
+        // of it (its notification found no session): checked again now that it exists. A refusal
+        // hands out no token, and the session is revoked.
+        if let rules, let refused = await stateRefusal({ try await rules.admit(identity) }) {
+            _ = try? await authority.revoke(session: issued.session, user: issued.userID)
+            return refused
+        }
+        return tokens(issued, withUser: true)
     }
 
     /// The answer to give when the credential-state step fails: 401 `superseded` for an identity

@@ -12,6 +12,7 @@ import ShadowServer
 import ShadowSessions
 import ShadowTestSupport
 import ShadowVault
+import Synchronization
 import Testing
 
 /// `SessionEndpoints` with no HTTP framework, over a real SQLite store and a loopback fake of
@@ -37,14 +38,21 @@ import Testing
         }
     }
 
-    func fixture() async throws -> Fixture {
+    /// `events` sees the authority's events with the credential store at hand (to act between
+    /// a sign-in's steps).
+    func fixture(
+        events: (@Sendable (SessionEvent, SQLiteCredentialStore) async -> Void)? = nil
+    ) async throws -> Fixture {
         let path = directory.path + "/state.sqlite"
         let states = try await SQLiteCredentialStore.open(path: path, unlock: .key(key))
         let sessions = try await SQLiteSessionStore.open(path: path, unlock: .key(key))
+        var seen: (@Sendable (SessionEvent) async -> Void)?
+        if let events { seen = { event in await events(event, states) } }
         let authority = try await SessionAuthority(
             store: sessions,
             configuration: SessionConfiguration(
-                issuer: "https://api.example.com", audience: "https://api.example.com", clientID: Self.client))
+                issuer: "https://api.example.com", audience: "https://api.example.com", clientID: Self.client),
+            events: seen)
         var configuration = AppleAuthClient.Configuration()
         configuration.baseURL = apple.baseURL
         configuration.allowLoopbackHTTP = true
@@ -196,6 +204,37 @@ import Testing
             _ = try await signIn(fixture.endpoints, "001234.a.0042")
             let status = try await fixture.states.status(clientID: Self.client, subject: "001234.a.0042")
             #expect(status.state == .authorized && status.cause == .signIn)
+        }
+    }
+
+    /// Apple's revocation lands while the sign-in opens its session, after the sign-in's check
+    /// of the credential state and before the session exists, so the notification's own step
+    /// found no session to end: the sign-in checks again once the session exists, refuses, and
+    /// the session is not left live.
+    @Test func aRevocationWhileTheSessionOpensOpensNone() async throws {
+        let opened = Mutex<SessionID?>(nil)
+        let fixture = try await fixture { event, states in
+            guard event.kind == .signIn, let session = event.session else { return }
+            opened.withLock { $0 = session }
+            let now = Int64(Date().timeIntervalSince1970 * 1000)
+            _ = try? await states.apply([
+                try! CredentialEvent(
+                    kind: .consentRevoked, clientID: Self.client, subject: "001234.late.0042", timeMilliseconds: now,
+                    id: "revoked-while-opening")
+            ])
+        }
+        try await closing({ await fixture.close() }) {
+            let body = JSONValue.object([
+                "identityToken": .string(try identityToken("001234.late.0042")),
+                "authorizationCode": .string(apple.issueCode(for: "001234.late.0042")),
+            ])
+            let answer = await fixture.endpoints.signIn(
+                body: Array(body.serialized().utf8), contentType: "application/json", clientIP: "192.0.2.1")
+            let text = String(decoding: answer.body, as: UTF8.self)
+            #expect(answer.status == .unauthorized && text.contains("credential_revoked"), "\(text)")
+            let session = try #require(opened.withLock { $0 })
+            let row = try #require(try await fixture.sessions.session(session))
+            #expect(row.revokedAt != nil, "the session opened meanwhile is revoked")
         }
     }
 
