@@ -224,6 +224,15 @@ public struct AppleIdentityTokenValidator: Sendable {
                         message: "auth_time must be a number, found \(value.typeName)"))
             }
         }
+        // A transfer_sub names the subject before an app transfer, which a credential record
+        // holds as it holds sub (Docs/credential-state.md).
+        if let subject = claims["transfer_sub"]?.stringValue, !(1...255).contains(subject.utf8.count) {
+            failures.append(
+                ClaimFailure(
+                    claim: "transfer_sub", rule: .mismatch, expected: "1 to 255 bytes",
+                    actual: "\(subject.utf8.count) bytes",
+                    message: "transfer_sub is \(subject.utf8.count) bytes; Apple's are 1 to 255"))
+        }
         if let value = claims["sub"] {
             if let subject = value.stringValue {
                 if !(1...255).contains(subject.utf8.count) {

@@ -264,6 +264,35 @@ import Testing
         }
     }
 
+    /// A `transfer_sub` that no credential record could hold (empty, over 255 bytes, not a
+    /// string) is the identity token's fault, refused before the code is spent, not reported as
+    /// the store's (it was 503 `store_unavailable` once the code was spent).
+    @Test func aTransferSubjectOutOfRangeIsAClaimRefusal() async throws {
+        let fixture = try await fixture()
+        try await closing({ await fixture.close() }) {
+            let long = String(repeating: "x", count: 256)
+            for value in [JSONValue.string(""), .string(long), .int(42)] {
+                let now = Int64(Date().timeIntervalSince1970) - 1
+                let token = try apple.identitySigner.sign(claims: [
+                    "iss": "https://appleid.apple.com", "aud": .string(Self.client), "sub": "001234.t.0042",
+                    "iat": .int(now), "exp": .int(now + 600), "transfer_sub": value,
+                ])
+                let body = JSONValue.object([
+                    "identityToken": .string(token),
+                    "authorizationCode": .string(apple.issueCode(for: "001234.t.0042")),
+                ])
+                let answer = await fixture.endpoints.signIn(
+                    body: Array(body.serialized().utf8), contentType: "application/json", clientIP: "192.0.2.1")
+                let text = String(decoding: answer.body, as: UTF8.self)
+                #expect(
+                    answer.status == .unauthorized && text.contains("claims_rejected") && text.contains("transfer_sub"),
+                    "\(value): \(text)")
+            }
+            let status = try await fixture.states.status(clientID: Self.client, subject: "001234.t.0042")
+            #expect(status.state == .notFound, "no sign-in recorded")
+        }
+    }
+
     /// A new subject that already has a user keeps it: a transfer never merges two users.
     @Test func aTransferToASubjectWithAUserMergesNothing() async throws {
         let fixture = try await fixture()
