@@ -302,8 +302,9 @@ public final class SessionAuthority: Sendable {
         }
     }
 
-    /// The tokens of `generation` of `row`. No read of the user: a user the re-check marks
-    /// inactive has every session revoked in the same step, and a new sign-in makes them active.
+    /// The tokens of `generation` of `row`. No read of the user: the re-check that marks a user
+    /// inactive revokes, in the same step, every session opened before it asked Apple (one opened
+    /// since came from a new sign-in), and a new sign-in makes the user active.
     private func issue(_ row: SessionRow, generation: UInt64) async throws -> IssuedTokens {
         let now = self.now
         let ring = try await currentRing()
