@@ -9,8 +9,8 @@ public import ShadowSessions
 ///   identity token's sign-in at its `iat`, and the transfer its `transfer_sub` names), and an
 ///   identity token that a revocation or transfer at or after its `iat` superseded opens no session;
 /// - an event that leaves the user revoked or transferred (`consent-revoked`, `account-delete`, a
-///   rejected refresh, an app transfer) ends every session of the user. Email events, and any event
-///   that leaves the user authorized or unknown, end none.
+///   rejected refresh, an app transfer) ends every session of the user; a revocation that a later
+///   sign-in outweighs ends the sessions opened before it. Email events, and sign-ins, end none.
 public struct SessionStateRules: Sendable {
     public let authority: SessionAuthority
     public let states: any CredentialStateStore
@@ -40,17 +40,20 @@ public struct SessionStateRules: Sendable {
     }
 
     /// Ends every session of the change's subject when the event left them revoked or transferred.
-    /// A repeat of such an event (Apple retrying a notification whose answer was lost, or one that
+    /// A revocation that a later sign-in outweighs (its notification came after the user signed
+    /// in again) ends the sessions opened before it, as it would have had it come on time. A
+    /// repeat of such an event (Apple retrying a notification whose answer was lost, or one that
     /// failed here) ends them again, so a retry finishes what a failure left undone. Returns how
     /// many sessions ended.
     @discardableResult
     public func endSessions(after change: CredentialChange) async throws -> Int {
-        guard Self.endsSessions(change) else { return 0 }
-        guard
+        let effect = change.event.kind.effect
+        guard effect == .revoke || effect == .transfer,
             let user = try await authority.user(
                 appleSubject: change.event.subject, appleClientID: change.event.clientID)
         else { return 0 }
-        return try await authority.revokeAll(user: user)
+        if Self.endsSessions(change) { return try await authority.revokeAll(user: user) }
+        return try await authority.revokeAll(user: user, openedBefore: change.event.timeMilliseconds)
     }
 
     /// Whether `change` ends the subject's sessions: a revoking or transferring event whose

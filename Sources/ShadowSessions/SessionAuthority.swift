@@ -374,6 +374,25 @@ public final class SessionAuthority: Sendable {
         return count
     }
 
+    /// Revokes the live sessions of `user` opened before `time` (epoch milliseconds): what a
+    /// revocation at `time` ends when a later sign-in left the user authorized. Returns how many;
+    /// revoking none logs nothing.
+    @discardableResult
+    public func revokeAll(user: UUID, openedBefore time: Int64) async throws -> Int {
+        let now = self.now
+        let count = try await revokeSessions(of: user, openedBefore: time, now: now)
+        if count > 0 { await events?(SessionEvent(kind: .revokeAll, user: user, session: nil, time: now)) }
+        return count
+    }
+
+    private func revokeSessions(of user: UUID, openedBefore time: Int64, now: Int64) async throws -> Int {
+        var count = 0
+        for row in try await store.sessions(user: user) where row.revokedAt == nil && row.createdAt < time {
+            if try await store.revoke(row.id, now: now) { count += 1 }
+        }
+        return count
+    }
+
     /// The user mapped to an Apple `sub` (for Apple's notifications), if any.
     public func user(appleSubject: String, appleClientID: String) async throws -> UUID? {
         try await store.user(appleHash: keys.appleHash(clientID: appleClientID, subject: appleSubject))?.id
@@ -441,9 +460,7 @@ public final class SessionAuthority: Sendable {
                 // asked, by a new sign-in, is not that grant's, and neither is a new token.
                 let now = self.now
                 try await store.markChecked(user: user.id, at: now, inactive: true, ifAppleRefreshToken: sealed)
-                for row in try await store.sessions(user: user.id) where row.revokedAt == nil && row.createdAt < asked {
-                    _ = try await store.revoke(row.id, now: now)
-                }
+                _ = try await revokeSessions(of: user.id, openedBefore: asked, now: now)
                 await events?(SessionEvent(kind: .recheckFailed, user: user.id, session: nil, time: now))
                 revoked += 1
             case .unavailable:

@@ -207,6 +207,37 @@ import Testing
         }
     }
 
+    /// Apple's revocation arrives after the user signed in again (the notification was late):
+    /// the later sign-in leaves the user authorized, and its session stays, but the sessions
+    /// opened before the revocation end, as they would have had it come on time.
+    @Test func aLateRevocationEndsTheSessionsFromBeforeIt() async throws {
+        let fixture = try await fixture()
+        try await closing({ await fixture.close() }) {
+            let rules = try #require(fixture.endpoints.rules)
+            let subject = "001234.late.0042"
+            let before = try await signIn(fixture.endpoints, subject)
+            let revokedAt = Int64(Date().timeIntervalSince1970 * 1000) + 500
+            try await Task.sleep(for: .milliseconds(2200))
+            let after = try await signIn(
+                fixture.endpoints, subject,
+                token: try identityToken(subject, issuedAt: Int64(Date().timeIntervalSince1970)))
+            let late = try CredentialEvent(
+                kind: .consentRevoked, clientID: Self.client, subject: subject, timeMilliseconds: revokedAt,
+                id: "late-consent-revoked")
+            let change = try #require(try await fixture.states.apply([late]).first)
+            #expect(change.new.state == .authorized, "the later sign-in decides the state")
+            #expect(try await rules.endSessions(after: change) == 1)
+            func refresh(_ issued: JSONObject) async -> HTTPResponse.Status {
+                await fixture.endpoints.refresh(
+                    body: Self.json(["refreshToken": issued["refreshToken"] ?? .null]),
+                    contentType: "application/json", clientIP: "x"
+                ).status
+            }
+            #expect(await refresh(before) == .unauthorized)
+            #expect(await refresh(after) == .ok)
+        }
+    }
+
     /// Apple's revocation lands while the sign-in opens its session, after the sign-in's check
     /// of the credential state and before the session exists, so the notification's own step
     /// found no session to end: the sign-in checks again once the session exists, refuses, and
