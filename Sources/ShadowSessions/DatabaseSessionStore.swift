@@ -431,12 +431,12 @@ public final class DatabaseSessionStore: SessionStore {
         }
     }
 
-    public func touch(_ row: SessionRow, now: Int64) async throws {
+    public func touch(_ row: SessionRow, now: Int64) async throws -> Bool {
         try await Self.storing {
-            guard now > row.lastUsedAt, !row.mac.isEmpty else { return }
+            guard row.revokedAt == nil, !row.mac.isEmpty else { return false }
             var used = row
-            used.lastUsedAt = now
-            _ = try await replace(row, with: used, onlyLive: true)
+            used.lastUsedAt = max(now, row.lastUsedAt)
+            return try await replace(row, with: used, onlyLive: true)
         }
     }
 

@@ -250,9 +250,17 @@ public final class SessionAuthority: Sendable {
                 continue  // another request rotated it first: read the row again
             }
             if token.generation + 1 == row.generation, now - row.rotatedAt <= milliseconds(configuration.grace) {
-                // Two tabs, or a retry after a lost answer: the successor already issued, again.
-                try await store.touch(row, now: now)
-                return try await issue(row, generation: row.generation)
+                // Two tabs, or a retry after a lost answer: the successor already issued, again,
+                // only while the session is live (a logout or a revocation since ends it).
+                if try await store.touch(row, now: now) { return try await issue(row, generation: row.generation) }
+                // Another writer changed the row first. Still live at this generation: a racing
+                // retry marked it used, which is this one's write done. Else read and answer again.
+                if let again = try await store.session(row.id), again.generation == row.generation,
+                    (try? check(again, now: now)) != nil
+                {
+                    return try await issue(again, generation: again.generation)
+                }
+                continue
             }
             guard token.generation < row.generation else {
                 throw SessionError(.invalidGrant, "the refresh token's generation was never issued")

@@ -125,8 +125,9 @@ public protocol SessionStore: DPoPReplayCache {
     /// and used at `now`, only if it is still as read and not revoked. True when this call won.
     func rotate(_ row: SessionRow, now: Int64) async throws -> Bool
     /// Marks a session (as read) used (the grace path hands out the current successor without
-    /// rotating); a row changed since it was read is left as it is.
-    func touch(_ row: SessionRow, now: Int64) async throws
+    /// rotating), in one compare-and-set: true when the row was still as read and not revoked;
+    /// false, with nothing written, when another writer changed it first.
+    func touch(_ row: SessionRow, now: Int64) async throws -> Bool
     /// Revokes one session; true when it was live.
     func revoke(_ id: SessionID, now: Int64) async throws -> Bool
     /// Revokes every live session of `user`; returns how many.

@@ -80,6 +80,29 @@ import Testing
         }
     }
 
+    /// The grace path's touch is a compare-and-set: it wins on a live row as read, even at the
+    /// same millisecond, and loses, writing nothing, on a row revoked or touched since.
+    @Test(arguments: engines) func aTouchWinsOnlyOnTheRowAsRead(engine: String) async throws {
+        let fixture = try await fixture(engine)
+        try await closing({ await fixture.store.close() }) {
+            let authority = try await SessionAuthority(store: fixture.store, configuration: configuration)
+            let issued = try await signIn(authority)
+            let read = try #require(try await fixture.store.session(issued.session))
+            #expect(try await fixture.store.touch(read, now: read.lastUsedAt), "the same millisecond")
+            #expect(try await fixture.store.touch(read, now: read.lastUsedAt + 1), "a touch that changed nothing")
+            let touched = try #require(try await fixture.store.session(issued.session))
+            #expect(try await !fixture.store.touch(read, now: read.lastUsedAt + 5), "touched since it was read")
+            #expect(try await fixture.store.touch(touched, now: read.lastUsedAt + 5))
+            let again = try #require(try await fixture.store.session(issued.session))
+            #expect(again.lastUsedAt == read.lastUsedAt + 5)
+            #expect(try await fixture.store.revoke(issued.session, now: read.lastUsedAt + 6))
+            #expect(try await !fixture.store.touch(again, now: read.lastUsedAt + 7), "revoked since it was read")
+            let revoked = try #require(try await fixture.store.session(issued.session))
+            #expect(revoked.revokedAt == read.lastUsedAt + 6 && revoked.lastUsedAt == read.lastUsedAt + 5)
+            #expect(try await !fixture.store.touch(revoked, now: read.lastUsedAt + 8), "a revoked row as read")
+        }
+    }
+
     /// A refresh's two limits and its proof's replay row, handed to the store together from many
     /// requests at once: every answer is the one its own step would get alone, in its place. SQLite
     /// answers through its group commit, PostgreSQL through one statement of `WITH` parts, and

@@ -6,6 +6,7 @@ import ShadowJOSE
 import ShadowSQLite
 import ShadowTestSupport
 import ShadowVault
+import Synchronization
 import Testing
 
 /// First-party sessions on SQLite: sign-in, rotation with one compare-and-set, the grace
@@ -99,6 +100,27 @@ import Testing
             #expect(try await authority.refresh(t2).refreshToken == t3, "the one before, within the grace")
             await #expect(throws: SessionError(.reuseDetected, "")) { try await authority.refresh(t1) }
             await #expect(throws: SessionError(.invalidGrant, "")) { try await authority.refresh(t3) }
+        }
+    }
+
+    /// A logout that lands between the grace path's read and its write: the retry gets no
+    /// tokens, and the session stays revoked.
+    @Test func aLogoutDuringAGraceRetryHandsOutNothing() async throws {
+        try await closing({ await store.close() }) {
+            let base = store
+            let target = Mutex<SessionID?>(nil)
+            let interposed = InterposedSessionStore(base, before: ["touch"]) { _ in
+                if let id = target.withLock({ $0 }) { _ = try await base.revoke(id, now: 1_800_000_000_000) }
+            }
+            let authority = try await SessionAuthority(
+                store: interposed, configuration: configuration, clock: clock.clock)
+            let issued = try await signIn(authority)
+            let second = try await authority.refresh(issued.refreshToken)
+            target.withLock { $0 = issued.session }
+            // The first token again, within the grace: the path that hands out the successor.
+            await #expect(throws: SessionError(.invalidGrant, "")) { try await authority.refresh(issued.refreshToken) }
+            #expect(try await base.session(issued.session)?.revokedAt != nil)
+            await #expect(throws: SessionError(.invalidGrant, "")) { try await authority.refresh(second.refreshToken) }
         }
     }
 
