@@ -462,14 +462,51 @@ public final class DatabaseSessionStore: SessionStore {
         }
     }
 
-    public func revokeAll(user: UUID, now: Int64) async throws -> Int {
+    /// Revokes in pages of 1,000, oldest first, until no live session opened before the bound is
+    /// left: each page's rows are revoked (or found revoked) before the next is read, so every
+    /// page makes progress. The bound is at most `now` + 1 ms, so sign-ins after the call do not
+    /// keep it going. A malformed row, or one whose MAC does not match, is revoked too (revoking
+    /// grants nothing), and the call then throws ``SessionErrorCode/corrupted`` saying how many.
+    public func revokeAll(user: UUID, openedBefore: Int64, now: Int64) async throws -> Int {
         try await Self.storing {
-            var count = 0
-            for row in try await sessions(user: user) where row.revokedAt == nil {
-                if try await revoke(row, now: now) { count += 1 }
+            let bound = min(openedBefore, now == .max ? now : now + 1)
+            var count = 0, tampered = 0
+            while true {
+                let page = try await database.read(
+                    #"""
+                    SELECT \#(Self.sessionColumns) FROM shadow_sessions WHERE "user" = ? AND revoked_ms IS NULL AND \#
+                    created_ms < ? ORDER BY created_ms LIMIT 1000
+                    """#, .blob(user.bytes16), .integer(bound)
+                )
+                if page.isEmpty { break }
+                for record in page {
+                    if let row = try? sessionRow(record) {
+                        if try await revoke(row, now: now) { count += 1 }
+                    } else {
+                        tampered += 1
+                        if try await revokeAsItStands(record, now: now) { count += 1 }
+                    }
+                }
+            }
+            if tampered > 0 {
+                throw SessionError(
+                    .corrupted,
+                    "\(tampered) of user \(user)'s session rows were malformed or did not match their MAC "
+                        + "(they are revoked with the rest)")
             }
             return count
         }
+    }
+
+    /// Marks a row that does not read (malformed, or not matching its MAC) revoked as it stands:
+    /// its MAC left unmatched, so the edit stays visible and the row stays dead. True when it was
+    /// live.
+    func revokeAsItStands(_ record: SQLRow, now: Int64) async throws -> Bool {
+        guard let id = record.blob("id") else { throw SessionError(.corrupted, "a session row has no ID") }
+        return try await !database.write(
+            "UPDATE shadow_sessions SET revoked_ms = ? WHERE id = ? AND revoked_ms IS NULL RETURNING id",
+            .integer(now), .blob(id)
+        ).isEmpty
     }
 
     public func sessions(user: UUID) async throws -> [SessionRow] {

@@ -394,11 +394,7 @@ public final class SessionAuthority: Sendable {
     }
 
     private func revokeSessions(of user: UUID, openedBefore time: Int64, now: Int64) async throws -> Int {
-        var count = 0
-        for row in try await store.sessions(user: user) where row.revokedAt == nil && row.createdAt < time {
-            if try await store.revoke(row.id, now: now) { count += 1 }
-        }
-        return count
+        try await store.revokeAll(user: user, openedBefore: time, now: now)
     }
 
     /// The user mapped to an Apple `sub` (for Apple's notifications), if any.

@@ -130,8 +130,9 @@ public protocol SessionStore: DPoPReplayCache {
     func touch(_ row: SessionRow, now: Int64) async throws -> Bool
     /// Revokes one session; true when it was live.
     func revoke(_ id: SessionID, now: Int64) async throws -> Bool
-    /// Revokes every live session of `user`; returns how many.
-    func revokeAll(user: UUID, now: Int64) async throws -> Int
+    /// Revokes every live session of `user` opened before `openedBefore` (epoch milliseconds),
+    /// however many there are, and none opened after the call's own `now`; returns how many.
+    func revokeAll(user: UUID, openedBefore: Int64, now: Int64) async throws -> Int
     /// The user's sessions, live and revoked, newest first.
     func sessions(user: UUID) async throws -> [SessionRow]
     /// Deletes up to `limit` sessions revoked or past `expiredBefore`; returns how many.
@@ -174,5 +175,10 @@ extension SessionStore {
     /// ``markChecked(user:at:inactive:ifAppleRefreshToken:)`` whatever the stored token.
     public func markChecked(user: UUID, at: Int64, inactive: Bool) async throws {
         try await markChecked(user: user, at: at, inactive: inactive, ifAppleRefreshToken: nil)
+    }
+
+    /// Revokes every live session of `user` opened by `now`; returns how many.
+    public func revokeAll(user: UUID, now: Int64) async throws -> Int {
+        try await revokeAll(user: user, openedBefore: .max, now: now)
     }
 }

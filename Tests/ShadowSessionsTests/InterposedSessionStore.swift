@@ -64,9 +64,9 @@ final class InterposedSessionStore: SessionStore {
         try await step("revoke")
         return try await base.revoke(id, now: now)
     }
-    func revokeAll(user: UUID, now: Int64) async throws -> Int {
+    func revokeAll(user: UUID, openedBefore: Int64, now: Int64) async throws -> Int {
         try await step("revokeAll")
-        return try await base.revokeAll(user: user, now: now)
+        return try await base.revokeAll(user: user, openedBefore: openedBefore, now: now)
     }
     func sessions(user: UUID) async throws -> [SessionRow] { try await base.sessions(user: user) }
     func deleteDead(expiredBefore: Int64, idleBefore: Int64, limit: Int) async throws -> Int {

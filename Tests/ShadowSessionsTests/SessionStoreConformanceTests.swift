@@ -103,6 +103,65 @@ import Testing
         }
     }
 
+    /// A row for `user` opened at `created` (ms), stored as the store stores it.
+    func insertSession(_ store: DatabaseSessionStore, user: UUID, created: Int64) async throws -> SessionID {
+        let id = try #require(SessionID(bytes: (0..<16).map { _ in UInt8.random(in: 0...255) }))
+        try await store.insertSession(
+            SessionRow(
+                id: id, user: user, generation: 1, rotatedAt: created, createdAt: created, lastUsedAt: created,
+                expiresAt: created + 30 * 86_400_000, revokedAt: nil, device: "iPhone"))
+        return id
+    }
+
+    /// Revoking "every session" of a user with more than one page of them (an app that signs in at
+    /// every launch): all are revoked, the oldest too, and the bound of a late revocation holds
+    /// across pages; another user's session is left alone.
+    @Test(arguments: engines) func revokingEverySessionGoesPastOnePage(engine: String) async throws {
+        let fixture = try await fixture(engine)
+        try await closing({ await fixture.store.close() }) {
+            let authority = try await SessionAuthority(store: fixture.store, configuration: configuration)
+            let latest = try await signIn(authority)
+            let bystander = try await signIn(authority, "001234.other.0001")
+            let base = Int64(Date().timeIntervalSince1970 * 1000) - 60_000
+            var ids: [SessionID] = []
+            for index in 0..<1_004 {
+                ids.append(try await insertSession(fixture.store, user: latest.userID, created: base + Int64(index)))
+            }
+            #expect(try await authority.revokeAll(user: latest.userID, openedBefore: base + 1_002) == 1_002)
+            #expect(try await fixture.store.session(ids[0])?.revokedAt != nil, "the oldest, past the newest 1,000")
+            #expect(try await fixture.store.session(ids[1_001])?.revokedAt != nil)
+            #expect(try await fixture.store.session(ids[1_002])?.revokedAt == nil, "opened at the bound")
+            #expect(try await authority.revokeAll(user: latest.userID) == 3, "two inserted and the sign-in's")
+            #expect(try await authority.revokeAll(user: latest.userID) == 0)
+            await #expect(throws: SessionError(.invalidGrant, "")) {
+                _ = try await authority.refresh(latest.refreshToken)
+            }
+            #expect(try await authority.refresh(bystander.refreshToken).session == bystander.session)
+        }
+    }
+
+    /// A row edited without the key does not stop the revocation of the user's others: every row
+    /// is revoked, the edited one as it stands, and the call then reports the edit.
+    @Test(arguments: engines) func anEditedRowDoesNotShieldTheOthersFromRevocation(engine: String) async throws {
+        let fixture = try await fixture(engine)
+        try await closing({ await fixture.store.close() }) {
+            let user = UUID()
+            let first = try await insertSession(fixture.store, user: user, created: 1_000)
+            _ = try await insertSession(fixture.store, user: user, created: 2_000)
+            let third = try await insertSession(fixture.store, user: user, created: 3_000)
+            try await fixture.sql("UPDATE shadow_sessions SET device = 'Mallory' WHERE created_ms = 2000")
+            await #expect(throws: SessionError(.corrupted, "")) {
+                _ = try await fixture.store.revokeAll(user: user, now: 4_000)
+            }
+            #expect(try await fixture.store.session(first)?.revokedAt == 4_000)
+            #expect(try await fixture.store.session(third)?.revokedAt == 4_000)
+            #expect(try await fixture.store.revokeAll(user: user, now: 5_000) == 0, "the edited row is revoked too")
+            await #expect(throws: SessionError(.corrupted, ""), "and still reads as edited") {
+                _ = try await fixture.store.sessions(user: user)
+            }
+        }
+    }
+
     /// A refresh's two limits and its proof's replay row, handed to the store together from many
     /// requests at once: every answer is the one its own step would get alone, in its place. SQLite
     /// answers through its group commit, PostgreSQL through one statement of `WITH` parts, and

@@ -177,7 +177,7 @@ import Testing
     /// character boundary, keeping a prefix (a character that does not fit ends the name).
     @Test func deviceNamesAreCleanedAndCutAsDocumented() async throws {
         // The suite opens a store for every test; this one only closes it.
-        try await closing({ await store.close() }) {
+        await closing({ await store.close() }) {
             let sixtyTwo = String(repeating: "a", count: 62)
             for (given, stored) in [
                 ("Ada's\u{0}\u{1B}[31m iPhone\u{7F}\u{85}\u{9B}", "Ada's[31m iPhone"), ("", "unnamed device"),
