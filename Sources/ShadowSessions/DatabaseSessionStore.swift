@@ -307,14 +307,27 @@ public final class DatabaseSessionStore: SessionStore {
         }
     }
 
-    public func usersDue(checkedBefore before: Int64, limit: Int) async throws -> [SessionUser] {
+    public func usersDue(
+        checkedBefore before: Int64, limit: Int
+    ) async throws -> (due: [SessionUser], edited: [UUID]) {
         try await Self.storing {
-            try await database.read(
+            var due: [SessionUser] = [], edited: [UUID] = []
+            for record in try await database.read(
                 """
                 SELECT \(Self.userColumns) FROM shadow_session_users WHERE checked_ms < ? AND apple_refresh IS NOT \
                 NULL AND inactive = 0 ORDER BY checked_ms LIMIT ?
-                """, .integer(before), .integer(limit)
-            ).map { try userRow($0).user }
+                """, .integer(before), .integer(limit))
+            {
+                if let row = try? userRow(record) {
+                    due.append(row.user)
+                    continue
+                }
+                guard let apple = record.blob("apple") else { throw SessionError(.corrupted, "a user row has no key") }
+                _ = try await database.write(
+                    "UPDATE shadow_session_users SET inactive = 1 WHERE apple = ? AND inactive = 0", .blob(apple))
+                if let user = record.blob("user").flatMap(UUID.init(bytes16:)) { edited.append(user) }
+            }
+            return (due, edited)
         }
     }
 

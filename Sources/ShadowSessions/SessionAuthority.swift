@@ -446,16 +446,33 @@ public final class SessionAuthority: Sendable {
     /// user opened before the question was asked and marks the user inactive, unless a sign-in
     /// stored a new Apple refresh token meanwhile (that one is asked about next time). Returns
     /// (checked, revoked users).
+    ///
+    /// A user whose row was edited, or whose sealed Apple refresh token does not open, cannot be
+    /// asked about: their sessions are revoked and they leave the re-check (marked inactive), as
+    /// if Apple had refused, and the others are still checked. The pass then throws
+    /// ``SessionErrorCode/corrupted``, saying how many there were.
     public func recheck(
         interval: TimeInterval = 30 * 86_400, limit: Int = 100,
         _ check: @Sendable (SecretBytes) async -> RecheckOutcome
     ) async throws -> (checked: Int, revoked: Int) {
-        var checked = 0, revoked = 0
-        for user in try await store.usersDue(checkedBefore: self.now - milliseconds(interval), limit: limit) {
+        var checked = 0, revoked = 0, unopened = 0
+        let (due, edited) = try await store.usersDue(checkedBefore: self.now - milliseconds(interval), limit: limit)
+        for user in edited {
+            let now = self.now
+            _ = try await revokeSessions(of: user, openedBefore: now, now: now)
+            await events?(SessionEvent(kind: .recheckFailed, user: user, session: nil, time: now))
+        }
+        for user in due {
             guard let sealed = user.sealedAppleRefreshToken else { continue }
-            let token = SecretBytes(try open(sealed, user: user.id))
             let asked = self.now
-            switch await check(token) {
+            let outcome: RecheckOutcome
+            if let token = try? open(sealed, user: user.id) {
+                outcome = await check(SecretBytes(token))
+            } else {
+                unopened += 1
+                outcome = .invalid
+            }
+            switch outcome {
             case .valid:
                 try await store.markChecked(user: user.id, at: asked, inactive: false)
                 await events?(SessionEvent(kind: .recheck, user: user.id, session: nil, time: asked))
@@ -471,6 +488,13 @@ public final class SessionAuthority: Sendable {
                 continue
             }
             checked += 1
+        }
+        if !edited.isEmpty || unopened > 0 {
+            throw SessionError(
+                .corrupted,
+                "the re-check checked \(checked) users and revoked \(revoked); \(edited.count) user rows did not "
+                    + "match their MAC and \(unopened) sealed Apple refresh tokens did not open: their sessions are "
+                    + "revoked and they are marked inactive")
         }
         return (checked, revoked)
     }

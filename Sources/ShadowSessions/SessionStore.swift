@@ -106,8 +106,12 @@ public protocol SessionStore: DPoPReplayCache {
     /// An app transfer: the user mapped to `oldHash` (the subject before the transfer) is mapped
     /// to `newHash` instead, keeping their ID, unless `newHash` is mapped already. True when moved.
     func moveUser(from oldHash: [UInt8], to newHash: [UInt8]) async throws -> Bool
-    /// Users whose last re-check is before `before` (and who have an Apple refresh token), oldest first.
-    func usersDue(checkedBefore before: Int64, limit: Int) async throws -> [SessionUser]
+    /// Up to `limit` users whose last re-check is before `before` (and who have an Apple refresh
+    /// token), oldest first, as `due`. A row among them that is malformed or does not match its
+    /// MAC is not returned as due: it is marked inactive as it stands (its MAC left unmatched, so
+    /// it still reads as edited), which takes it out of the re-check, and the user it names, when
+    /// it names one, is in `edited`.
+    func usersDue(checkedBefore before: Int64, limit: Int) async throws -> (due: [SessionUser], edited: [UUID])
     /// Records a re-check; `inactive` marks the user so. With `checked`, only while the user's
     /// sealed Apple refresh token is still those bytes, the one the re-check asked Apple about;
     /// false, with nothing written, when a sign-in stored another meanwhile.

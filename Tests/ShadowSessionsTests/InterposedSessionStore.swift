@@ -35,7 +35,7 @@ final class InterposedSessionStore: SessionStore {
         try await step("moveUser")
         return try await base.moveUser(from: oldHash, to: newHash)
     }
-    func usersDue(checkedBefore before: Int64, limit: Int) async throws -> [SessionUser] {
+    func usersDue(checkedBefore before: Int64, limit: Int) async throws -> (due: [SessionUser], edited: [UUID]) {
         try await base.usersDue(checkedBefore: before, limit: limit)
     }
     func markChecked(

@@ -334,6 +334,44 @@ import Testing
         }
     }
 
+    /// One user's row edited, another's sealed Apple refresh token edited, a third intact, in that
+    /// order in the queue: the re-check still asks Apple about the third. The two it cannot ask
+    /// about fail closed (their sessions end, they leave the queue), and the pass says so.
+    @Test(arguments: engines) func anEditedUserDoesNotStopTheRecheckOfTheOthers(engine: String) async throws {
+        let fixture = try await fixture(engine)
+        try await closing({ await fixture.store.close() }) {
+            let authority = try await SessionAuthority(store: fixture.store, configuration: configuration)
+            let rowEdited = try await signIn(authority, "001234.a.0042")
+            try await Task.sleep(for: .milliseconds(3))
+            let tokenEdited = try await signIn(authority, "001234.b.0042")
+            try await Task.sleep(for: .milliseconds(3))
+            let intact = try await signIn(authority, "001234.c.0042")
+            try await Task.sleep(for: .milliseconds(3))
+            let oldest = "(SELECT min(checked_ms) FROM shadow_session_users WHERE checked_ms > 1)"
+            try await fixture.sql("UPDATE shadow_session_users SET checked_ms = 1 WHERE checked_ms = \(oldest)")
+            try await fixture.sql("UPDATE shadow_session_users SET apple_refresh = mac WHERE checked_ms = \(oldest)")
+            let asked = Mutex(0)
+            let error = await #expect(throws: SessionError.self) {
+                _ = try await authority.recheck(interval: 0) { _ in
+                    asked.withLock { $0 += 1 }
+                    return .valid
+                }
+            }
+            #expect(error?.code == .corrupted, "\(String(describing: error))")
+            #expect(asked.withLock { $0 } == 1, "the intact user was asked about")
+            for edited in [rowEdited, tokenEdited] {
+                await #expect(throws: SessionError(.invalidGrant, "")) {
+                    _ = try await authority.refresh(edited.refreshToken)
+                }
+            }
+            #expect(try await fixture.store.isInactive(user: tokenEdited.userID))
+            #expect(try await authority.refresh(intact.refreshToken).session == intact.session)
+            try await Task.sleep(for: .milliseconds(3))
+            let again = try await authority.recheck(interval: 0) { _ in .valid }
+            #expect(again.checked == 1 && again.revoked == 0, "the edited users left the queue")
+        }
+    }
+
     /// A sign-in that stores no Apple refresh token (a library caller's) while the re-check's
     /// refusal comes back: the user is marked inactive, and the session opened meanwhile stays.
     @Test(arguments: engines) func aSessionOpenedDuringTheRecheckStays(engine: String) async throws {
