@@ -535,28 +535,30 @@ public final class DatabaseSessionStore: SessionStore {
     /// The sweep: up to `limit` sessions revoked, past their end or idle too long, deleted; and as
     /// many rate-limit rows whose time has passed. Instances sweeping at once on PostgreSQL take
     /// different rows (`SKIP LOCKED`).
-    public func deleteDead(expiredBefore: Int64, idleBefore: Int64, limit: Int) async throws -> Int {
+    public func deleteDead(expiredBefore: Int64, idleBefore: Int64, limit: Int) async throws -> SweptRows {
         try await Self.storing {
             let skip = database.dialect == .postgres ? " FOR UPDATE SKIP LOCKED" : ""
-            let deleted = try await database.write(
+            let sessions = try await database.write(
                 """
                 DELETE FROM shadow_sessions WHERE id IN (SELECT id FROM shadow_sessions WHERE revoked_ms IS NOT NULL \
                 OR expires_ms < ? OR used_ms < ? LIMIT ?\(skip)) RETURNING id
                 """, .integer(expiredBefore), .integer(idleBefore), .integer(limit)
             ).count
-            _ = try await database.write(
+            let rateLimits = try await database.write(
                 """
                 DELETE FROM shadow_rate_limits WHERE key IN (SELECT key FROM shadow_rate_limits WHERE tat_ms < ? LIMIT \
-                ?\(skip))
+                ?\(skip)) RETURNING key
                 """,
-                .integer(expiredBefore), .integer(limit))
-            _ = try await database.write(
+                .integer(expiredBefore), .integer(limit)
+            ).count
+            let proofs = try await database.write(
                 """
                 DELETE FROM shadow_dpop_proofs WHERE key IN (SELECT key FROM shadow_dpop_proofs WHERE expires_ms < ? \
-                LIMIT ?\(skip))
+                LIMIT ?\(skip)) RETURNING key
                 """,
-                .integer(expiredBefore), .integer(limit))
-            return deleted
+                .integer(expiredBefore), .integer(limit)
+            ).count
+            return SweptRows(sessions: sessions, rateLimits: rateLimits, proofs: proofs)
         }
     }
 

@@ -422,12 +422,20 @@ public final class SessionAuthority: Sendable {
     /// The replay cache the session routes check proofs against: the store, shared by every instance.
     public var replayCache: any DPoPReplayCache { store }
 
-    /// Deletes up to `limit` dead sessions (revoked, past their end, or idle too long), and
-    /// expired rate-limit and DPoP replay rows.
-    public func sweep(limit: Int = 1000) async throws -> Int {
-        let now = self.now
-        return try await store.deleteDead(
-            expiredBefore: now, idleBefore: now - milliseconds(configuration.idleLifetime), limit: limit)
+    /// Deletes dead sessions (revoked, past their end, or idle too long), and expired rate-limit
+    /// and DPoP replay rows, in batches of `limit` rows per table (each batch a short statement),
+    /// until every table's batch comes back short of `limit` or `batches` batches have run;
+    /// returns how many sessions it deleted.
+    public func sweep(limit: Int = 1000, batches: Int = 100) async throws -> Int {
+        var sessions = 0
+        for _ in 0..<batches {
+            let now = self.now
+            let swept = try await store.deleteDead(
+                expiredBefore: now, idleBefore: now - milliseconds(configuration.idleLifetime), limit: limit)
+            sessions += swept.sessions
+            if max(swept.sessions, swept.rateLimits, swept.proofs) < limit { break }
+        }
+        return sessions
     }
 
     // MARK: The monthly re-check

@@ -87,6 +87,17 @@ public struct SessionUser: Sendable, Hashable {
     }
 }
 
+/// What one batch of the sweep deleted, per table.
+public struct SweptRows: Sendable, Hashable {
+    public var sessions: Int
+    public var rateLimits: Int
+    public var proofs: Int
+
+    public init(sessions: Int, rateLimits: Int, proofs: Int) {
+        (self.sessions, self.rateLimits, self.proofs) = (sessions, rateLimits, proofs)
+    }
+}
+
 /// Where sessions live: tables in a database store (SQLite in ShadowSQLite, PostgreSQL in
 /// ShadowPostgres). Every method is one statement or one short transaction; none holds a lock
 /// across a request. It is also the replay cache of the DPoP proofs the session routes accept,
@@ -139,8 +150,10 @@ public protocol SessionStore: DPoPReplayCache {
     func revokeAll(user: UUID, openedBefore: Int64, now: Int64) async throws -> Int
     /// The user's sessions, live and revoked, newest first.
     func sessions(user: UUID) async throws -> [SessionRow]
-    /// Deletes up to `limit` sessions revoked or past `expiredBefore`; returns how many.
-    func deleteDead(expiredBefore: Int64, idleBefore: Int64, limit: Int) async throws -> Int
+    /// One batch of the sweep: deletes up to `limit` sessions revoked, past `expiredBefore` or
+    /// unused since `idleBefore`, up to `limit` rate-limit rows whose time is before
+    /// `expiredBefore`, and as many DPoP replay rows expired by then; returns how many of each.
+    func deleteDead(expiredBefore: Int64, idleBefore: Int64, limit: Int) async throws -> SweptRows
 
     func signingKeys() async throws -> [StoredSigningKey]
     func insertSigningKey(_ key: StoredSigningKey) async throws

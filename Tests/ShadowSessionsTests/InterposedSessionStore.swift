@@ -69,7 +69,7 @@ final class InterposedSessionStore: SessionStore {
         return try await base.revokeAll(user: user, openedBefore: openedBefore, now: now)
     }
     func sessions(user: UUID) async throws -> [SessionRow] { try await base.sessions(user: user) }
-    func deleteDead(expiredBefore: Int64, idleBefore: Int64, limit: Int) async throws -> Int {
+    func deleteDead(expiredBefore: Int64, idleBefore: Int64, limit: Int) async throws -> SweptRows {
         try await base.deleteDead(expiredBefore: expiredBefore, idleBefore: idleBefore, limit: limit)
     }
     func signingKeys() async throws -> [StoredSigningKey] { try await base.signingKeys() }

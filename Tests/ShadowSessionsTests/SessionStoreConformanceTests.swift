@@ -162,6 +162,33 @@ import Testing
         }
     }
 
+    /// More dead rows than one batch in each table (sessions, rate limits, DPoP proofs): one sweep
+    /// deletes them all, batch after batch, where it deleted one batch a minute and a busy server
+    /// (a refresh a second with a proof) grew its tables without end.
+    @Test(arguments: engines) func oneSweepDeletesMoreThanOneBatch(engine: String) async throws {
+        let fixture = try await fixture(engine)
+        try await closing({ await fixture.store.close() }) {
+            let authority = try await SessionAuthority(store: fixture.store, configuration: configuration)
+            let user = UUID()
+            var sessions: [SessionID] = []
+            for index in 0..<250 {
+                let key = Array("k\(index)".utf8)
+                #expect(try await fixture.store.rateLimit(key: key, now: 1_000, interval: 1, tolerance: 0) == nil)
+                #expect(try await fixture.store.firstUse(of: key, until: 2_000, now: 1_000))
+                let id = try await insertSession(fixture.store, user: user, created: 1_000)
+                _ = try await fixture.store.revoke(id, now: 1_001)
+                sessions.append(id)
+            }
+            #expect(try await authority.sweep(limit: 100) == 250)
+            for index in [0, 249] {
+                let key = Array("k\(index)".utf8)
+                #expect(try await fixture.store.session(sessions[index]) == nil)
+                #expect(try await fixture.store.rateLimit(key: key, now: 1_000, interval: 1, tolerance: 0) == nil)
+                #expect(try await fixture.store.firstUse(of: key, until: 2_000, now: 1_000), "the proof's row is gone")
+            }
+        }
+    }
+
     /// A refresh's two limits and its proof's replay row, handed to the store together from many
     /// requests at once: every answer is the one its own step would get alone, in its place. SQLite
     /// answers through its group commit, PostgreSQL through one statement of `WITH` parts, and
