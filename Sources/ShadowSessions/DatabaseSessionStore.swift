@@ -532,9 +532,9 @@ public final class DatabaseSessionStore: SessionStore {
         }
     }
 
-    /// The sweep: up to `limit` sessions revoked, past their end or idle too long, deleted; and as
-    /// many rate-limit rows whose time has passed. Instances sweeping at once on PostgreSQL take
-    /// different rows (`SKIP LOCKED`).
+    /// One batch of the sweep: up to `limit` sessions revoked, past their end or idle too long,
+    /// deleted; and as many rate-limit rows whose time has passed and DPoP replay rows expired.
+    /// Instances sweeping at once on PostgreSQL take different rows (`SKIP LOCKED`).
     public func deleteDead(expiredBefore: Int64, idleBefore: Int64, limit: Int) async throws -> SweptRows {
         try await Self.storing {
             let skip = database.dialect == .postgres ? " FOR UPDATE SKIP LOCKED" : ""

@@ -427,6 +427,7 @@ public final class SessionAuthority: Sendable {
     /// until every table's batch comes back short of `limit` or `batches` batches have run;
     /// returns how many sessions it deleted.
     public func sweep(limit: Int = 1000, batches: Int = 100) async throws -> Int {
+        guard limit > 0 else { return 0 }
         var sessions = 0
         for _ in 0..<batches {
             let now = self.now
@@ -467,7 +468,7 @@ public final class SessionAuthority: Sendable {
         let (due, edited) = try await store.usersDue(checkedBefore: self.now - milliseconds(interval), limit: limit)
         for user in edited {
             let now = self.now
-            _ = try await revokeSessions(of: user, openedBefore: now, now: now)
+            _ = try await store.revokeAll(user: user, now: now)
             await events?(SessionEvent(kind: .recheckFailed, user: user, session: nil, time: now))
         }
         for user in due {
@@ -500,9 +501,9 @@ public final class SessionAuthority: Sendable {
         if !edited.isEmpty || unopened > 0 {
             throw SessionError(
                 .corrupted,
-                "the re-check checked \(checked) users and revoked \(revoked); \(edited.count) user rows did not "
-                    + "match their MAC and \(unopened) sealed Apple refresh tokens did not open: their sessions are "
-                    + "revoked and they are marked inactive")
+                "the re-check checked \(checked) users and revoked \(revoked); \(edited.count) user rows were "
+                    + "edited and \(unopened) sealed Apple refresh tokens did not open: their sessions are revoked "
+                    + "and they are marked inactive")
         }
         return (checked, revoked)
     }
