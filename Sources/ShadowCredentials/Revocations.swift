@@ -95,7 +95,8 @@ public struct RevocationCounts: Sendable, Equatable {
 public protocol RevocationQueue: Sendable {
     /// Claims up to `limit` due revocations for `lease`; claimed again by anyone only after the
     /// lease runs out (a worker that died). Entries whose token is gone, or was replaced by a
-    /// token stored after the event, are finished here and not returned.
+    /// token stored after the event, are finished here and not returned, and so are entries whose
+    /// token does not open (edited or moved: given up as `failed`).
     func dueRevocations(limit: Int, lease: Duration) async throws -> [PendingRevocation]
     /// Records how an attempt ended.
     func completeRevocation(_ revocation: PendingRevocation, _ result: RevocationResult) async throws
@@ -104,7 +105,8 @@ public protocol RevocationQueue: Sendable {
 }
 
 extension StateEngine {
-    /// Queues the revocation of every token of `rowID` stored at or before `eventMilliseconds`.
+    /// Queues the revocation of every token of `rowID` stored at or before `eventMilliseconds`,
+    /// and of every token of it that does not open.
     func queueRevocations(
         _ requests: [(rowID: [UInt8], eventMilliseconds: Int64)], now: Int64, in transaction: any StateTransaction
     ) async throws {
@@ -115,8 +117,10 @@ extension StateEngine {
         }
         for request in requests {
             for row in owned[request.rowID] ?? [] {
-                let token = try openToken(row)
-                guard token.storedAtMilliseconds <= request.eventMilliseconds else { continue }
+                // A token that does not open (edited, or moved from another row) is queued all
+                // the same: the event is recorded whatever its tokens hold, and the claim gives
+                // the entry up as `failed`.
+                if let token = try? openToken(row), token.storedAtMilliseconds > request.eventMilliseconds { continue }
                 queued.append(
                     StoredRevocation(
                         rowID: request.rowID, kind: row.kind, eventMilliseconds: request.eventMilliseconds,
@@ -140,7 +144,13 @@ extension StateEngine {
                         rowID: claimed.rowID, kind: claimed.kind, outcome: "no_token", at: now, due: now)
                     continue
                 }
-                let token = try self.openToken(row)
+                // A token that does not open cannot be revoked: given up, its row kept as
+                // evidence, and the entries after it still claimed.
+                guard let token = try? self.openToken(row) else {
+                    try await transaction.finishRevocation(
+                        rowID: claimed.rowID, kind: claimed.kind, outcome: "failed", at: now, due: now)
+                    continue
+                }
                 guard token.storedAtMilliseconds <= claimed.eventMilliseconds else {
                     try await transaction.finishRevocation(
                         rowID: claimed.rowID, kind: claimed.kind, outcome: "superseded", at: now, due: now)

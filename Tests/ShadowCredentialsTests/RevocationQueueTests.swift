@@ -93,6 +93,34 @@ import Testing
         }
     }
 
+    /// Alice's stored token edited without the key (its body moved from bob's row): her
+    /// revocation is still recorded and queued, and the queue gives her entry up as `failed`
+    /// instead of stopping at it, so bob's revocation still goes out.
+    @Test(arguments: databases)
+    func anEditedTokenNeitherBlocksARevocationNorStopsTheQueue(kind: StoreKind) async throws {
+        try await Self.with(kind) { setup in
+            let store = setup.store
+            try await store.put(setup.token("alice"))
+            try await store.put(setup.token("bob"))
+            _ = try await store.apply([setup.event(.signIn, "alice", at: -120, id: "s1")])
+            _ = try await store.apply([setup.event(.signIn, "bob", at: -120, id: "s2")])
+            let alice = "(SELECT subject FROM shadow_audit WHERE seq = 1)"
+            try await DatabaseStoreTests().sql(
+                setup.fixture,
+                "UPDATE shadow_tokens SET body = (SELECT body FROM shadow_tokens WHERE row_id <> \(alice)) "
+                    + "WHERE row_id = \(alice)")
+            _ = try await store.apply([setup.event(.consentRevoked, "alice", at: 0, id: "n1")])
+            #expect(try await store.status(clientID: Self.client, subject: "alice").state == .revoked)
+            _ = try await store.apply([setup.event(.consentRevoked, "bob", at: 0, id: "n2")])
+            #expect(try await store.revocationCounts() == RevocationCounts(pending: 2, done: 0, failed: 0))
+            let due = try await store.dueRevocations(limit: 10, lease: .seconds(60))
+            #expect(due.map(\.token.subject) == ["bob"])
+            #expect(try await store.revocationCounts() == RevocationCounts(pending: 1, done: 0, failed: 1))
+            for revocation in due { try await store.completeRevocation(revocation, .revoked) }
+            #expect(try await store.revocationCounts() == RevocationCounts(pending: 0, done: 1, failed: 1))
+        }
+    }
+
     /// One write that deletes or revokes several users reads their tokens together: each user's
     /// tokens stored before their own event are queued, once however many events name them, and
     /// no one else's.
