@@ -296,6 +296,18 @@ actor WriteQueue {
             do {
                 let results = try await run(batch.map(\.events))
                 for (job, changes) in zip(batch, results) { job.continuation.resume(returning: changes) }
+            } catch let error as CredentialError where batch.count > 1 && error.code == .corruptedState {
+                // A user's row that does not open fails that user's caller, not every caller it
+                // shared the transaction with: each runs again alone. (A store that cannot be
+                // reached fails them all at once, below, not one retry budget after another.)
+                for job in batch {
+                    do {
+                        let changes = try await run([job.events])
+                        job.continuation.resume(returning: changes.first ?? [])
+                    } catch {
+                        job.continuation.resume(throwing: error)
+                    }
+                }
             } catch {
                 for job in batch { job.continuation.resume(throwing: error) }
             }

@@ -87,6 +87,47 @@ import Testing
         }
     }
 
+    /// A's row holds b's record (moved without the key) while forty other users sign in at once:
+    /// the group commit puts their events in A's transaction, and only A's caller fails.
+    @Test(arguments: databases)
+    func oneUsersEditedRowFailsOnlyThatUsersWrite(kind: StoreKind) async throws {
+        let fixture = try await written(kind)
+        try await sql(
+            fixture,
+            """
+            UPDATE shadow_credentials SET body = (SELECT body FROM shadow_credentials WHERE row_id = (SELECT subject \
+            FROM shadow_audit WHERE seq = 2)) WHERE row_id = (SELECT subject FROM shadow_audit WHERE seq = 1)
+            """)
+        try await withStore(fixture) { store in
+            let outcomes = await withTaskGroup(of: (String, CredentialError?).self) { group in
+                for index in 0..<41 {
+                    let subject = index == 20 ? "a" : "u\(index)"
+                    let event = Table.event(.signIn, at: Table.t + 100, id: "s\(index)", subject: subject)
+                    group.addTask {
+                        do {
+                            _ = try await store.apply([event])
+                            return (subject, nil)
+                        } catch {
+                            return (
+                                subject, error as? CredentialError ?? CredentialError(.storeUnavailable, "\(error)")
+                            )
+                        }
+                    }
+                }
+                var outcomes: [String: CredentialError?] = [:]
+                for await (subject, error) in group { outcomes[subject] = error }
+                return outcomes
+            }
+            #expect(outcomes["a"]??.code == .corruptedState)
+            let failed = outcomes.filter { $0.key != "a" && $0.value != nil }
+            #expect(failed.isEmpty, "other users' writes failed with a's row: \(failed.keys.sorted())")
+            for index in 0..<41 where index != 20 {
+                let state = try await store.status(clientID: Table.client, subject: "u\(index)").state
+                #expect(state == .authorized, "u\(index)")
+            }
+        }
+    }
+
     /// Token rows edited in their clear columns or moved between users are refused by every read
     /// of tokens, the expired-token sweep included (which must not hand out another user's token
     /// or one whose expiry was moved into the past).
