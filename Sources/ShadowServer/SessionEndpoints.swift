@@ -507,9 +507,11 @@ public final class SessionEndpoints: Sendable {
     /// (revoked, past its end, idle too long). The device routes answer only a caller whose
     /// session could still refresh, so a signed-out device, or a thief whose session reuse
     /// detection ended, cannot list or end the user's other sessions within the token's hour.
+    /// The caller's own session is read by its ID, so a user with more sessions than the list
+    /// holds is not refused.
     func liveSessions(of claims: SessionClaims) async throws -> [SessionRow]? {
-        let rows = try await authority.sessions(user: claims.userID).filter(authority.isLive)
-        return rows.contains { $0.id == claims.session } ? rows : nil
+        guard try await authority.isLive(claims) else { return nil }
+        return try await authority.sessions(user: claims.userID).filter(authority.isLive)
     }
 
     /// 401 `invalid_token` for an access token whose own session has ended.
@@ -565,9 +567,9 @@ public final class SessionEndpoints: Sendable {
         case .success(let value): claims = value
         }
         do {
-            guard let rows = try await liveSessions(of: claims) else { return ended(claims) }
-            // Only a live session of the caller's (as the list shows them) is theirs to end.
-            guard let session = SessionID(id), rows.contains(where: { $0.id == session }),
+            guard try await authority.isLive(claims) else { return ended(claims) }
+            // Only a live session of the caller's is theirs to end; each is read by its ID.
+            guard let session = SessionID(id), try await authority.liveSession(session, of: claims.userID) != nil,
                 try await authority.revoke(session: session, user: claims.userID)
             else {
                 return .error(404, "not_found", "no such session")

@@ -270,7 +270,6 @@ struct VerifiedToken: Sendable {
 extension SessionAuthority {
     /// The opt-in per-request check: whether the token's session is still live.
     public func isLive(_ claims: SessionClaims) async throws -> Bool {
-        guard let row = try await store.session(claims.session), row.user == claims.userID else { return false }
-        return isLive(row)
+        try await liveSession(claims.session, of: claims.userID) != nil
     }
 }

@@ -302,6 +302,13 @@ public final class SessionAuthority: Sendable {
     /// absolute end, and used within the idle lifetime.
     public func isLive(_ row: SessionRow) -> Bool { (try? check(row, now: now)) != nil }
 
+    /// The session `id` when it is `user`'s and live (one row read, however many sessions the
+    /// user has); nil otherwise.
+    public func liveSession(_ id: SessionID, of user: UUID) async throws -> SessionRow? {
+        guard let row = try await store.session(id), row.user == user, isLive(row) else { return nil }
+        return row
+    }
+
     private func check(_ row: SessionRow, now: Int64) throws {
         guard row.revokedAt == nil else { throw SessionError(.invalidGrant, "the session was revoked") }
         guard now < row.expiresAt else { throw SessionError(.invalidGrant, "the session reached its 30-day end") }

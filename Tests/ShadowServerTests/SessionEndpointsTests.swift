@@ -238,6 +238,38 @@ import Testing
         }
     }
 
+    /// A user with more sessions than the device list holds (an app that signs in at every
+    /// launch), asking from their oldest device: the device routes answer that device, which
+    /// the newest 1,000 no longer include, and it can end one of its sessions.
+    @Test func theOldestOfManySessionsStillReachesTheDeviceRoutes() async throws {
+        let fixture = try await fixture()
+        try await closing({ await fixture.close() }) {
+            let issued = try await signIn(fixture.endpoints, "001234.many.0042")
+            guard case .string(let token) = issued["accessToken"] else { throw CLIRunnerError("no access token") }
+            let claims = try await fixture.endpoints.authority.verifier().verify(token)
+            let now = Int64(Date().timeIntervalSince1970 * 1000)
+            var newest: SessionID?
+            for index in 0..<1_000 {
+                let id = try #require(SessionID(bytes: (0..<16).map { _ in UInt8.random(in: 0...255) }))
+                try await fixture.sessions.insertSession(
+                    SessionRow(
+                        id: id, user: claims.userID, generation: 1, rotatedAt: now, createdAt: now + 1 + Int64(index),
+                        lastUsedAt: now, expiresAt: now + 86_400_000, revokedAt: nil, device: "iPad"))
+                newest = id
+            }
+            let list = await fixture.endpoints.sessions(authorization: "Bearer " + token, clientIP: "192.0.2.7")
+            #expect(list.status == .ok, "\(String(decoding: list.body, as: UTF8.self))")
+            let other = try #require(newest)
+            let ended = await fixture.endpoints.deleteSession(
+                other.description, authorization: "Bearer " + token, clientIP: "192.0.2.7")
+            #expect(ended.status == .ok, "\(String(decoding: ended.body, as: UTF8.self))")
+            #expect(try await fixture.sessions.session(other)?.revokedAt != nil)
+            let own = await fixture.endpoints.deleteSession(
+                claims.session.description, authorization: "Bearer " + token, clientIP: "192.0.2.7")
+            #expect(own.status == .ok, "\(String(decoding: own.body, as: UTF8.self))")
+        }
+    }
+
     /// Apple's revocation lands while the sign-in opens its session, after the sign-in's check
     /// of the credential state and before the session exists, so the notification's own step
     /// found no session to end: the sign-in checks again once the session exists, refuses, and
