@@ -46,8 +46,10 @@ extension DatabaseCredentialStore {
         try await engine.expiredTokens(at: time, limit: limit)
     }
 
-    public func dueRevocations(limit: Int, lease: Duration) async throws -> [PendingRevocation] {
-        try await engine.dueRevocations(limit: limit, lease: lease)
+    public func claimRevocations(
+        limit: Int, lease: Duration
+    ) async throws -> (due: [PendingRevocation], unreadable: Int) {
+        try await engine.claimRevocations(limit: limit, lease: lease)
     }
     public func completeRevocation(_ revocation: PendingRevocation, _ result: RevocationResult) async throws {
         try await engine.completeRevocation(revocation, result)

@@ -68,7 +68,14 @@ public final class RevocationWorker: Sendable {
     /// Returns how many were attempted.
     @discardableResult
     public func runOnce() async throws -> Int {
-        let due = try await queue.dueRevocations(limit: configuration.batchSize, lease: configuration.lease)
+        let (due, unreadable) = try await queue.claimRevocations(
+            limit: configuration.batchSize, lease: configuration.lease)
+        if unreadable > 0 {
+            results["failed"]?.increment(by: unreadable)
+            logger.error(
+                "revocations given up: their stored tokens do not open (edited, or moved from another row)",
+                metadata: ["count": "\(unreadable)"])
+        }
         await withTaskGroup(of: Void.self) { group in
             for revocation in due { group.addTask { await self.attempt(revocation) } }
         }

@@ -95,13 +95,21 @@ public struct RevocationCounts: Sendable, Equatable {
 public protocol RevocationQueue: Sendable {
     /// Claims up to `limit` due revocations for `lease`; claimed again by anyone only after the
     /// lease runs out (a worker that died). Entries whose token is gone, or was replaced by a
-    /// token stored after the event, are finished here and not returned, and so are entries whose
-    /// token does not open (edited or moved: given up as `failed`).
-    func dueRevocations(limit: Int, lease: Duration) async throws -> [PendingRevocation]
+    /// token stored after the event, are finished here and not returned. Entries whose token
+    /// does not open (edited, or moved from another row) are given up here as `failed`, and
+    /// counted in `unreadable`, so the caller can say so.
+    func claimRevocations(limit: Int, lease: Duration) async throws -> (due: [PendingRevocation], unreadable: Int)
     /// Records how an attempt ended.
     func completeRevocation(_ revocation: PendingRevocation, _ result: RevocationResult) async throws
     /// The queue's counts.
     func revocationCounts() async throws -> RevocationCounts
+}
+
+extension RevocationQueue {
+    /// ``claimRevocations(limit:lease:)``'s claimed entries.
+    public func dueRevocations(limit: Int, lease: Duration) async throws -> [PendingRevocation] {
+        try await claimRevocations(limit: limit, lease: lease).due
+    }
 }
 
 extension StateEngine {
@@ -130,14 +138,16 @@ extension StateEngine {
         if !queued.isEmpty { try await transaction.queueRevocations(queued) }
     }
 
-    package func dueRevocations(limit: Int, lease: Duration) async throws -> [PendingRevocation] {
+    package func claimRevocations(
+        limit: Int, lease: Duration
+    ) async throws -> (due: [PendingRevocation], unreadable: Int) {
         guard (1...1000).contains(limit), lease >= .seconds(1), lease <= .seconds(86_400) else {
             throw CredentialError(.invalidParameter, "claim 1 to 1000 revocations for a lease of 1 s to 24 h")
         }
         let now = try CredentialEvent.milliseconds(clock.now)
         let until = now + Int64(lease.inSeconds * 1000)
         return try await database.transaction(writing: true) { transaction in
-            var pending: [PendingRevocation] = []
+            var pending: [PendingRevocation] = [], unreadable = 0
             for claimed in try await transaction.claimRevocations(now: now, until: until, limit: limit) {
                 guard let row = try await transaction.tokens(rowID: claimed.rowID, kind: claimed.kind).first else {
                     try await transaction.finishRevocation(
@@ -147,6 +157,7 @@ extension StateEngine {
                 // A token that does not open cannot be revoked: given up, its row kept as
                 // evidence, and the entries after it still claimed.
                 guard let token = try? self.openToken(row) else {
+                    unreadable += 1
                     try await transaction.finishRevocation(
                         rowID: claimed.rowID, kind: claimed.kind, outcome: "failed", at: now, due: now)
                     continue
@@ -161,7 +172,7 @@ extension StateEngine {
                         token: token, eventTime: Date(millisecondsSince1970: claimed.eventMilliseconds),
                         attempts: claimed.attempts, rowID: claimed.rowID, sealed: row.body))
             }
-            return pending
+            return (pending, unreadable)
         }
     }
 

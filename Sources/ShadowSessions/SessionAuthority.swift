@@ -395,13 +395,9 @@ public final class SessionAuthority: Sendable {
     @discardableResult
     public func revokeAll(user: UUID, openedBefore time: Int64) async throws -> Int {
         let now = self.now
-        let count = try await revokeSessions(of: user, openedBefore: time, now: now)
+        let count = try await store.revokeAll(user: user, openedBefore: time, now: now)
         if count > 0 { await events?(SessionEvent(kind: .revokeAll, user: user, session: nil, time: now)) }
         return count
-    }
-
-    private func revokeSessions(of user: UUID, openedBefore time: Int64, now: Int64) async throws -> Int {
-        try await store.revokeAll(user: user, openedBefore: time, now: now)
     }
 
     /// The user mapped to an Apple `sub` (for Apple's notifications), if any.
@@ -497,7 +493,7 @@ public final class SessionAuthority: Sendable {
                 // asked, by a new sign-in, is not that grant's, and neither is a new token.
                 let now = self.now
                 try await store.markChecked(user: user.id, at: now, inactive: true, ifAppleRefreshToken: sealed)
-                _ = try await revokeSessions(of: user.id, openedBefore: asked, now: now)
+                _ = try await store.revokeAll(user: user.id, openedBefore: asked, now: now)
                 await events?(SessionEvent(kind: .recheckFailed, user: user.id, session: nil, time: now))
                 revoked += 1
             case .unavailable:

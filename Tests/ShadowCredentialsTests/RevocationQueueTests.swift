@@ -113,8 +113,9 @@ import Testing
             #expect(try await store.status(clientID: Self.client, subject: "alice").state == .revoked)
             _ = try await store.apply([setup.event(.consentRevoked, "bob", at: 0, id: "n2")])
             #expect(try await store.revocationCounts() == RevocationCounts(pending: 2, done: 0, failed: 0))
-            let due = try await store.dueRevocations(limit: 10, lease: .seconds(60))
+            let (due, unreadable) = try await store.claimRevocations(limit: 10, lease: .seconds(60))
             #expect(due.map(\.token.subject) == ["bob"])
+            #expect(unreadable == 1, "alice's entry, given up and counted")
             #expect(try await store.revocationCounts() == RevocationCounts(pending: 1, done: 0, failed: 1))
             for revocation in due { try await store.completeRevocation(revocation, .revoked) }
             #expect(try await store.revocationCounts() == RevocationCounts(pending: 0, done: 1, failed: 1))
