@@ -422,6 +422,11 @@ public final class SessionAuthority: Sendable {
         try DPoPNonces(key: keys.dpopNonce, period: period, clock: clock)
     }
 
+    /// How long, in milliseconds, a row stays past its time before the sweep deletes it: five
+    /// minutes, the most a proof's leeway may be, so instances on one store whose clocks differ by
+    /// less than that agree on every replay and every limit.
+    public static let sweepMargin: Int64 = 300_000
+
     /// The replay cache the session routes check proofs against: the store, shared by every instance.
     public var replayCache: any DPoPReplayCache { store }
 
@@ -429,13 +434,18 @@ public final class SessionAuthority: Sendable {
     /// and DPoP replay rows, in batches of `limit` rows per table (each batch a short statement),
     /// until every table's batch comes back short of `limit` or `batches` batches have run;
     /// returns how many sessions it deleted.
+    ///
+    /// A row is deleted once it has been past its time for ``sweepMargin`` by this instance's
+    /// clock: deleting a replay row or a rate-limit row early would let an instance whose clock
+    /// runs behind accept a proof again, or grant a fresh burst.
     public func sweep(limit: Int = 1000, batches: Int = 100) async throws -> Int {
         guard limit > 0 else { return 0 }
         var sessions = 0
         for _ in 0..<batches {
             let now = self.now
             let swept = try await store.deleteDead(
-                expiredBefore: now, idleBefore: now - milliseconds(configuration.idleLifetime), limit: limit)
+                expiredBefore: now - Self.sweepMargin, idleBefore: now - milliseconds(configuration.idleLifetime),
+                limit: limit)
             sessions += swept.sessions
             if max(swept.sessions, swept.rateLimits, swept.proofs) < limit { break }
         }

@@ -189,6 +189,33 @@ import Testing
         }
     }
 
+    /// A proof's replay row outlives its expiry by the sweep's margin: an instance whose clock runs
+    /// two seconds behind the sweeper's still refuses the proof a second time, and a fresh burst is
+    /// not granted early; a row past the margin is deleted.
+    @Test(arguments: engines) func theSweepLeavesRowsAnInstanceBehindStillNeeds(engine: String) async throws {
+        let fixture = try await fixture(engine)
+        try await closing({ await fixture.store.close() }) {
+            let authority = try await SessionAuthority(store: fixture.store, configuration: configuration)
+            let now = Int64(Date().timeIntervalSince1970 * 1000)
+            let (recent, old) = (Array("recent".utf8), Array("old".utf8))
+            #expect(try await fixture.store.firstUse(of: recent, until: now - 1_000, now: now - 60_000))
+            #expect(try await fixture.store.firstUse(of: old, until: now - 400_000, now: now - 460_000))
+            #expect(
+                try await fixture.store.rateLimit(key: recent, now: now - 61_000, interval: 60_000, tolerance: 0) == nil
+            )
+            _ = try await authority.sweep()
+            #expect(
+                try await !fixture.store.firstUse(of: recent, until: now - 1_000, now: now - 2_000),
+                "the replay is still refused by an instance two seconds behind")
+            #expect(
+                try await fixture.store.rateLimit(key: recent, now: now - 2_000, interval: 60_000, tolerance: 0) != nil,
+                "the limit is still held by an instance two seconds behind")
+            #expect(
+                try await fixture.store.firstUse(of: old, until: now - 400_000, now: now - 459_000),
+                "the row past the margin is gone: asked at a time it was live, it is new")
+        }
+    }
+
     /// A refresh's two limits and its proof's replay row, handed to the store together from many
     /// requests at once: every answer is the one its own step would get alone, in its place. SQLite
     /// answers through its group commit, PostgreSQL through one statement of `WITH` parts, and
