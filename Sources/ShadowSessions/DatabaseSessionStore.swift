@@ -331,6 +331,23 @@ public final class DatabaseSessionStore: SessionStore {
         }
     }
 
+    public func moveCheckedTime(user: UUID, from: Int64, to: Int64) async throws -> Bool {
+        try await Self.storing {
+            guard var row = try await storedUser(user), row.user.checkedAt == from, !row.user.inactive else {
+                return false
+            }
+            let old = row.mac
+            row.user = SessionUser(
+                id: user, sealedAppleRefreshToken: row.user.sealedAppleRefreshToken, inactive: false, checkedAt: to)
+            return try await !database.write(
+                """
+                UPDATE shadow_session_users SET checked_ms = ?, mac = ? WHERE apple = ? AND mac = ? AND checked_ms = ? \
+                RETURNING apple
+                """, .integer(to), .blob(mac(row)), .blob(row.apple), .blob(old), .integer(from)
+            ).isEmpty
+        }
+    }
+
     @discardableResult
     public func markChecked(
         user: UUID, at: Int64, inactive: Bool, ifAppleRefreshToken checked: [UInt8]?

@@ -463,11 +463,19 @@ public final class SessionAuthority: Sendable {
         case unavailable
     }
 
+    /// How long, in milliseconds, a user claimed by one re-check is left out of the others while
+    /// Apple is asked: five minutes.
+    public static let recheckLease: Int64 = 300_000
+
     /// Re-checks users not checked for `interval` (default 30 days) with `check` (Apple's token
     /// endpoint, given the user's Apple refresh token); an invalid one revokes the sessions the
     /// user opened before the question was asked and marks the user inactive, unless a sign-in
     /// stored a new Apple refresh token meanwhile (that one is asked about next time). Returns
-    /// (checked, revoked users).
+    /// (checked, revoked users). Each user is claimed before Apple is asked
+    /// (``SessionStore/moveCheckedTime(user:from:to:)``, to ``recheckLease`` short of due
+    /// again), so instances re-checking at once on one store ask about each user once. The
+    /// claim is given back when Apple could not be asked, or when a sign-in stored a new token
+    /// meanwhile; a process that stops while it asks leaves the user due after the lease.
     ///
     /// A user whose row was edited, or whose sealed Apple refresh token does not open, cannot be
     /// asked about: their sessions are revoked and they leave the re-check (marked inactive), as
@@ -477,6 +485,9 @@ public final class SessionAuthority: Sendable {
         interval: TimeInterval = 30 * 86_400, limit: Int = 100,
         _ check: @Sendable (SecretBytes) async -> RecheckOutcome
     ) async throws -> (checked: Int, revoked: Int) {
+        guard interval >= 0, interval <= 3_650 * 86_400 else {
+            throw SessionError(.invalidParameter, "the re-check interval is 0 to 3,650 days")
+        }
         var checked = 0, revoked = 0, unopened = 0
         let (due, edited) = try await store.usersDue(checkedBefore: self.now - milliseconds(interval), limit: limit)
         for user in edited {
@@ -485,7 +496,10 @@ public final class SessionAuthority: Sendable {
             await events?(SessionEvent(kind: .recheckFailed, user: user, session: nil, time: now))
         }
         for user in due {
-            guard let sealed = user.sealedAppleRefreshToken else { continue }
+            let lease = self.now - milliseconds(interval) + Self.recheckLease
+            guard let sealed = user.sealedAppleRefreshToken,
+                try await store.moveCheckedTime(user: user.id, from: user.checkedAt, to: lease)
+            else { continue }
             let asked = self.now
             let outcome: RecheckOutcome
             if let token = try? open(sealed, user: user.id) {
@@ -502,11 +516,15 @@ public final class SessionAuthority: Sendable {
                 // Apple's answer is about this token's grant: a session opened while it was
                 // asked, by a new sign-in, is not that grant's, and neither is a new token.
                 let now = self.now
-                try await store.markChecked(user: user.id, at: now, inactive: true, ifAppleRefreshToken: sealed)
+                if try await !store.markChecked(user: user.id, at: now, inactive: true, ifAppleRefreshToken: sealed) {
+                    // A sign-in stored a new token: due again now, to be asked about it.
+                    _ = try await store.moveCheckedTime(user: user.id, from: lease, to: user.checkedAt)
+                }
                 _ = try await store.revokeAll(user: user.id, openedBefore: asked, now: now)
                 await events?(SessionEvent(kind: .recheckFailed, user: user.id, session: nil, time: now))
                 revoked += 1
             case .unavailable:
+                _ = try await store.moveCheckedTime(user: user.id, from: lease, to: user.checkedAt)
                 continue
             }
             checked += 1

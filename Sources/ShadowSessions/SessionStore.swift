@@ -123,6 +123,10 @@ public protocol SessionStore: DPoPReplayCache {
     /// it still reads as edited), which takes it out of the re-check, and the user it names, when
     /// it names one, is in `edited`.
     func usersDue(checkedBefore before: Int64, limit: Int) async throws -> (due: [SessionUser], edited: [UUID])
+    /// Moves a user's checked time from `from` to `to` while it is still `from` (nothing else
+    /// checked or claimed the user meanwhile); false, with nothing written, when it moved. The
+    /// re-check claims a user with it before asking Apple, and gives the claim back.
+    func moveCheckedTime(user: UUID, from: Int64, to: Int64) async throws -> Bool
     /// Records a re-check; `inactive` marks the user so. With `checked`, only while the user's
     /// sealed Apple refresh token is still those bytes, the one the re-check asked Apple about;
     /// false, with nothing written, when a sign-in stored another meanwhile.

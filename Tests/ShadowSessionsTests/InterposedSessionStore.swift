@@ -38,6 +38,10 @@ final class InterposedSessionStore: SessionStore {
     func usersDue(checkedBefore before: Int64, limit: Int) async throws -> (due: [SessionUser], edited: [UUID]) {
         try await base.usersDue(checkedBefore: before, limit: limit)
     }
+    func moveCheckedTime(user: UUID, from: Int64, to: Int64) async throws -> Bool {
+        try await step("moveCheckedTime")
+        return try await base.moveCheckedTime(user: user, from: from, to: to)
+    }
     func markChecked(
         user: UUID, at: Int64, inactive: Bool, ifAppleRefreshToken checked: [UInt8]?
     ) async throws

@@ -22,6 +22,8 @@ import Testing
     struct Fixture {
         let store: DatabaseSessionStore
         let sql: @Sendable (String) async throws -> Void
+        /// The same database opened again, as another instance opens it.
+        let reopen: @Sendable () async throws -> DatabaseSessionStore
         let directory: TemporaryDirectory
     }
 
@@ -36,13 +38,18 @@ import Testing
                     let database = try await SQLiteDatabase.open(path: path, create: false)
                     _ = try await database.write(statement, [])
                     await database.close()
-                }, directory: directory)
+                }, reopen: { [unlock] in try await SQLiteSessionStore.open(path: path, unlock: unlock) },
+                directory: directory)
         }
         let cluster = try PostgresCluster.shared.get()
         let url = try cluster.freshDatabase()
         let store = try await PostgresSessionStore.connect(try PostgresLocation(url: url), unlock: unlock)
         let name = try PostgresLocation(url: url).database
-        return Fixture(store: store, sql: { try cluster.psql(name, $0) }, directory: directory)
+        return Fixture(
+            store: store, sql: { try cluster.psql(name, $0) },
+            reopen: { [unlock] in try await PostgresSessionStore.connect(try PostgresLocation(url: url), unlock: unlock)
+            },
+            directory: directory)
     }
 
     func signIn(_ authority: SessionAuthority, _ subject: String = "001234.abc.0042") async throws -> IssuedTokens {
@@ -385,6 +392,48 @@ import Testing
                 return .valid
             }
             #expect(asked.withLock { $0 } == ["apple-rt-2"])
+        }
+    }
+
+    /// Two instances on one store re-checking at once ask Apple about each due user once: while
+    /// the first asks about its first user, the second runs a whole pass and skips that user
+    /// (claimed), and the first then skips the ones the second checked. A user Apple could not be
+    /// asked about is given back, and the next pass asks again.
+    @Test(arguments: engines) func twoInstancesRecheckingAtOnceAskAboutEachUserOnce(engine: String) async throws {
+        let fixture = try await fixture(engine)
+        let other = try await fixture.reopen()
+        try await closing({
+            await other.close()
+            await fixture.store.close()
+        }) {
+            let first = try await SessionAuthority(store: fixture.store, configuration: configuration)
+            let second = try await SessionAuthority(store: other, configuration: configuration)
+            for index in 0..<6 { _ = try await signIn(first, "001234.u\(index).0042") }
+            try await Task.sleep(for: .milliseconds(3))
+            let asked = Mutex(0)
+            let inner = Mutex<(checked: Int, revoked: Int)?>(nil)
+            let outer = try await first.recheck(interval: 0) { _ in
+                guard
+                    asked.withLock({ count in
+                        count += 1
+                        return count == 1
+                    })
+                else { return .valid }
+                let pass = try? await second.recheck(interval: 0) { _ in
+                    asked.withLock { $0 += 1 }
+                    return .valid
+                }
+                inner.withLock { $0 = pass }
+                return .valid
+            }
+            #expect(asked.withLock { $0 } == 6, "each user was asked about once")
+            #expect(inner.withLock { $0?.checked } == 5 && outer.checked == 1)
+            // Apple unreachable: the claim is given back, and the next pass asks again.
+            try await Task.sleep(for: .milliseconds(3))
+            let unreachable = try await second.recheck(interval: 0) { _ in .unavailable }
+            #expect(unreachable.checked == 0)
+            try await Task.sleep(for: .milliseconds(3))
+            #expect(try await first.recheck(interval: 0) { _ in .valid }.checked == 6)
         }
     }
 
