@@ -239,11 +239,12 @@ public final class DatabaseLogStorage: LogStorage {
         return (UInt64(bitPattern: id) & ((1 << 56) - 1), hash)
     }
 
-    public func find(entityHash: [UInt8], limit: Int) async throws -> [UInt64] {
-        try await Self.storing {
+    public func find(entityHash: [UInt8], from index: UInt64, limit: Int) async throws -> [UInt64] {
+        guard limit > 0, index < Self.maxSize else { return [] }
+        return try await Self.storing {
             try await database.read(
-                "SELECT idx FROM shadow_oplog_entries WHERE entity = ? ORDER BY idx LIMIT ?", .blob(entityHash),
-                .integer(max(0, limit))
+                "SELECT idx FROM shadow_oplog_entries WHERE entity = ? AND idx >= ? ORDER BY idx LIMIT ?",
+                .blob(entityHash), .integer(Int64(index)), .integer(limit)
             ).compactMap { $0.integer("idx").map(UInt64.init) }
         }
     }

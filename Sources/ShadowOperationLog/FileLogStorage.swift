@@ -412,9 +412,9 @@ public final class FileLogStorage: LogStorage {
         }
     }
 
-    public func find(entityHash: [UInt8], limit: Int) async throws -> [UInt64] {
+    public func find(entityHash: [UInt8], from start: UInt64, limit: Int) async throws -> [UInt64] {
         var found: [UInt64] = []
-        var index: UInt64 = 0
+        var index = start
         while found.count < limit {
             let records = try await records(from: index, count: 4096)
             for record in records {

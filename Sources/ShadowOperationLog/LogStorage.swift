@@ -54,8 +54,9 @@ public protocol LogStorage: Sendable {
     func nodes(level: Int, in range: Range<UInt64>) async throws -> [UInt64: TreeHash]
     /// Removes the bytes of entries before `index`; their leaf hashes stay. Returns how many were pruned.
     func prune(before index: UInt64) async throws -> UInt64
-    /// The indices of entries (not pruned) whose entity hash is `hash`, at most `limit`.
-    func find(entityHash: [UInt8], limit: Int) async throws -> [UInt64]
+    /// The indices, from `index` on and in order, of entries (not pruned) whose entity hash is
+    /// `entityHash`, at most `limit`.
+    func find(entityHash: [UInt8], from index: UInt64, limit: Int) async throws -> [UInt64]
     /// Releases the storage's files or connections.
     func close() async
 }

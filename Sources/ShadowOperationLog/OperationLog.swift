@@ -188,9 +188,17 @@ public actor OperationLog {
         return try EntryCodec.open(try EntryCodec.decode(bytes), keys: keys)
     }
 
-    /// The indices of the entries about `entityID` (found by its keyed hash), oldest first.
-    public func indices(ofEntity entityID: String, limit: Int = 1000) async throws -> [UInt64] {
-        try await storage.find(entityHash: storage.keys.entityHash(entityID), limit: limit)
+    /// The indices of the entries about `entityID` (found by its keyed hash) from `index` on,
+    /// oldest first, at most `limit` (0 to ``maxReadCount``): the next page starts after the last.
+    public func indices(
+        ofEntity entityID: String, from index: UInt64 = 0, limit: Int = 1000
+    ) async throws
+        -> [UInt64]
+    {
+        guard (0...Self.maxReadCount).contains(limit) else {
+            throw LogError(.invalidParameter, "find 0 to \(Self.maxReadCount) entries at a time")
+        }
+        return try await storage.find(entityHash: storage.keys.entityHash(entityID), from: index, limit: limit)
     }
 
     // MARK: Proofs

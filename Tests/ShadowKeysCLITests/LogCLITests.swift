@@ -36,6 +36,25 @@ import Testing
         return object
     }
 
+    /// `show --entity-id ID --from N --count C` pages through one entity: the C entries about it
+    /// from index N on, so the next page starts after the last index printed.
+    @Test(arguments: ["file", "sqlite"]) func showPagesThroughOneEntity(backend: String) throws {
+        let location = backend == "file" ? path : "sqlite:" + directory.path + "/state.sqlite"
+        let lines = (0..<6).map { number in
+            let entity = number % 2 == 0 ? "a" : "b"
+            return #"{"operation":"upload","provider":"icloud","entityType":"file","#
+                + #""entityId":"\#(entity)","success":true}"#
+        }
+        let appended = try log(
+            ["append", "--origin", "example.com/ops", "--from", "-"], location: location,
+            stdin: lines.joined(separator: "\n") + "\n")
+        #expect(appended.status == 0, "\(appended.stderr)")
+        let page = try log(["show", "--entity-id", "a", "--from", "1", "--count", "2"], location: location)
+        #expect(page.status == 0, "\(page.stderr)")
+        let indices = try page.stdout.split(separator: "\n").map { try json(String($0))["index"] }
+        #expect(indices == [.int(2), .int(4)])
+    }
+
     @Test(arguments: ["file", "sqlite"]) func appendShowProveVerify(backend: String) throws {
         let location = backend == "file" ? path : "sqlite:" + directory.path + "/state.sqlite"
         let first = try append("Documents/a.pdf", location: location)

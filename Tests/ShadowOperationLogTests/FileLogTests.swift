@@ -50,6 +50,10 @@ import Testing
         #expect(try await reopened.indices(ofEntity: "Documents/report-4.pdf") == [4])
     }
 
+    @Test func anEntityIsReadAPageAtATime() async throws {
+        try await LogFixtures.pagesThroughAnEntity(try await open(), count: 10)
+    }
+
     @Test func concurrentAppendsShareWritesAndGetDistinctIndices() async throws {
         let log = try await open()
         let indices = try await withThrowingTaskGroup(of: UInt64.self) { group in

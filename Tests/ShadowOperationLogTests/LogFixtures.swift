@@ -2,6 +2,7 @@ import Foundation
 import ShadowCore
 import ShadowOperationLog
 import ShadowVault
+import Testing
 
 /// Entries and keys the log tests share.
 enum LogFixtures {
@@ -24,6 +25,32 @@ enum LogFixtures {
     /// Appends entries `start ..< start + count` (``entry(_:success:)``).
     static func fill(_ log: OperationLog, count: Int, from start: Int = 0) async throws {
         _ = try await log.append(contentsOf: (start..<(start + count)).map { entry($0) })
+    }
+
+    /// An entity with `count` entries, at every third index from 1 in a log of `3 × count`: read
+    /// a page at a time, each page from after the last, every one is found once, in order.
+    static func pagesThroughAnEntity(_ log: OperationLog, count: Int) async throws {
+        _ = try await log.append(
+            contentsOf: (0..<(3 * count)).map { number in
+                var entry = entry(number)
+                if number % 3 == 1 { entry.entityID = "Documents/often.pdf" }
+                return entry
+            })
+        var found: [UInt64] = []
+        var from: UInt64 = 0
+        while true {
+            let page = try await log.indices(ofEntity: "Documents/often.pdf", from: from, limit: 4)
+            found += page
+            guard let last = page.last, page.count == 4 else { break }
+            from = last + 1
+        }
+        let expected: [UInt64] = (0..<count).map { UInt64(3 * $0 + 1) }
+        #expect(found == expected)
+        #expect(try await log.indices(ofEntity: "Documents/often.pdf", from: 8, limit: 2) == [10, 13])
+        #expect(try await log.indices(ofEntity: "Documents/often.pdf", from: .max, limit: 2) == [])
+        await #expect(throws: LogError(.invalidParameter, "")) {
+            _ = try await log.indices(ofEntity: "Documents/often.pdf", limit: OperationLog.maxReadCount + 1)
+        }
     }
 
     static func entry(_ number: Int, success: Bool = true) -> OperationEntry {

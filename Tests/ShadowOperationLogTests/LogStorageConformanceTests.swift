@@ -61,6 +61,12 @@ import Testing
         try await LogFixtures.fill(log, count: count, from: start)
     }
 
+    @Test(arguments: engines) func anEntityIsReadAPageAtATime(engine: String) async throws {
+        try await withLog(try fixture(engine), create: true) {
+            try await LogFixtures.pagesThroughAnEntity($0, count: 10)
+        }
+    }
+
     @Test(arguments: engines) func appendsProvesPrunesAndReopens(engine: String) async throws {
         let fixture = try fixture(engine)
         try await withLog(fixture, create: true) { log in

@@ -30,7 +30,7 @@ extension LogCommand {
             try await reportingFailures(json: log.json, valid: true) {
                 try await log.withLog { log in
                     if let entityID {
-                        for index in try await log.indices(ofEntity: entityID, limit: count) where index >= from {
+                        for index in try await log.indices(ofEntity: entityID, from: from, limit: count) {
                             Console.json(Self.json(index, try await log.entry(at: index)))
                         }
                         return
