@@ -171,7 +171,8 @@ extension SessionOptions {
 }
 
 /// Keeps sessions in shape while `serve` runs: the key schedule, the sweep of dead sessions (in
-/// batches of 1,000), and the monthly re-check with Apple; every minute.
+/// batches of 1,000), and the monthly re-check with Apple; every minute, each step whatever the
+/// others did (`SessionAuthority.upkeep`).
 struct SessionService: Service {
     let authority: SessionAuthority
     let appleClients: [String: AppleAuthClient]
@@ -187,20 +188,20 @@ struct SessionService: Service {
     }
 
     func once() async {
-        do {
-            if try await authority.maintainKeys() { logger.info("rotated the access-token signing key") }
-            _ = try await authority.sweep(limit: 1000)
-            let clients = appleClients
-            let clientID = authority.configuration.clientID
-            _ = try await authority.recheck { token in await Self.ask(clients[clientID], token) }
-        } catch {
-            logger.warning("session maintenance failed", metadata: ["error": "\(error)"])
+        // Without an Apple client for the sessions' client ID, Apple cannot be asked: no re-check.
+        let check = appleClients[authority.configuration.clientID].map { client in
+            { @Sendable (token: SecretBytes) in await Self.ask(client, token) }
+        }
+        let report = await authority.upkeep(recheck: check)
+        if report.rotated { logger.info("rotated the access-token signing key") }
+        for failure in report.failures {
+            logger.warning(
+                "session maintenance failed", metadata: ["step": "\(failure.step)", "error": "\(failure.error)"])
         }
     }
 
     /// Apple's answer to a refresh-token validation: `invalid_grant` means the Apple ID is no longer valid.
-    static func ask(_ client: AppleAuthClient?, _ token: SecretBytes) async -> SessionAuthority.RecheckOutcome {
-        guard let client else { return .unavailable }
+    static func ask(_ client: AppleAuthClient, _ token: SecretBytes) async -> SessionAuthority.RecheckOutcome {
         do {
             _ = try await client.refresh(token)
             return .valid

@@ -452,6 +452,35 @@ public final class SessionAuthority: Sendable {
         return sessions
     }
 
+    // MARK: Upkeep
+
+    /// What one pass of ``upkeep(recheck:)`` did.
+    public struct UpkeepReport: Sendable {
+        /// Whether the key schedule rotated the signing key.
+        public var rotated = false
+        /// How many dead sessions the sweep deleted.
+        public var sweptSessions = 0
+        /// What the re-check did (nil when it did not finish, or was not asked for).
+        public var recheck: (checked: Int, revoked: Int)?
+        /// The steps that failed ("keys", "sweep", "recheck"), in order, with their errors.
+        public var failures: [(step: String, error: any Error)] = []
+    }
+
+    /// One pass of the scheduled upkeep (`serve` runs it every minute): the key schedule
+    /// (``maintainKeys()``), the sweep (``sweep(limit:batches:)``), and, with `check`, the
+    /// re-check (``recheck(interval:limit:_:)``). Each step runs whatever the ones before it did:
+    /// a key row that does not open stops neither the sweep nor the re-check, and a sweep that
+    /// fails stops no re-check.
+    public func upkeep(recheck check: (@Sendable (SecretBytes) async -> RecheckOutcome)?) async -> UpkeepReport {
+        var report = UpkeepReport()
+        do { report.rotated = try await maintainKeys() } catch { report.failures.append(("keys", error)) }
+        do { report.sweptSessions = try await sweep() } catch { report.failures.append(("sweep", error)) }
+        if let check {
+            do { report.recheck = try await recheck(check) } catch { report.failures.append(("recheck", error)) }
+        }
+        return report
+    }
+
     // MARK: The monthly re-check
 
     /// What Apple said about a user's refresh token.

@@ -437,6 +437,34 @@ import Testing
         }
     }
 
+    /// The minute's upkeep with a signing-key row that no longer opens: the key step fails and
+    /// says so, and the sweep and the re-check still run (the dead sessions are deleted, the due
+    /// users asked about).
+    @Test(arguments: engines) func aKeyRowThatDoesNotOpenStopsNeitherTheSweepNorTheRecheck(
+        engine: String
+    ) async throws {
+        let fixture = try await fixture(engine)
+        try await closing({ await fixture.store.close() }) {
+            let clock = ManualClock(Date())
+            let authority = try await SessionAuthority(
+                store: fixture.store, configuration: configuration, clock: clock.clock)
+            _ = try await signIn(authority)
+            let ended = try await signIn(authority, "001234.other.0042")
+            _ = try await authority.revokeAll(user: ended.userID)
+            try await fixture.sql("UPDATE shadow_session_keys SET kid = 'edited'")
+            clock.advance(by: 31 * 86_400)
+            let asked = Mutex(0)
+            let report = await authority.upkeep { _ in
+                asked.withLock { $0 += 1 }
+                return .valid
+            }
+            #expect(report.failures.map(\.step) == ["keys"])
+            #expect((report.failures.first?.error as? SessionError)?.code == .corrupted)
+            #expect(report.sweptSessions == 2, "the revoked session, and the other past its end")
+            #expect(asked.withLock { $0 } == 2 && report.recheck?.checked == 2, "both users were asked about")
+        }
+    }
+
     /// One user's row edited, another's sealed Apple refresh token edited, a third intact, in that
     /// order in the queue: the re-check still asks Apple about the third. The two it cannot ask
     /// about fail closed (their sessions end, they leave the queue), and the pass says so.
