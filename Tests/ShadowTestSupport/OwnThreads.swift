@@ -16,7 +16,7 @@ import Synchronization
 ///
 /// Threads of their own would let every such test run at once: a hundred processes on two
 /// cores, where a command that takes milliseconds misses a 60 s deadline. So each test first
-/// takes slots from ``TestSlots/shared`` (three times the cores): one, or all of them for a test that
+/// takes slots from ``TestSlots/shared`` (twice the cores): one, or all of them for a test that
 /// loads the machine by itself (``alone``), which then runs with no other such test beside it.
 public struct OwnThreadsTrait: SuiteTrait, TestTrait, TestScoping {
     /// Slots taken: 1, or ``TestSlots/width`` for a test that must run alone.
@@ -53,10 +53,8 @@ extension Trait where Self == OwnThreadsTrait {
 /// A counting semaphore for tests that start processes, first come first served, so a test
 /// waiting for every slot is not overtaken forever.
 public final class TestSlots: Sendable {
-    /// Three times the cores (at least 6): a test that starts a process mostly waits for it. On
-    /// two cores, at twice the cores the whole suite kept 1.1 of them busy (300 CPU-seconds in
-    /// 270 s) and took 270 s; at three times, 238 s, the same tests passing.
-    public static let width = max(2, ProcessInfo.processInfo.activeProcessorCount) * 3
+    /// Twice the cores (at least 4): a test that starts a process mostly waits for it.
+    public static let width = max(2, ProcessInfo.processInfo.activeProcessorCount) * 2
     public static let shared = TestSlots()
 
     /// How many slots the running test holds (so a nested scope takes none again).
