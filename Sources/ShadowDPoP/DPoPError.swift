@@ -3,7 +3,7 @@ public import ShadowCore
 /// The error ShadowDPoP throws. Equal by code.
 public typealias DPoPError = ModuleError<DPoPErrorCode>
 
-/// The codes of `DPoPError`, one for each check of RFC 9449 §4.3 (Docs/dpop.md, "Errors"). New
+/// The codes of `DPoPError`, one for each check of RFC 9449 §4.3 (Docs/dpop.md, "Checks"). New
 /// codes may be added; switch with a `default`.
 public struct DPoPErrorCode: ShadowKeysErrorCode {
     public let name: String

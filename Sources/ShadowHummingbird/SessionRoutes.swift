@@ -87,7 +87,7 @@ public struct SessionMiddleware<Context: SessionRequestContext>: RouterMiddlewar
 }
 
 extension RouterMethods where Context: RemoteAddressRequestContext {
-    /// The session routes (Docs/sessions.md, "Routes"): `POST /auth/apple`, `/auth/refresh`,
+    /// The session routes (Docs/sessions.md, "Requests and answers"): `POST /auth/apple`, `/auth/refresh`,
     /// `/auth/logout`, `/auth/revoke`, `/auth/introspect`, `GET /auth/sessions`,
     /// `DELETE /auth/sessions/{id}` and `GET /.well-known/jwks.json`. The client address the
     /// per-IP limit counts is the peer's, or, for a peer among `trustedProxies`, the one its

@@ -36,7 +36,7 @@ public struct SessionHTTPResponse: Sendable, Error {
     }
 }
 
-/// The session routes' logic (Docs/sessions.md, "Routes"), with no HTTP framework: a body and
+/// The session routes' logic (Docs/sessions.md, "Requests and answers"), with no HTTP framework: a body and
 /// headers in, a status and a JSON body out. ShadowHummingbird mounts it.
 public final class SessionEndpoints: Sendable {
     public struct Limits: Sendable {

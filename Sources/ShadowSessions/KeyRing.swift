@@ -170,7 +170,7 @@ extension SessionAuthority {
 /// the session too, call ``SessionAuthority/isLive(_:)``.
 ///
 /// A client sends the same access token with every request until it expires, so the verifier
-/// keeps the tokens it has verified (Docs/sessions.md, "Access tokens"): a token whose exact
+/// keeps the tokens it has verified (Docs/sessions.md, "Access tokens (RFC 9068)"): a token whose exact
 /// bytes verified before skips the signature and the parse, and its time claims (`exp`, `nbf`,
 /// `iat`) are checked again against the clock, so it stops verifying at its `exp` as it would
 /// have uncached. Its other rules (issuer, audience, required claims) do not change with time and

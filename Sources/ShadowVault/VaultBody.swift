@@ -182,7 +182,7 @@ package struct VaultContents: Sendable {
     }
 }
 
-/// The binary form of one entry (Docs/vault-format.md, "Entry").
+/// The binary form of one entry (Docs/vault-format.md, "Body").
 enum EntryCodec {
     /// Length prefix, name length and a one-byte name, provider, kind, two times, flags, secret
     /// length, label count.

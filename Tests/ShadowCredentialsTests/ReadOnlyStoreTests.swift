@@ -8,7 +8,7 @@ import ShadowVault
 import SQLiteNIO
 import Testing
 
-/// Readers never write (Docs/credential-state.md, "Readers"): a SQLite store opened for reading is
+/// Readers never write (Docs/credential-state.md, "Readers and writers"): a SQLite store opened for reading is
 /// opened read-only, and nothing it finds is created, migrated or repaired.
 @Suite(.ownThreads) struct ReadOnlyStoreTests {
     typealias Table = StateMachineTests

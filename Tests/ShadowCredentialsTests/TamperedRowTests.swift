@@ -7,7 +7,8 @@ import ShadowTestSupport
 import Testing
 
 /// An attacker who can edit a store's rows but holds no key (a DBA, a leaked backup, an SQL
-/// injection elsewhere): every edit fails closed (Docs/credential-state.md, "Threat model").
+/// injection elsewhere): every edit fails closed (Docs/credential-state.md, "Threat model:
+/// someone who can edit rows but has no key").
 @Suite(.serialized, .ownThreads) struct TamperedRowTests {
     typealias Table = StateMachineTests
     static let databases = DatabaseStoreTests.databases
