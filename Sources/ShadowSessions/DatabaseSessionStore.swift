@@ -234,7 +234,7 @@ public final class DatabaseSessionStore: SessionStore {
     func userRow(_ row: SQLRow, verify: Bool = true) throws -> StoredUser {
         guard let apple = row.blob("apple"), apple.count == 32,
             let id = row.blob("user").flatMap(UUID.init(bytes16:)), let inactive = row.integer("inactive"),
-            let checked = row.integer("checked_ms")
+            inactive == 0 || inactive == 1, let checked = row.integer("checked_ms")
         else { throw SessionError(.corrupted, "a user row is malformed") }
         let stored = StoredUser(
             apple: apple,

@@ -101,12 +101,23 @@ extension SessionAuthority {
             throw SessionError(.corrupted, "the signing key \(stored.keyID) does not open: it was edited or moved")
         }
         let signer: JWSSigner
-        switch stored.algorithm {
-        case "ES256": signer = .es256(try P256.Signing.PrivateKey(derRepresentation: der), keyID: stored.keyID)
-        case "RS256": signer = try .rs256(try _RSA.Signing.PrivateKey(derRepresentation: der), keyID: stored.keyID)
-        default: throw SessionError(.corrupted, "the signing key \(stored.keyID) names algorithm \(stored.algorithm)")
+        let publicKey: JWK
+        do {
+            switch stored.algorithm {
+            case "ES256": signer = .es256(try P256.Signing.PrivateKey(derRepresentation: der), keyID: stored.keyID)
+            case "RS256": signer = try .rs256(try _RSA.Signing.PrivateKey(derRepresentation: der), keyID: stored.keyID)
+            default:
+                throw SessionError(.corrupted, "the signing key \(stored.keyID) names algorithm \(stored.algorithm)")
+            }
+            publicKey = try signer.publicJWK()
+        } catch let error as SessionError {
+            throw error
+        } catch {
+            // A key that opened but is not a key of its algorithm (or of a size JWS allows) is as
+            // unusable as one that did not open.
+            throw SessionError(
+                .corrupted, "the signing key \(stored.keyID) is not a usable \(stored.algorithm) private key")
         }
-        let publicKey = try signer.publicJWK()
         guard publicKey.thumbprint == stored.keyID else {
             throw SessionError(.corrupted, "the signing key \(stored.keyID) is not the key its ID names")
         }
