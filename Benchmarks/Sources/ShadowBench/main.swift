@@ -43,6 +43,12 @@ if sections.contains("dpop-profile") {
     try await DPoPBenchmarks.profile(workDirectory: work)
     exit(0)
 }
+if sections.contains("oplog-profile") {
+    // `verify` of a SQLite log alone (SHADOW_BENCH_ENTRIES entries, built first), for a profiler
+    // (prints its window).
+    try await OperationLogBenchmarks.profileVerify(directory: work)
+    exit(0)
+}
 var rows: [BenchRow] = []
 if wants("jwt") { rows += try await JWTBenchmarks.run() }
 if wants("jwks") { rows += try await JWKSBenchmarks.run() }
