@@ -241,7 +241,8 @@ struct Serve: AsyncParsableCommand, QuietCommand {
                     Console.warn(
                         "a vault store keeps no revocation queue: --p8 is not used; use a SQLite or PostgreSQL store")
                 }
-                let router = Router(context: ShadowRequestContext.self)
+                // HEAD wherever GET; what no route takes is answered in JSON (JSONRouterResponder).
+                let router = Router(context: ShadowRequestContext.self, options: .autoGenerateHeadEndpoints)
                 if let sessionEndpoints {
                     router.addSessionRoutes(
                         sessionEndpoints, bodyTimeout: .nanoseconds(Int64(bodyTimeout * 1e9)),
@@ -267,7 +268,7 @@ struct Serve: AsyncParsableCommand, QuietCommand {
                 let limit = ConnectionLimit(
                     maximum: maxConnections ?? ServeLimits.defaultMaxConnections(), logger: logger)
                 let app = Application(
-                    router: router,
+                    responder: JSONRouterResponder(router),
                     server: .http1(
                         configuration: .init(
                             additionalChannelHandlers: limit.channelHandlers(),

@@ -119,6 +119,16 @@ import Testing
             try Self.http(
                 "POST", port: port, path: "/apple/notifications", body: [UInt8](repeating: 0x20, count: 70_000)
             ).status == 413)
+        // What no route takes is answered in the JSON error shape, and HEAD wherever GET.
+        let unrouted = try Self.exchange("GET", port: port, path: "/apple/notification")
+        #expect(unrouted.status == 404)
+        #expect(unrouted.body == #"{"error":{"code":"not_found","message":"no route takes this path"}}"#)
+        let wrongMethod = try Self.exchange("GET", port: port, path: "/apple/notifications")
+        #expect(wrongMethod.status == 405)
+        #expect(wrongMethod.headers.lowercased().contains("\r\nallow: post\r\n"), "\(wrongMethod.headers)")
+        #expect(wrongMethod.body.contains(#""code":"method_not_allowed""#))
+        let head = try Self.exchange("HEAD", port: port, path: "/healthz")
+        #expect(head.status == 200 && head.body.isEmpty)
         server.kill(SIGTERM)
         let result = try server.wait(timeout: 30)
         #expect(result.status == 0, "serve exited \(result.status): \(result.stderr.suffix(1000))")
