@@ -130,7 +130,7 @@ extension RouterMethods where Context: RemoteAddressRequestContext {
                 await endpoints.sessions(
                     authorization: authorization,
                     clientIP: SessionRouteSupport.ip(request, context, trusted: trustedProxies), dpop: proofs,
-                    path: request.uri.path))
+                    path: request.uri.path, method: request.method.rawValue))
         }
         delete("/auth/sessions/:id") { request, context -> Response in
             let (authorization, proofs) = SessionRouteSupport.credentials(request.headers)

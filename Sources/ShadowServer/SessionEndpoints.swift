@@ -521,13 +521,15 @@ public final class SessionEndpoints: Sendable {
             scheme: claims.keyThumbprint == nil ? .bearer : .dpop)
     }
 
-    /// `GET /auth/sessions`: the caller's devices. `dpop`: the request's `DPoP` header values.
+    /// `GET /auth/sessions`: the caller's devices. `dpop`: the request's `DPoP` header values;
+    /// `method`: the request's (`HEAD` too), which a proof's `htm` must name.
     public func sessions(
-        authorization: String?, clientIP: String, dpop proofs: [String] = [], path: String = "/auth/sessions"
+        authorization: String?, clientIP: String, dpop proofs: [String] = [], path: String = "/auth/sessions",
+        method: String = "GET"
     ) async -> SessionHTTPResponse {
         if let refused = await limited("ip:" + clientIP, limits.perIP) { return refused }
         let claims: SessionClaims
-        switch await access.caller(authorization: authorization, dpop: proofs, method: "GET", path: path) {
+        switch await access.caller(authorization: authorization, dpop: proofs, method: method, path: path) {
         case .failure(let response): return response
         case .success(let value): claims = value
         }

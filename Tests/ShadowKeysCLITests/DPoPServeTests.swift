@@ -52,6 +52,17 @@ import Testing
             "GET", "/auth/sessions",
             headers: ["Authorization: DPoP " + access, try proof("GET", "/auth/sessions", token: access, nonce: nonce)])
         #expect(withProof.status == 200, "\(withProof.body)")
+        // HEAD, answered as GET is, takes a proof of its own method (htm, RFC 9449, 4.3).
+        let headWithGetProof = try server.request(
+            "HEAD", "/auth/sessions",
+            headers: ["Authorization: DPoP " + access, try proof("GET", "/auth/sessions", token: access, nonce: nonce)])
+        #expect(headWithGetProof.status == 401, "\(headWithGetProof.headers)")
+        let head = try server.request(
+            "HEAD", "/auth/sessions",
+            headers: [
+                "Authorization: DPoP " + access, try proof("HEAD", "/auth/sessions", token: access, nonce: nonce),
+            ])
+        #expect(head.status == 200 && head.body.isEmpty, "\(head.headers)")
 
         let stolen = try server.refresh(refresh)
         #expect(stolen.status == 400 && stolen.json["error"]?.objectValue?["code"] == "invalid_dpop_proof")
