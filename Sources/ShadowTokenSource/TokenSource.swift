@@ -43,6 +43,31 @@ public enum TokenSourceEntries {
     public static func p8(_ name: String) -> String { name + ".p8" }
     public static func dpop(_ name: String) -> String { name + ".dpop" }
 
+    /// The longest name a source of `client` can have: 248 bytes, so that `NAME.access` (and
+    /// `NAME.dpop`, `NAME.p8`) is a vault entry name of at most 255 bytes; 241 for a client that
+    /// authenticates with a secret, whose `NAME.client-secret` must be one too.
+    public static func maxNameBytes(for client: OAuthClient) -> Int {
+        255 - (client.authentication == .none ? ".access" : ".client-secret").utf8.count
+    }
+
+    /// Why `name` cannot name a source of `client`, or nil when it can: printable text of 1 to
+    /// ``maxNameBytes(for:)`` bytes. A longer one would be refreshed and its answer then refused
+    /// by the vault, losing the refresh token the provider rotated to.
+    public static func nameProblem(_ name: String, client: OAuthClient) -> String? {
+        let limit = maxNameBytes(for: client)
+        guard VaultEntry.isValidName(name) || name.utf8.count > 255 else {
+            return "a token source's name is 1 to \(limit) bytes of printable text"
+        }
+        guard name.utf8.count <= limit else {
+            let companion = client.authentication == .none ? "NAME.access" : "NAME.client-secret"
+            return """
+                a token source's name is 1 to \(limit) bytes of printable text here, so that \(companion) fits \
+                the vault's 255: this one is \(name.utf8.count) bytes
+                """
+        }
+        return nil
+    }
+
     /// NAME's label that says proofs are sent, with the algorithm (`ES256`).
     public static let dpopLabel = "oauth.dpop"
     static let tokenType = "oauth.token_type"
@@ -275,6 +300,11 @@ public actor TokenSource {
         var refreshEntry = try await vault.entry(named: name)
         let read = refreshEntry
         let client = try TokenSourceEntries.client(from: refreshEntry)
+        // Before the request: an answer the vault cannot store (NAME.access over its 255 bytes)
+        // would spend the refresh token and lose the one the provider rotated it to.
+        if let problem = TokenSourceEntries.nameProblem(name, client: client) {
+            throw TokenError(.notConfigured, problem)
+        }
         let endpoint = try OAuthTokenEndpoint(
             client: client, transport: transport, policy: policy, dpop: try await dpopSigner())
         let secret = try await clientSecret(client)

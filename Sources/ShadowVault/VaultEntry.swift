@@ -77,7 +77,7 @@ public struct VaultEntry: Sendable, CustomStringConvertible {
     }
 
     /// Names are 1 to 255 bytes of UTF-8 without control characters.
-    static func isValidName(_ name: String) -> Bool {
+    package static func isValidName(_ name: String) -> Bool {
         (1...255).contains(name.utf8.count)
             && name.unicodeScalars.allSatisfy {
                 $0.value >= 0x20 && $0.value != 0x7F && !(0x80...0x9F).contains($0.value)

@@ -206,6 +206,16 @@ import Testing
                 ] + vaultOptions, stdin: "rt")
             #expect(refused.status == 64 && refused.stderr.contains("--scope"), "\(scope.debugDescription)")
         }
+        // A name too long for its companions (here NAME.access, over the vault's 255 bytes) is
+        // refused before the token is read; nothing is stored.
+        let longName = String(repeating: "n", count: 249)
+        let tooLong = try CLIRunner.run(
+            [
+                "vault", "login", longName, "--client-id", "c", "--token-endpoint", fake.url,
+                "--refresh-token-stdin", "--auth", "none", "--allow-http-loopback",
+            ] + vaultOptions, stdin: "rt")
+        #expect(tooLong.status == 64 && tooLong.stderr.contains("1 to 248 bytes"), "\(tooLong.stderr)")
+        #expect(try CLIRunner.run(["vault", "get", longName] + vaultOptions).status != 0)
         #expect(fake.withState { $0.refreshes } == 0)
         // An entry that is not a token source.
         #expect(

@@ -74,6 +74,55 @@ import Testing
         #expect(!fake.accepts("rt-0"), "the server ended rt-0 once rt-2 was issued from rt-1")
     }
 
+    /// A source under a name whose companions the vault cannot hold (NAME.access, or for a client
+    /// with a secret NAME.client-secret, over 255 bytes) is refused before any request: a refresh
+    /// would spend rt-0, and its answer, rt-1 with it, would then be refused by the vault. The
+    /// longest names that fit work, companions and all.
+    @Test func aNameTooLongForItsCompanionsIsRefusedBeforeAnyRequest() async throws {
+        var policy = OAuthTokenEndpoint.Policy()
+        policy.allowLoopbackHTTP = true
+        let transport = try AsyncHTTPClientTransport(options: .init(allowLoopbackHTTP: true))
+        for (authentication, longest) in [(OAuthClient.Authentication.none, 248), (.clientSecretBasic, 241)] {
+            let client = try OAuthClient(
+                preset: .generic, tokenEndpoint: fake.url,
+                clientID: authentication == .none ? "public-client" : "client-1", authentication: authentication)
+            #expect(TokenSourceEntries.maxNameBytes(for: client) == longest)
+            func source(_ name: String) async throws -> TokenSource {
+                fake.withState { $0.valid.insert("rt-0") }
+                var entries = [
+                    VaultEntry(
+                        name: name, secret: SecretBytes(utf8: "rt-0"), provider: .google, kind: .refreshToken,
+                        labels: TokenSourceEntries.labels(client: client, scope: nil, issuedAt: clock.now))
+                ]
+                if authentication != .none, name.utf8.count < 242 {
+                    entries.append(
+                        VaultEntry(
+                            name: TokenSourceEntries.clientSecret(name), secret: SecretBytes(utf8: "client-secret-1"),
+                            provider: .google, kind: .other))
+                }
+                try await vault.put(contentsOf: entries)
+                return try TokenSource(
+                    vault: vault, name: name, transport: transport, policy: policy, clock: clock.clock)
+            }
+            let tooLong = String(repeating: "n", count: longest + 1)
+            let requests = fake.server.requestCount
+            await #expect(throws: TokenError(.notConfigured, "")) { try await source(tooLong).token() }
+            #expect(fake.server.requestCount == requests, "\(authentication)")
+            #expect(text(try await vault.entry(named: tooLong).secret) == "rt-0")
+
+            let name = String(repeating: "m", count: longest)
+            let token = try await source(name).token()
+            #expect(token.refreshed && text(token.token).hasPrefix("at-"))
+            #expect(text(try await vault.entry(named: name).secret).hasPrefix("rt-"))
+            #expect(text(try await vault.entry(named: TokenSourceEntries.access(name)).secret) == text(token.token))
+            try await vault.remove(named: TokenSourceEntries.access(name))
+            try await vault.remove(named: name)
+        }
+        let generic = try OAuthClient(preset: .generic, tokenEndpoint: fake.url, clientID: "c", authentication: .none)
+        #expect(TokenSourceEntries.nameProblem("", client: generic) != nil)
+        #expect(TokenSourceEntries.nameProblem("a\u{7}b", client: generic) != nil)
+    }
+
     @Test func concurrentCallersShareOneRefresh() async throws {
         try await login()
         fake.withState { $0.delay = 0.2 }

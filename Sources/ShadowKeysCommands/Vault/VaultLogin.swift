@@ -81,6 +81,7 @@ extension VaultCommand {
                     "--dpop binds the tokens of a new sign-in to a new key: use it with --code-stdin")
             }
             let client = try client()
+            if let problem = TokenSourceEntries.nameProblem(name, client: client) { throw ValidationError(problem) }
             try network.check(client.tokenEndpoint, option: "--token-endpoint")
             if codeStdin {
                 guard redirectURI != nil else { throw ValidationError("--code-stdin needs --redirect-uri") }
