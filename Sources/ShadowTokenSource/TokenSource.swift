@@ -47,7 +47,7 @@ public enum TokenSourceEntries {
     /// `NAME.dpop`, `NAME.p8`) is a vault entry name of at most 255 bytes; 241 for a client that
     /// authenticates with a secret, whose `NAME.client-secret` must be one too.
     public static func maxNameBytes(for client: OAuthClient) -> Int {
-        255 - (client.authentication == .none ? ".access" : ".client-secret").utf8.count
+        VaultEntry.maxNameBytes - (client.authentication == .none ? ".access" : ".client-secret").utf8.count
     }
 
     /// Why `name` cannot name a source of `client`, or nil when it can: printable text of 1 to
@@ -55,7 +55,7 @@ public enum TokenSourceEntries {
     /// by the vault, losing the refresh token the provider rotated to.
     public static func nameProblem(_ name: String, client: OAuthClient) -> String? {
         let limit = maxNameBytes(for: client)
-        guard VaultEntry.isValidName(name) || name.utf8.count > 255 else {
+        guard VaultEntry.isValidName(name) || name.utf8.count > VaultEntry.maxNameBytes else {
             return "a token source's name is 1 to \(limit) bytes of printable text"
         }
         guard name.utf8.count <= limit else {

@@ -76,9 +76,12 @@ public struct VaultEntry: Sendable, CustomStringConvertible {
         "VaultEntry(\(name), \(provider.rawValue) \(kind.rawValue), subject: \(subject ?? "none"), secret redacted)"
     }
 
-    /// Names are 1 to 255 bytes of UTF-8 without control characters.
+    /// The longest entry name, in bytes of UTF-8.
+    package static let maxNameBytes = 255
+
+    /// Names are 1 to ``maxNameBytes`` bytes of UTF-8 without control characters.
     package static func isValidName(_ name: String) -> Bool {
-        (1...255).contains(name.utf8.count)
+        (1...maxNameBytes).contains(name.utf8.count)
             && name.unicodeScalars.allSatisfy {
                 $0.value >= 0x20 && $0.value != 0x7F && !(0x80...0x9F).contains($0.value)
             }
