@@ -210,8 +210,12 @@ import Testing
             let result = try run(arguments, stdin: "secret", environment: ["PW": "pw", "BAD": "not-a-key"])
             #expect(result.status == 64, "\(arguments): \(result.status) \(result.stderr)")
         }
-        // An empty secret is refused.
+        // An empty secret is refused. A bad name is named first, before stdin is read.
         #expect(try keyed(["put", "a"], stdin: "\n").status == 64)
+        for name in ["", "a\u{1}b", String(repeating: "n", count: 256)] {
+            let badName = try keyed(["put", name], stdin: "")
+            #expect(badName.status == 64 && badName.stderr.contains("entry names are"), "\(badName.stderr)")
+        }
         #expect(try keyed(["list"]).stdout.isEmpty)
         #expect(try TokenVault.headerInfo(path: vault).generation == 1)
         #expect(!FileManager.default.fileExists(atPath: directory.path + "/weak.skv"))

@@ -52,6 +52,10 @@ extension VaultCommand {
         @Flag(name: .shortAndLong, help: "Print no warnings on stderr.") var quiet = false
 
         func validate() throws {
+            // Before the secret is read: the name is checked first.
+            guard VaultEntry.isValidName(name) else {
+                throw ValidationError("entry names are 1 to \(VaultEntry.maxNameBytes) bytes of printable text")
+            }
             try vault.requireKey()
             if vault.keyUsesStdin {
                 throw ValidationError(
