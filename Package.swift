@@ -258,7 +258,7 @@ let package = Package(
             name: "ShadowSessionsTests",
             dependencies: [
                 "ShadowSessions", "ShadowSQLite", "ShadowPostgres", "ShadowCore", "ShadowJOSE", "ShadowVault",
-                "ShadowStorage", "ShadowDPoP", "ShadowTestSupport", crypto,
+                "ShadowStorage", "ShadowDPoP", "ShadowTestSupport", crypto, logging, nioPosix, postgresNIO,
             ],
             swiftSettings: strictSettings),
         .testTarget(

@@ -403,7 +403,7 @@ final class PostgresStateDatabase: StateDatabase {
                     let result = try await client.withConnection { connection in
                         guard attempt.markLeased(connection) else { throw LeaseTimeout() }
                         do {
-                            return try await body(connection)
+                            return try await LostConnection.$observer.withValue(attempt) { try await body(connection) }
                         } catch {
                             // Closed before the pool has it back: the pool can hand out a
                             // connection the server is ending, and a statement queued on it
@@ -774,7 +774,19 @@ struct LeaseTimeout: Error {}
 struct StatementTimeout: Error {}
 
 /// One attempt at a transaction: resumed exactly once, by its result or by its watchdog.
-final class Attempt<R: Sendable>: Sendable {
+/// Who hears, on the connection's event loop, that a statement failed because its connection
+/// ended: the attempt that runs it, so its caller is answered at once, not after the statement's
+/// own task has had its turns on Swift's pool (which, when every thread of that pool is busy,
+/// can take longer than the watchdog's deadline).
+enum LostConnection {
+    @TaskLocal static var observer: (any LostConnectionObserver)?
+}
+
+protocol LostConnectionObserver: Sendable {
+    func connectionLost(_ error: any Error)
+}
+
+final class Attempt<R: Sendable>: Sendable, LostConnectionObserver {
     private struct State {
         var continuation: CheckedContinuation<R, any Error>?
         var leased = false
@@ -807,6 +819,11 @@ final class Attempt<R: Sendable>: Sendable {
         }
         if runNow { action() }
     }
+
+    /// The statement's connection ended: the caller hears now. The statement's own task still
+    /// closes the connection before the pool has it back, so the caller's next statement cannot
+    /// get it (the lease is held until then).
+    func connectionLost(_ error: any Error) { finish(.failure(error)) }
 
     func finish(_ result: Result<R, any Error>) {
         guard let (continuation, action, _) = claim() else { return }
@@ -848,6 +865,11 @@ extension PostgresConnection {
     /// connection, as any other outage.
     func collect(_ query: PostgresQuery, logger: Logger) async throws -> PostgresQueryResult {
         let result: EventLoopFuture<PostgresQueryResult> = self.query(query, logger: logger)
+        if let observer = LostConnection.observer {
+            result.whenFailure { error in
+                if PostgresStateDatabase.lostConnection(error) { observer.connectionLost(error) }
+            }
+        }
         return try await result.get()
     }
 

@@ -1,7 +1,11 @@
+import Logging
+import NIOPosix
+import PostgresNIO
 import ShadowCore
-import ShadowPostgres
+@testable import ShadowPostgres
 import ShadowStorage
 import ShadowTestSupport
+import Synchronization
 import Testing
 
 /// The pool's deadlines (Docs/architecture.md, "Storage"): a statement still unanswered 15 s after
@@ -41,11 +45,12 @@ import Testing
     /// connection the server is ending (it waited for the watchdog, 15 s, when it was).
     @Test(.enabled(if: postgresWanted)) func aConnectionLostMidResultFailsTheStatementNotTheProcess() async throws {
         let url = try PostgresCluster.shared.get().freshDatabase()
-        // The watchdog's deadline is 60 s here, not 15: the watchdog and the statement's own
-        // error each wait for a thread of Swift's pool, and at the start of the whole test run
-        // (a thousand tests queued on two threads) the error's few hops, each behind that queue,
-        // once took longer than the watchdog's two. A statement the lost connection really hung
-        // still ends in the watchdog's error, and fails this test.
+        // The watchdog's deadline is 60 s here, not 15: at the start of the whole test run (a
+        // thousand tests queued on two threads) each turn on Swift's pool waits behind that queue,
+        // and the statement's own task takes turns before its query is sent. Its error then
+        // reaches the caller from the event loop (aLostConnectionIsReportedFromTheEventLoop). A
+        // statement the lost connection really hung still ends in the watchdog's error, and
+        // fails this test.
         let postgres = try PostgresDatabase(
             try PostgresLocation(url: url), retryFor: .seconds(1), statementDeadline: .seconds(60))
         try await closing({ await postgres.close() }) {
@@ -64,5 +69,47 @@ import Testing
             let rows = try await postgres.sql.read("SELECT 1 AS one", [])
             #expect(rows.first?.integer("one") == 1)
         }
+    }
+
+    /// The caller of a statement whose connection ended hears of it on the connection's event
+    /// loop, as the statement's result fails, not after the statement's task has had its next turn
+    /// on Swift's pool: when every thread of that pool is busy, the turns of that task can take
+    /// longer than the watchdog's deadline. A statement that fails otherwise, or succeeds, reports nothing.
+    @Test(.enabled(if: postgresWanted)) func aLostConnectionIsReportedFromTheEventLoop() async throws {
+        let url = try PostgresCluster.shared.get().freshDatabase()
+        let postgres = try PostgresDatabase(try PostgresLocation(url: url), retryFor: .seconds(1))
+        let logger = Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
+        try await closing({ await postgres.close() }) {
+            try await postgres.database.client.withConnection { connection in
+                let reports = LossReports()
+                try await LostConnection.$observer.withValue(reports) {
+                    _ = try await connection.collect("SELECT 1", logger: logger)
+                    await #expect(throws: PSQLError.self) {
+                        _ = try await connection.collect("SELECT 1 / 0", logger: logger)
+                    }
+                    #expect(reports.taken.isEmpty)
+                    await #expect(throws: PSQLError.self) {
+                        _ = try await connection.collect(
+                            """
+                            SELECT repeat('x', 1000) AS t FROM generate_series(1, 20000) UNION ALL \
+                            SELECT pg_terminate_backend(pg_backend_pid())::text
+                            """, logger: logger)
+                    }
+                }
+                // Reported once, before the statement's own await went on, and on an event loop.
+                #expect(reports.taken == [true])
+            }
+        }
+    }
+}
+
+/// Each report of a lost connection: whether it came on an event loop's thread.
+private final class LossReports: LostConnectionObserver {
+    private let reports = Mutex<[Bool]>([])
+    var taken: [Bool] { reports.withLock { $0 } }
+
+    func connectionLost(_ error: any Error) {
+        let onEventLoop = MultiThreadedEventLoopGroup.currentEventLoop != nil
+        reports.withLock { $0.append(onEventLoop) }
     }
 }
