@@ -773,7 +773,6 @@ struct LeaseTimeout: Error {}
 /// A transaction that did not finish within its deadline.
 struct StatementTimeout: Error {}
 
-/// One attempt at a transaction: resumed exactly once, by its result or by its watchdog.
 /// Who hears, on the connection's event loop, that a statement failed because its connection
 /// ended: the attempt that runs it, so its caller is answered at once, not after the statement's
 /// own task has had its turns on Swift's pool (which, when every thread of that pool is busy,
@@ -786,6 +785,8 @@ protocol LostConnectionObserver: Sendable {
     func connectionLost(_ error: any Error)
 }
 
+/// One attempt at a transaction: resumed exactly once, by its result, its watchdog or the report
+/// that its connection ended.
 final class Attempt<R: Sendable>: Sendable, LostConnectionObserver {
     private struct State {
         var continuation: CheckedContinuation<R, any Error>?
