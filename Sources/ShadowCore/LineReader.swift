@@ -47,7 +47,7 @@ package struct LineReader {
     /// The next line, or nil at the end of the input.
     package mutating func next() throws -> Line? {
         while true {
-            if let newline = buffer[start...].firstIndex(of: UInt8(ascii: "\n")) {
+            if let newline = firstNewline() {
                 let line = take(upTo: newline)
                 start = newline + 1
                 if let skipped = skipping {
@@ -76,6 +76,17 @@ package struct LineReader {
                 return line.count > maxLineBytes ? .tooLong(line.count) : .text(line)
             }
             try fill()
+        }
+    }
+
+    /// The index of the first newline at or after `start`, by memchr: searching a byte at a time
+    /// was 2 % of `verify-token --each-line`'s CPU, for lines of 800 bytes.
+    private func firstNewline() -> Int? {
+        buffer.withUnsafeBytes { bytes in
+            guard start < bytes.count, let base = bytes.baseAddress,
+                let found = memchr(base + start, Int32(UInt8(ascii: "\n")), bytes.count - start)
+            else { return nil }
+            return UnsafeRawPointer(found) - base
         }
     }
 
