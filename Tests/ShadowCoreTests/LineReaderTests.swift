@@ -8,12 +8,13 @@ import Testing
     /// Every line of `input`, read `step` bytes at a time through a reader of lines up to `limit`.
     func lines(_ input: String, step: Int, limit: Int = 16) throws -> [LineReader.Line] {
         let bytes = Array(input.utf8)
-        var offset = 0
+        // The reads the source gives, in turn: `step` bytes each, the last one shorter.
+        var reads = stride(from: 0, to: bytes.count, by: step).map { bytes[$0..<min($0 + step, bytes.count)] }[...]
         var reader = LineReader(maxLineBytes: limit) { buffer in
-            let count = min(step, buffer.count, bytes.count - offset)
-            for index in 0..<count { buffer[index] = bytes[offset + index] }
-            offset += count
-            return count
+            guard let read = reads.popFirst() else { return 0 }
+            precondition(read.count <= buffer.count, "a read larger than the reader's buffer")
+            buffer.copyBytes(from: read)
+            return read.count
         }
         var result: [LineReader.Line] = []
         while let line = try reader.next() { result.append(line) }
