@@ -190,6 +190,21 @@ public struct RateLimitStep: Sendable {
     public init(key: [UInt8], now: Int64, interval: Int64, tolerance: Int64) {
         (self.key, self.now, self.interval, self.tolerance) = (key, now, interval, tolerance)
     }
+
+    /// The last millisecond of 9999-12-31 UTC.
+    public static let latest: Int64 = 253_402_300_799_999
+    /// A day: the longest interval a ``RateLimit`` gives (one request a day).
+    public static let longestInterval: Int64 = 86_400_000
+    /// The longest tolerance a ``RateLimit`` gives: a day's interval times 999,999.
+    public static let longestTolerance: Int64 = longestInterval * 999_999
+
+    /// Whether the store takes the step: a time from 1970 to 9999, an interval and a tolerance
+    /// no ``RateLimit`` exceeds. The store adds them without overflow, and with τ ≥ 0 its
+    /// statement's comparison is GCRA's.
+    public var isInRange: Bool {
+        (0...Self.latest).contains(now) && (1...Self.longestInterval).contains(interval)
+            && (0...Self.longestTolerance).contains(tolerance)
+    }
 }
 
 extension SessionStore {

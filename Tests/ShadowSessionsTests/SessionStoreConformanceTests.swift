@@ -551,4 +551,86 @@ import Testing
             #expect(try await signIn(authority, "001234.old.0042").userID != before.userID)
         }
     }
+
+    /// GCRA in the store against a model of its rule, step by step on both engines: a key's
+    /// theoretical arrival time `tat` moves to max(tat, now) + T when max(tat, now) − now ≤ τ,
+    /// and a refused step answers tat − τ. Clocks step back as well as forward (instances
+    /// disagree), and τ is 0, a whole number of T or not.
+    @Test(arguments: engines) func theRateLimitStatementIsGCRA(engine: String) async throws {
+        let fixture = try await fixture(engine)
+        try await closing({ await fixture.store.close() }) {
+            var generator = SeededGenerator(seed: 0x6C1D)
+            var model: [Int: Int64] = [:]
+            var now: Int64 = 1_700_000_000_000
+            var refused = 0
+            for number in 0..<400 {
+                let key = Int.random(in: 0..<4, using: &generator)
+                let interval = [1, 700, 3_000][Int.random(in: 0..<3, using: &generator)] as Int64
+                let tolerance = [0, interval, interval * 3, interval * 5 / 2][Int.random(in: 0..<4, using: &generator)]
+                if let tat = model[key], Int.random(in: 0..<3, using: &generator) == 0 {
+                    // At the edge: the first time a request is allowed again, or a millisecond either side.
+                    now = tat - tolerance + Int64.random(in: -1...1, using: &generator)
+                } else {
+                    now += Int64.random(in: -3_000...4_000, using: &generator)
+                }
+                let expected: Int64?
+                if let tat = model[key] {
+                    let later = max(tat, now)
+                    if later - now <= tolerance {
+                        (expected, model[key]) = (nil, later + interval)
+                    } else {
+                        expected = tat - tolerance
+                    }
+                } else {
+                    (expected, model[key]) = (nil, now + interval)
+                }
+                let answer = try await fixture.store.rateLimit(
+                    key: Array("gcra-\(key)".utf8), now: now, interval: interval, tolerance: tolerance)
+                #expect(answer == expected, "step \(number): key \(key), now \(now), T \(interval), τ \(tolerance)")
+                if expected != nil { refused += 1 }
+            }
+            #expect((50...350).contains(refused), "the sequence tries both answers (refused \(refused) of 400)")
+        }
+    }
+
+    /// A step the store cannot add without overflow, or whose τ is negative (where tat ≤ now + τ
+    /// is no longer GCRA's rule), is refused as `invalid_parameter` with everything handed over
+    /// with it, and nothing is written: the key's next step is its first, and the proof is unspent.
+    @Test(arguments: engines) func aRateLimitStepOutOfRangeWritesNothing(engine: String) async throws {
+        let fixture = try await fixture(engine)
+        try await closing({ await fixture.store.close() }) { () async throws in
+            let key = Array("edge".utf8)
+            let proof = DPoPReplayEntry(key: Array("edge-proof".utf8), expiresAt: 70_000, now: 10_000)
+            let wrong: [(now: Int64, interval: Int64, tolerance: Int64)] = [
+                (-1, 1_000, 0), (RateLimitStep.latest + 1, 1_000, 0), (10_000, 0, 0),
+                (10_000, RateLimitStep.longestInterval + 1, 0), (10_000, 1_000, -1),
+                (10_000, 1_000, RateLimitStep.longestTolerance + 1), (Int64.max, Int64.max, Int64.max),
+            ]
+            for (now, interval, tolerance) in wrong {
+                await #expect(throws: SessionError(.invalidParameter, "")) {
+                    try await fixture.store.rateLimit(key: key, now: now, interval: interval, tolerance: tolerance)
+                }
+                let valid = RateLimitStep(key: Array("other".utf8), now: 10_000, interval: 1_000, tolerance: 0)
+                let together = await fixture.store.admit(
+                    [valid, RateLimitStep(key: key, now: now, interval: interval, tolerance: tolerance)], replay: proof)
+                #expect(together.limits.count == 2)
+                for answer in together.limits {
+                    #expect(throws: SessionError(.invalidParameter, "")) { try answer.get() }
+                }
+                #expect(throws: SessionError(.invalidParameter, "")) { try together.replay?.get() }
+            }
+            // The widest steps a limit gives are taken.
+            #expect(
+                try await fixture.store.rateLimit(
+                    key: Array("widest".utf8), now: RateLimitStep.latest, interval: RateLimitStep.longestInterval,
+                    tolerance: RateLimitStep.longestTolerance) == nil)
+            // Nothing was written by the refused ones.
+            #expect(try await fixture.store.rateLimit(key: key, now: 10_000, interval: 1_000, tolerance: 0) == nil)
+            #expect(try await fixture.store.rateLimit(key: key, now: 10_000, interval: 1_000, tolerance: 0) == 11_000)
+            #expect(
+                try await fixture.store.rateLimit(key: Array("other".utf8), now: 10_000, interval: 1_000, tolerance: 0)
+                    == nil)
+            #expect(try await fixture.store.firstUse(of: proof.key, until: proof.expiresAt, now: proof.now))
+        }
+    }
 }
