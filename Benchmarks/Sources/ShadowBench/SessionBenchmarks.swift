@@ -55,7 +55,7 @@ enum SessionBenchmarks {
     }
 
     /// Two instances (two stores, two routers, two ports) on one PostgreSQL (a durable cluster).
-    static func postgres() async throws -> [BenchRow] {
+    static func postgres(storage: Bool = true) async throws -> [BenchRow] {
         let cluster = try PostgresCluster.start(durable: true)
         defer { cluster.stop() }
         let url = try cluster.createDatabase("sessions")
@@ -68,7 +68,7 @@ enum SessionBenchmarks {
             authorities.append(try await SessionAuthority(store: store, configuration: configuration))
         }
         var rows = try await refreshes(authorities, label: "two instances on one PostgreSQL")
-        rows += try await postgresStorage(authorities[0], cluster: cluster)
+        if storage { rows += try await postgresStorage(authorities[0], cluster: cluster) }
         for store in stores { await store.close() }
         return rows
     }

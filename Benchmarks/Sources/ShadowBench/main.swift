@@ -38,6 +38,11 @@ if sections.contains("refresh-sqlite") {
     try report(try await SessionBenchmarks.sqliteRefreshes(workDirectory: work, dpop: dpop), to: output)
     exit(0)
 }
+if sections.contains("refresh-postgres") {
+    // The two-instance PostgreSQL refresh row alone (with its no-op peer), for profiling.
+    try report(try await SessionBenchmarks.postgres(storage: false), to: output)
+    exit(0)
+}
 if sections.contains("dpop-profile") {
     // The middleware's check of new tokens alone, in a loop, for a profiler (prints its window).
     try await DPoPBenchmarks.profile(workDirectory: work)
