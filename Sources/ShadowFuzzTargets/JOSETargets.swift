@@ -59,9 +59,19 @@ enum JOSETargets {
     }
 
     /// An `Authorization` header: a token is found only after `Bearer ` (any case), and is
-    /// exactly the rest of the header; putting the scheme back in front finds it again.
+    /// exactly the rest of the header; putting the scheme back in front finds it again. Whether
+    /// the input's text is one `b64token` agrees with RFC 6750's grammar, read here the plain way.
     static let bearer: FuzzTargets.Harness = { data in
         let header = String(decoding: data, as: UTF8.self)
+        let body = Array(header.utf8).reversed().drop { $0 == UInt8(ascii: "=") }
+        let grammar =
+            !body.isEmpty
+            && body.allSatisfy { byte in
+                byte < 0x80
+                    && (Character(Unicode.Scalar(byte)).isLetter || Character(Unicode.Scalar(byte)).isNumber
+                        || "-._~+/".utf8.contains(byte))
+            }
+        precondition(BearerToken.isToken68(header) == grammar)
         if let token = BearerToken.from(header: header) {
             let bytes = Array(header.utf8)
             precondition(bytes.count > 7 && String(decoding: bytes[..<7], as: UTF8.self).lowercased() == "bearer ")
