@@ -683,8 +683,9 @@ public final class DatabaseSessionStore: SessionStore {
 
     /// The GCRA step's statement. max(tat, now) − now ≤ τ is tat ≤ now + τ, since τ ≥ 0 (a step
     /// is checked before its statement is made): one comparison for the engine to compile and run
-    /// instead of two `CASE` expressions. SQLite's driver compiles each statement anew, and the
-    /// step took 10.9 µs to compile and run against 14.4 µs (SQLite 3.40, no statement cache).
+    /// instead of two `CASE` expressions. SQLite's driver compiles each statement anew: through it,
+    /// the step takes 51.5 µs against 56.9 µs, and the plainest upsert of the row 51.3 µs
+    /// (`Scripts/bench sessions`).
     static func rateLimitStatement(_ step: RateLimitStep, dialect: SQLDialect) -> SQLStatement {
         let greater = dialect == .postgres ? "GREATEST" : "max"
         return SQLStatement(

@@ -29,6 +29,7 @@ enum SessionBenchmarks {
         rows += try await middleware(authority)
         rows += try await refreshes([authority], label: "SQLite, one instance")
         rows += try await signIns(authority)
+        rows += try await rateLimitStatement(directory: directory)
         await store.close()
         rows += try await storage(directory: directory)
         rows += try await postgres()
@@ -426,6 +427,67 @@ enum SessionBenchmarks {
             print(String(format: "window %.6f,%.6f: the refresh handler in process", windowStart, monotonicSeconds()))
         }
         return (Double(count) / seconds, (processCPUSeconds() - cpuBefore) / Double(max(1, count)))
+    }
+
+    /// The rate-limit step's statement as Docs/sessions.md ("Rate limits") writes it, compiled and
+    /// run by sqlite-nio (which keeps no prepared statements) 2,000 times a round inside one
+    /// transaction, so no commit is timed; 9 interleaved rounds over 64 keys of a table like the
+    /// store's. Raw: the plainest upsert of the same row (`DO UPDATE SET tat_ms =
+    /// excluded.tat_ms`), the floor of any one-statement step. The note gives the form with two
+    /// `CASE` expressions that the store used before.
+    static func rateLimitStatement(directory: String) async throws -> [BenchRow] {
+        let path = directory + "/rate-statement.sqlite"
+        try? FileManager.default.removeItem(atPath: path)
+        let connection = try await SQLiteConnection.open(storage: .file(path: path))
+        for statement in [
+            "PRAGMA journal_mode = WAL", "PRAGMA synchronous = FULL",
+            "CREATE TABLE shadow_rate_limits (key BLOB PRIMARY KEY, tat_ms INTEGER NOT NULL) WITHOUT ROWID",
+        ] { _ = try await connection.query(statement, []) }
+        let head = "INSERT INTO shadow_rate_limits (key, tat_ms) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET"
+        let later = "CASE WHEN shadow_rate_limits.tat_ms > ? THEN shadow_rate_limits.tat_ms ELSE ? END"
+        let forms: [(sql: String, values: (SQLiteData, Int) -> [SQLiteData])] = [
+            (
+                head + " tat_ms = max(shadow_rate_limits.tat_ms, ?) + ? WHERE shadow_rate_limits.tat_ms <= ? "
+                    + "RETURNING tat_ms",
+                { key, now in [key, .integer(now + 1_000), .integer(now), .integer(1_000), .integer(now + 5_000)] }
+            ),
+            (head + " tat_ms = excluded.tat_ms RETURNING tat_ms", { key, now in [key, .integer(now + 1_000)] }),
+            (
+                head + " tat_ms = \(later) + ? WHERE \(later) - ? <= ? RETURNING tat_ms",
+                { key, now in
+                    [key, .integer(now + 1_000)] + [now, now, 1_000, now, now, now, 5_000].map { .integer($0) }
+                }
+            ),
+        ]
+        let keys = (0..<64).map { SQLiteData.blob(ByteBuffer(bytes: Array(SHA256.hash(data: [UInt8($0)])))) }
+        var perSecond: [[Double]] = Array(repeating: [], count: forms.count)
+        var now = 1_700_000_000_000
+        for _ in 0..<9 {
+            for (index, form) in forms.enumerated() {
+                _ = try await connection.query("BEGIN", [])
+                let start = monotonicSeconds()
+                for step in 0..<2_000 {
+                    now += 7
+                    _ = try await connection.query(form.sql, form.values(keys[step % keys.count], now))
+                }
+                perSecond[index].append(2_000 / (monotonicSeconds() - start))
+                _ = try await connection.query("COMMIT", [])
+            }
+        }
+        try await connection.close()
+        try? FileManager.default.removeItem(atPath: path)
+        let medians = perSecond.map(Harness.median)
+        return [
+            BenchRow(
+                name: "rate-limit step's statement through sqlite-nio, compiled and run", unit: "ops/s",
+                ours: medians[0], raw: medians[1], peer: nil, peerName: nil,
+                note: String(
+                    format: """
+                        Docs/sessions.md's statement (one comparison, max for the new time), 2,000 a round in one \
+                        transaction, medians of 9 interleaved rounds; raw = the plainest upsert of the same row; \
+                        the two-CASE form it replaced: %.1f µs a step against %.1f µs
+                        """, 1e6 / medians[2], 1e6 / medians[0]))
+        ]
     }
 
     /// 100,000 live sessions of 20,000 users: the file's growth per session.
