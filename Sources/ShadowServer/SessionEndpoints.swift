@@ -362,12 +362,13 @@ public final class SessionEndpoints: Sendable {
         // writes: handed to the store together, after the proof's checks that need no store, they
         // share one group commit. Each counts as it would one after the other: a refused proof
         // still counts against the limits, and a limited request's proof is still spent. The IP's
-        // refusal is answered first.
+        // refusal is answered first. The session's row is read in the same trip (one statement on
+        // PostgreSQL), and the refresh starts from it.
         let verified = checkedProof(proofs, path: "/auth/refresh")
         let passed = try? verified.get()
         let admitted = await authority.admit(
             [("ip:" + clientIP, limits.perIP), ("session:" + token.family.description, limits.perUser)],
-            replay: passed.map(dpop.verifier.replayEntry))
+            replay: passed.map(dpop.verifier.replayEntry), reading: token.family)
         for wait in admitted.waits {
             if let refused = limitRefusal(wait) { return refused }
         }
@@ -380,7 +381,7 @@ public final class SessionEndpoints: Sendable {
             do { try DPoPVerifier.spent(spent) } catch { return proofFailure(error) }
         }
         do {
-            return tokens(try await authority.refresh(token, proof: proof), withUser: false)
+            return tokens(try await authority.refresh(token, proof: proof, read: admitted.session), withUser: false)
         } catch {
             return failure(error)
         }

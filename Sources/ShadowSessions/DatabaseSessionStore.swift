@@ -712,6 +712,27 @@ public final class DatabaseSessionStore: SessionStore {
     public func admit(
         _ limits: [RateLimitStep], replay: DPoPReplayEntry?
     ) async -> (limits: [Result<Int64?, any Error>], replay: Result<Bool, any Error>?) {
+        let answers = await admit(limits, replay: replay, reading: nil)
+        return (answers.limits, answers.replay)
+    }
+
+    /// ``admit(_:replay:)`` with the session's read in the same hand-over: on PostgreSQL a part
+    /// of the steps' one statement, on SQLite a statement of their group commit. The row is read
+    /// as it stood before the steps, which never touch it.
+    public func admit(
+        _ limits: [RateLimitStep], replay: DPoPReplayEntry?, reading session: SessionID
+    ) async -> (
+        limits: [Result<Int64?, any Error>], replay: Result<Bool, any Error>?, session: Result<SessionRow?, any Error>
+    ) {
+        let answers = await admit(limits, replay: replay, reading: Optional(session))
+        return (answers.limits, answers.replay, answers.session ?? .success(nil))
+    }
+
+    private func admit(
+        _ limits: [RateLimitStep], replay: DPoPReplayEntry?, reading session: SessionID?
+    ) async -> (
+        limits: [Result<Int64?, any Error>], replay: Result<Bool, any Error>?, session: Result<SessionRow?, any Error>?
+    ) {
         if let wrong = limits.first(where: { !$0.isInRange }) {
             let error = SessionError(
                 .invalidParameter,
@@ -719,28 +740,38 @@ public final class DatabaseSessionStore: SessionStore {
                     + "\(RateLimitStep.longestInterval) ms and a tolerance of 0 to "
                     + "\(RateLimitStep.longestTolerance) ms (this one: \(wrong.now), \(wrong.interval), "
                     + "\(wrong.tolerance))")
-            return (limits.map { _ in .failure(error) }, replay.map { _ in .failure(error) })
+            return (
+                limits.map { _ in .failure(error) }, replay.map { _ in .failure(error) },
+                session.map { _ in .failure(error) }
+            )
         }
         var statements = limits.map { Self.rateLimitStatement($0, dialect: database.dialect) }
         if let replay { statements.append(Self.firstUseStatement(replay)) }
-        let results = await took(statements, together: Set(limits.map(\.key)).count == limits.count)
+        let read = session.map {
+            SQLStatement("SELECT \(Self.sessionColumns) FROM shadow_sessions WHERE id = ?", [.blob($0.bytes)])
+        }
+        let results = await took(statements, reading: read, together: Set(limits.map(\.key)).count == limits.count)
         var answers: [Result<Int64?, any Error>] = []
-        for (step, result) in zip(limits, results) {
+        for (step, result) in zip(limits, results.writes) {
             do {
                 answers.append(.success(try await Self.storing { try await refusal(step, allowed: result.get()) }))
             } catch {
                 answers.append(.failure(error))
             }
         }
-        let spent = replay == nil ? nil : results.last.map { $0.mapError(Self.sessionError) }
-        return (answers, spent)
+        let spent = replay == nil ? nil : results.writes.last.map { $0.mapError(Self.sessionError) }
+        let row = results.read.map { read in
+            Result { try read.get().first.map { try sessionRow($0) } }.mapError(Self.sessionError)
+        }
+        return (answers, spent, row)
     }
 
-    /// Whether each statement took effect (returned a row). SQLite queues them for one group
-    /// commit. On PostgreSQL, when they write different keys (`together`), they are one
-    /// statement, each a data-modifying `WITH` part: one round trip and one commit, and they
-    /// succeed or fail together. (The parts of one statement do not see each other's effects, so
-    /// steps that share a key are statements of their own.)
+    /// Whether each statement took effect (returned a row), and the rows of `reading`. SQLite
+    /// queues them all for one group commit. On PostgreSQL, when they write different keys
+    /// (`together`), they are one statement, each a data-modifying `WITH` part and the read a
+    /// plain one: one round trip and one commit, and they succeed or fail together. (The parts
+    /// of one statement do not see each other's effects, so steps that share a key are
+    /// statements of their own.)
     ///
     /// That commit does not wait for its flush to disk (`synchronous_commit` off for its
     /// transaction alone, Docs/sessions.md, "Rate limits"): the rows become durable with the next
@@ -748,22 +779,44 @@ public final class DatabaseSessionStore: SessionStore {
     /// log, or within three WAL-writer delays. A crash of the database server can lose the counts
     /// and replay rows of its last moments, and never a session's change; a request no longer
     /// waits for a disk flush of its rate limits before its own.
-    private func took(_ statements: [SQLStatement], together: Bool) async -> [Result<Bool, any Error>] {
-        guard database.dialect == .postgres, together, !statements.isEmpty else {
-            return await database.writeEach(statements).map { $0.map { !$0.isEmpty } }
+    private func took(
+        _ statements: [SQLStatement], reading: SQLStatement?, together: Bool
+    ) async -> (writes: [Result<Bool, any Error>], read: Result<[SQLRow], any Error>?) {
+        guard database.dialect == .postgres else {
+            var results = await database.writeEach(statements + (reading.map { [$0] } ?? []))
+            let read = reading == nil ? nil : results.popLast()
+            return (results.map { $0.map { !$0.isEmpty } }, read)
         }
-        let parts = statements.indices.map { "w\($0) AS (\(statements[$0].sql))" }
+        guard together, !statements.isEmpty else {
+            let writes = await database.writeEach(statements).map { $0.map { !$0.isEmpty } }
+            guard let reading else { return (writes, nil) }
+            do {
+                return (writes, .success(try await database.read(reading.sql, reading.values)))
+            } catch {
+                return (writes, .failure(error))
+            }
+        }
+        var parts = statements.indices.map { "w\($0) AS (\(statements[$0].sql))" }
         let counts = statements.indices.map { "(SELECT count(*) FROM w\($0)) AS n\($0)" }
+        var from = ""
+        if let reading {
+            // The read's columns beside the counts: none (all NULL) when it finds no row.
+            parts.append("r AS (\(reading.sql))")
+            from = " FROM (VALUES (0)) AS one (x) LEFT JOIN r ON true"
+        }
         let deferred = "flush AS (SELECT set_config('synchronous_commit', 'off', true) AS setting)"
         do {
             let row = try await database.write(
                 "WITH " + ([deferred] + parts).joined(separator: ", ") + " SELECT "
-                    + (["(SELECT count(*) FROM flush) AS deferred"] + counts).joined(separator: ", "),
-                statements.flatMap(\.values)
+                    + (["(SELECT count(*) FROM flush) AS deferred"] + counts + (reading == nil ? [] : ["r.*"]))
+                    .joined(separator: ", ") + from,
+                statements.flatMap(\.values) + (reading?.values ?? [])
             ).first
-            return statements.indices.map { .success((row?.integer("n\($0)") ?? 0) > 0) }
+            let writes = statements.indices.map { Result<Bool, any Error>.success((row?.integer("n\($0)") ?? 0) > 0) }
+            guard reading != nil else { return (writes, nil) }
+            return (writes, .success(row.flatMap { $0.blob("id") == nil ? nil : [$0] } ?? []))
         } catch {
-            return Array(repeating: .failure(error), count: statements.count)
+            return (Array(repeating: .failure(error), count: statements.count), reading.map { _ in .failure(error) })
         }
     }
 }

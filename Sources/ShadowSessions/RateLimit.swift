@@ -66,6 +66,21 @@ extension SessionAuthority {
         )
     }
 
+    /// ``admit(_:replay:)`` with the read of the session `family` in the same hand-over: the
+    /// refresh's first trip to the store, whose row ``refresh(_:proof:read:)`` then starts from.
+    package func admit(
+        _ limits: [(key: String, limit: RateLimit)], replay: DPoPReplayEntry?, reading family: SessionID
+    ) async -> (
+        waits: [Result<Int?, any Error>], replay: Result<Bool, any Error>?, session: Result<SessionRow?, any Error>
+    ) {
+        let steps = limits.map { step($0.key, $0.limit) }
+        let answers = await store.admit(steps, replay: replay, reading: family)
+        return (
+            zip(steps, answers.limits).map { step, answer in answer.map { wait($0, now: step.now) } }, answers.replay,
+            answers.session
+        )
+    }
+
     private func step(_ key: String, _ limit: RateLimit) -> RateLimitStep {
         // Keys are hashed: the table holds no address or user ID in clear, and every key is 16 bytes.
         RateLimitStep(

@@ -232,10 +232,22 @@ public final class SessionAuthority: Sendable {
     /// ``refresh(_:proof:)`` of a token this authority has already read and authenticated
     /// (``authenticate(refreshToken:)``). Not public: `RefreshToken(family:generation:)` makes a
     /// token with no MAC, and this would refresh it.
-    package func refresh(_ token: RefreshToken, proof: DPoPProof? = nil) async throws -> IssuedTokens {
+    ///
+    /// `read`, when given, is the session's row as the store has just read it
+    /// (``admit(_:replay:reading:)``): the first try starts from it instead of reading the row again.
+    package func refresh(
+        _ token: RefreshToken, proof: DPoPProof? = nil, read: Result<SessionRow?, any Error>? = nil
+    ) async throws -> IssuedTokens {
         let now = self.now
+        var read = read
         for _ in 0..<3 {
-            guard let row = try await store.session(token.family) else {
+            let found: SessionRow?
+            if let first = read {
+                (found, read) = (try first.get(), nil)
+            } else {
+                found = try await store.session(token.family)
+            }
+            guard let row = found else {
                 throw SessionError(.invalidGrant, "the session does not exist")
             }
             try checkBinding(row, proof: proof)

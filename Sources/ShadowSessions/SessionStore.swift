@@ -178,6 +178,14 @@ public protocol SessionStore: DPoPReplayCache {
     func admit(
         _ limits: [RateLimitStep], replay: DPoPReplayEntry?
     ) async -> (limits: [Result<Int64?, any Error>], replay: Result<Bool, any Error>?)
+    /// ``admit(_:replay:)`` and ``session(_:)`` of `session` in one hand-over (a refresh's first
+    /// trip to the store): the steps and the proof answered as there, and the row as that read
+    /// would answer it, read before the steps are taken or with them.
+    func admit(
+        _ limits: [RateLimitStep], replay: DPoPReplayEntry?, reading session: SessionID
+    ) async -> (
+        limits: [Result<Int64?, any Error>], replay: Result<Bool, any Error>?, session: Result<SessionRow?, any Error>
+    )
 }
 
 /// One request counted against one GCRA limit (``SessionStore/rateLimit(key:now:interval:tolerance:)``).
@@ -208,6 +216,20 @@ public struct RateLimitStep: Sendable {
 }
 
 extension SessionStore {
+    /// ``admit(_:replay:)``, then ``session(_:)``: two trips, for a store with no better way.
+    public func admit(
+        _ limits: [RateLimitStep], replay: DPoPReplayEntry?, reading session: SessionID
+    ) async -> (
+        limits: [Result<Int64?, any Error>], replay: Result<Bool, any Error>?, session: Result<SessionRow?, any Error>
+    ) {
+        let answers = await admit(limits, replay: replay)
+        do {
+            return (answers.limits, answers.replay, .success(try await self.session(session)))
+        } catch {
+            return (answers.limits, answers.replay, .failure(error))
+        }
+    }
+
     /// ``markChecked(user:at:inactive:ifAppleRefreshToken:)`` whatever the stored token.
     public func markChecked(user: UUID, at: Int64, inactive: Bool) async throws {
         try await markChecked(user: user, at: at, inactive: inactive, ifAppleRefreshToken: nil)

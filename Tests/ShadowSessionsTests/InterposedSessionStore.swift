@@ -93,6 +93,13 @@ final class InterposedSessionStore: SessionStore {
     {
         await base.admit(limits, replay: replay)
     }
+    func admit(
+        _ limits: [RateLimitStep], replay: DPoPReplayEntry?, reading session: SessionID
+    ) async -> (
+        limits: [Result<Int64?, any Error>], replay: Result<Bool, any Error>?, session: Result<SessionRow?, any Error>
+    ) {
+        await base.admit(limits, replay: replay, reading: session)
+    }
     func firstUse(of key: [UInt8], until expiresAt: Int64, now: Int64) async throws -> Bool {
         try await base.firstUse(of: key, until: expiresAt, now: now)
     }

@@ -633,4 +633,97 @@ import Testing
             #expect(try await fixture.store.firstUse(of: proof.key, until: proof.expiresAt, now: proof.now))
         }
     }
+
+    /// The refresh's first trip reads the session with its steps: the row is the one
+    /// ``SessionStore/session(_:)`` reads, in every shape the store may send them in (one
+    /// statement, steps on one key apart, no step at all), none for a session that does not
+    /// exist, an error for an edited row (while the steps still count), and the steps' error when
+    /// a step is out of range.
+    @Test(arguments: engines) func anAdmissionReadsTheSessionAsItsOwnReadDoes(engine: String) async throws {
+        let fixture = try await fixture(engine)
+        try await closing({ await fixture.store.close() }) {
+            let authority = try await SessionAuthority(store: fixture.store, configuration: configuration)
+            let issued = try await signIn(authority)
+            let family = try authority.authenticate(refreshToken: issued.refreshToken).family
+            let stored = try #require(try await fixture.store.session(family))
+            let step = { (name: String) in
+                RateLimitStep(key: Array(name.utf8), now: 10_000, interval: 1_000, tolerance: 0)
+            }
+            let proof = DPoPReplayEntry(key: Array("read-proof".utf8), expiresAt: 70_000, now: 10_000)
+            let shapes: [(limits: [RateLimitStep], replay: DPoPReplayEntry?)] = [
+                ([step("a"), step("b")], proof), ([step("c"), step("c")], nil), ([], nil), ([step("d")], nil),
+            ]
+            for (index, shape) in shapes.enumerated() {
+                let answer = await fixture.store.admit(shape.limits, replay: shape.replay, reading: family)
+                #expect(try answer.session.get() == stored, "shape \(index)")
+                #expect(answer.limits.count == shape.limits.count)
+                let allowed = try answer.limits.map { try $0.get() == nil }
+                #expect(allowed.filter { $0 }.count == Set(shape.limits.map(\.key)).count, "each key's first step")
+                #expect(try answer.replay?.get() == (shape.replay == nil ? nil : true))
+            }
+            let missing = await fixture.store.admit([step("f")], replay: nil, reading: SessionID.random())
+            #expect(try missing.session.get() == nil)
+            #expect(try missing.limits[0].get() == nil)
+
+            try await fixture.sql("UPDATE shadow_sessions SET generation = generation + 1")
+            let edited = await fixture.store.admit([step("g")], replay: proof, reading: family)
+            #expect(throws: SessionError(.corrupted, "")) { try edited.session.get() }
+            #expect(try edited.limits[0].get() == nil)
+            #expect(try edited.replay?.get() == false, "the proof was spent by the first shape")
+            #expect(
+                try await fixture.store.rateLimit(key: Array("g".utf8), now: 10_000, interval: 1_000, tolerance: 0)
+                    == 11_000, "the edited row's admission still counted its step")
+
+            var wrong = step("h")
+            wrong.interval = 0
+            let refused = await fixture.store.admit([wrong], replay: nil, reading: family)
+            #expect(throws: SessionError(.invalidParameter, "")) { try refused.session.get() }
+        }
+    }
+
+    /// The row a refresh starts from is read with its admission, before the rotation: a logout,
+    /// or another refresh of the same token, that lands between that read and the rotation's
+    /// compare-and-set is seen. The logout leaves the refresh nothing; the racing refresh leaves
+    /// it the grace path's successor, the same one the race handed out.
+    @Test(arguments: engines) func aWriteBetweenTheAdmissionsReadAndTheRotationIsSeen(engine: String) async throws {
+        let fixture = try await fixture(engine)
+        try await closing({ await fixture.store.close() }) {
+            let base = try await SessionAuthority(store: fixture.store, configuration: configuration)
+            let between = Mutex<(@Sendable () async throws -> Void)?>(nil)
+            let interposed = InterposedSessionStore(fixture.store, before: ["rotate"]) { _ in
+                let step = between.withLock { step in
+                    defer { step = nil }
+                    return step
+                }
+                try await step?()
+            }
+            let authority = try await SessionAuthority(store: interposed, configuration: configuration)
+            let limit = try RateLimit(requests: 60, per: 60, burst: 100)
+            func refresh(_ text: String) async throws -> IssuedTokens {
+                let token = try authority.authenticate(refreshToken: text)
+                let admitted = await authority.admit([("ip:192.0.2.40", limit)], replay: nil, reading: token.family)
+                #expect(try admitted.waits[0].get() == nil)
+                #expect(try admitted.session.get() != nil, "the admission read the live row")
+                return try await authority.refresh(token, read: admitted.session)
+            }
+
+            let signedOut = try await signIn(authority)
+            between.withLock { $0 = { _ = try await base.revoke(refreshToken: signedOut.refreshToken) } }
+            await #expect(throws: SessionError(.invalidGrant, "")) { _ = try await refresh(signedOut.refreshToken) }
+            #expect(try await fixture.store.session(signedOut.session)?.revokedAt != nil)
+            #expect(try await fixture.store.session(signedOut.session)?.generation == 1, "not rotated")
+
+            let raced = try await signIn(authority)
+            let winner = Mutex<String?>(nil)
+            between.withLock { step in
+                step = {
+                    let issued = try await base.refresh(raced.refreshToken)
+                    winner.withLock { $0 = issued.refreshToken }
+                }
+            }
+            let loser = try await refresh(raced.refreshToken)
+            #expect(loser.refreshToken == winner.withLock { $0 }, "the grace path's successor")
+            #expect(try await fixture.store.session(raced.session)?.generation == 2, "rotated once")
+        }
+    }
 }
