@@ -143,6 +143,8 @@ public final class PostgresCredentialStore: DatabaseCredentialStore {
 
 final class PostgresStateDatabase: StateDatabase {
     let client: PostgresClient
+    /// The statements prepared on each pooled connection (``writeCount(_:_:)``).
+    let prepared = PreparedStatements()
     let runner: Task<Void, Never>
     let logger: Logger
     let retryFor: Duration
@@ -346,6 +348,14 @@ final class PostgresStateDatabase: StateDatabase {
     /// Whether `error` ended the connection it came from: it failed or was closed, or the server
     /// is ending it (SQLSTATE classes 57P, operator intervention, and 08, connection exception).
     static func lostConnection(_ error: any Error) -> Bool {
+        // The older API's errors (a prepared statement's, ``writeCount(_:_:)``).
+        switch error as? PostgresError {
+        case .connectionClosed: return true
+        case .server(let failure):
+            let state = failure.fields[.sqlState] ?? ""
+            return state.hasPrefix("57P") || state.hasPrefix("08")
+        default: break
+        }
         guard let failure = error as? PSQLError else { return false }
         if [.connectionError, .serverClosedConnection, .uncleanShutdown, .clientClosedConnection].contains(failure.code)
         {
@@ -463,23 +473,32 @@ final class PostgresStateDatabase: StateDatabase {
         if error is StatementTimeout {
             return (CredentialError(.storeUnavailable, "\(location) did not answer a transaction in time"), true)
         }
+        /// A server's error, by its SQLSTATE.
+        func server(_ state: String, _ message: String) -> (error: CredentialError, retry: Bool) {
+            switch state {
+            case "40001", "40P01", "57P01", "57P02", "57P03", "53300":
+                return (CredentialError(.storeUnavailable, "\(location): \(message) (SQLSTATE \(state))"), true)
+            case "28000", "28P01", "3D000":
+                return (
+                    CredentialError(
+                        .storeUnavailable, "\(location) refused the connection: \(message) (SQLSTATE \(state))"),
+                    false
+                )
+            default:
+                return (CredentialError(.storeUnavailable, "\(location): \(message) (SQLSTATE \(state))"), false)
+            }
+        }
+        switch error as? PostgresError {
+        case .server(let failure):
+            return server(failure.fields[.sqlState] ?? "", failure.fields[.message] ?? "an error")
+        case .connectionClosed:
+            return (CredentialError(.storeUnavailable, "cannot reach \(location): the connection was closed"), true)
+        default: break
+        }
         if let error = error as? PSQLError {
             switch error.code {
             case .server:
-                let state = error.serverInfo?[.sqlState] ?? ""
-                let message = error.serverInfo?[.message] ?? "an error"
-                switch state {
-                case "40001", "40P01", "57P01", "57P02", "57P03", "53300":
-                    return (CredentialError(.storeUnavailable, "\(location): \(message) (SQLSTATE \(state))"), true)
-                case "28000", "28P01", "3D000":
-                    return (
-                        CredentialError(
-                            .storeUnavailable, "\(location) refused the connection: \(message) (SQLSTATE \(state))"),
-                        false
-                    )
-                default:
-                    return (CredentialError(.storeUnavailable, "\(location): \(message) (SQLSTATE \(state))"), false)
-                }
+                return server(error.serverInfo?[.sqlState] ?? "", error.serverInfo?[.message] ?? "an error")
             case .connectionError, .serverClosedConnection, .uncleanShutdown, .clientClosedConnection, .poolClosed:
                 return (
                     CredentialError(.storeUnavailable, "cannot reach \(location): the connection failed or was closed"),
@@ -767,6 +786,54 @@ struct PostgresStateTransaction: StateTransaction {
     }
 }
 
+/// The rows of one statement, counted on the event loop that reads them.
+private final class RowCount: Sendable {
+    let count = Mutex(0)
+}
+
+/// The statements prepared on each connection of a pool, by their SQL. A connection's entry
+/// holds the connection itself, so no other connection takes its address (and its statements'
+/// names) before the entry goes, when the connection closes.
+final class PreparedStatements: Sendable {
+    private struct Prepared: Sendable {
+        let connection: PostgresConnection
+        var statements: [String: PreparedQuery]
+    }
+
+    private let byConnection = Mutex<[ObjectIdentifier: Prepared]>([:])
+    private let off = Mutex(false)
+
+    /// Whether statements are still prepared (``turnOff()`` has not been called).
+    var isOn: Bool { !off.withLock { $0 } }
+
+    /// Prepares nothing more, and forgets what was prepared.
+    func turnOff() {
+        off.withLock { $0 = true }
+        byConnection.withLock { $0 = [:] }
+    }
+
+    /// `sql` prepared on `connection`: the first time, one round trip to prepare it.
+    func statement(_ sql: String, on connection: PostgresConnection) async throws -> PreparedQuery {
+        let id = ObjectIdentifier(connection)
+        if let found = byConnection.withLock({ $0[id]?.statements[sql] }) { return found }
+        let statement = try await connection.prepare(query: sql).get()
+        let first = byConnection.withLock { entries -> Bool in
+            guard entries[id] != nil else {
+                entries[id] = Prepared(connection: connection, statements: [sql: statement])
+                return true
+            }
+            entries[id]?.statements[sql] = statement
+            return false
+        }
+        if first {
+            connection.closeFuture.whenComplete { [self] _ in
+                _ = byConnection.withLock { $0.removeValue(forKey: id) }
+            }
+        }
+        return statement
+    }
+}
+
 /// No pooled connection within the connect timeout.
 struct LeaseTimeout: Error {}
 
@@ -874,6 +941,20 @@ extension PostgresConnection {
         return try await result.get()
     }
 
+    /// Runs `statement` with `binds` to its end on this connection and returns how many rows
+    /// came back, gathered on the event loop as ``collect(_:logger:)`` gathers them.
+    func counted(_ statement: PreparedQuery, _ binds: [PostgresData]) async throws -> Int {
+        let rows = RowCount()
+        let result = statement.execute(binds) { _ in rows.count.withLock { $0 += 1 } }
+        if let observer = LostConnection.observer {
+            result.whenFailure { error in
+                if PostgresStateDatabase.lostConnection(error) { observer.connectionLost(error) }
+            }
+        }
+        try await result.get()
+        return rows.count.withLock { $0 }
+    }
+
     /// Runs `query` to its end, dropping any rows. (A statement whose rows are never read is not
     /// finished as far as the client knows: if the server then goes away, the next statement on
     /// the connection is never answered.)
@@ -906,6 +987,45 @@ extension PostgresStateDatabase: SQLDatabase {
     }
 
     func readAside(_ sql: String, _ values: [SQLValue]) async throws -> [SQLRow] { try await statement(sql, values) }
+
+    /// One statement prepared on the pooled connection it runs on (once per connection, named by
+    /// postgres-nio), retried as ``statement(_:_:)`` is; its rows are counted, never decoded. (A
+    /// statement prepared this way describes its columns as text while its rows come in binary:
+    /// postgres-nio 1.33 asks for binary rows at every run, and its columns' format is the
+    /// description's. Counting needs neither.) A server that has lost a statement prepared on the
+    /// connection (SQLSTATE 26000: a pooler such as PgBouncer in transaction mode hands the
+    /// connection's statements to other server connections) turns preparing off for good, and
+    /// the statement runs unprepared; it had not run.
+    func writeCount(_ sql: String, _ values: [SQLValue]) async throws -> Int {
+        let binds = values.map(Self.data)
+        let text = Self.numbered(sql)
+        return try await storing {
+            try await retrying {
+                try await withConnection { connection in
+                    if self.prepared.isOn {
+                        do {
+                            let statement = try await self.prepared.statement(text, on: connection)
+                            return try await connection.counted(statement, binds)
+                        } catch PostgresError.server(let failure) where failure.fields[.sqlState] == "26000" {
+                            self.prepared.turnOff()
+                        }
+                    }
+                    return try await connection.collect(Self.query(sql, values), logger: self.logger).count
+                }
+            }
+        }
+    }
+
+    /// A value as postgres-nio's older binding type, each with the type the server gives its
+    /// column (`bigint`, `bytea`, `text`).
+    static func data(_ value: SQLValue) -> PostgresData {
+        switch value {
+        case .integer(let number): PostgresData(int64: number)
+        case .blob(let bytes): PostgresData(bytes: bytes)
+        case .text(let string): PostgresData(string: string)
+        case .null: PostgresData.null
+        }
+    }
 
     func transaction<R: Sendable>(
         retrying: Bool, _ body: @escaping @Sendable (any SQLTransaction) async throws -> R

@@ -436,16 +436,18 @@ public final class DatabaseSessionStore: SessionStore {
     }
 
     /// Replaces `old` (as read) with `new` in one statement, only if the row is still as read:
-    /// its stored MAC is the one read. True when this call changed it.
+    /// its stored MAC is the one read. True when this call changed it. Every rotation runs it,
+    /// so PostgreSQL has it prepared (``SQLDatabase/writeCount(_:_:)``).
     func replace(_ old: SessionRow, with new: SessionRow, onlyLive: Bool) async throws -> Bool {
-        try await !database.write(
+        try await database.writeCount(
             """
             UPDATE shadow_sessions SET generation = ?, rotated_ms = ?, used_ms = ?, revoked_ms = ?, mac = ? WHERE id \
             = ? AND mac = ?\(onlyLive ? " AND revoked_ms IS NULL" : "") RETURNING id
             """,
-            .integer(Int64(new.generation)), .integer(new.rotatedAt), .integer(new.lastUsedAt),
-            .optional(new.revokedAt), .blob(mac(new)), .blob(old.id.bytes), .blob(old.mac)
-        ).isEmpty
+            [
+                .integer(Int64(new.generation)), .integer(new.rotatedAt), .integer(new.lastUsedAt),
+                .optional(new.revokedAt), .blob(mac(new)), .blob(old.id.bytes), .blob(old.mac),
+            ]) > 0
     }
 
     /// The rotation's compare-and-set: the generation as read becomes the next, issued and used

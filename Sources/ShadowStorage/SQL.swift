@@ -101,6 +101,10 @@ package protocol SQLDatabase: Sendable {
     /// One writing statement, committed durably before it returns. It may share a transaction
     /// with other writes of this process (group commit), so each must stand alone.
     func write(_ sql: String, _ values: [SQLValue]) async throws -> [SQLRow]
+    /// ``write(_:_:)`` of a statement the caller runs again and again, where only the number of
+    /// rows it returns matters: PostgreSQL prepares it once per pooled connection, so the server
+    /// does not parse and plan it at each run.
+    func writeCount(_ sql: String, _ values: [SQLValue]) async throws -> Int
     /// Independent writing statements sent at once, each with the result ``write(_:_:)`` would
     /// give it (one that fails fails alone). They may share a transaction with one another and
     /// with other writes of this process, so each must stand alone; none waits for another.
@@ -149,6 +153,11 @@ extension SQLDatabase {
         _ sql: String, _ values: [SQLValue], aside: Bool, each row: @escaping @Sendable (any SQLColumns) throws -> Void
     ) async throws {
         for value in try await aside ? readAside(sql, values) : read(sql, values) { try row(value) }
+    }
+
+    /// The rows of ``write(_:_:)``, counted.
+    package func writeCount(_ sql: String, _ values: [SQLValue]) async throws -> Int {
+        try await write(sql, values).count
     }
 
     /// Each statement as its own ``write(_:_:)``, all at once.

@@ -2,7 +2,8 @@ import Foundation
 import ShadowCore
 import ShadowJOSE
 import ShadowPostgres
-import ShadowSessions
+@testable import ShadowSessions
+import ShadowStorage
 import ShadowTestSupport
 import ShadowVault
 import Testing
@@ -121,6 +122,59 @@ import Testing
         }
         #expect(admits <= 10, "60 admits waited for \(admits) flushes")
         #expect(signIns >= 60, "60 sign-ins waited for \(signIns) flushes")
+    }
+
+    /// Every rotation runs one `UPDATE`, prepared once per pooled connection: on a pool of one
+    /// connection, after a few refreshes that statement is the connection's one prepared
+    /// statement and the server runs its cached generic plan. After an immediate restart the
+    /// next refresh prepares it again on the new connection, and the rotation's compare-and-set
+    /// still refuses a token already used. A server that has lost the statement turns
+    /// preparing off, and the rotations go on unprepared.
+    @Test func theRotationIsPreparedOncePerConnectionAndAgainAfterARestart() async throws {
+        let cluster = try PostgresCluster.start()
+        defer { cluster.stop() }
+        let url = try cluster.createDatabase("prepared")
+        let store = try await PostgresSessionStore.connect(
+            try PostgresLocation(url: url), unlock: .key(SecretBytes((0..<32).map { UInt8($0) })),
+            connectTimeout: .seconds(60), retryFor: .seconds(90), maximumConnections: 1)
+        try await closing({ await store.close() }) {
+            let authority = try await SessionAuthority(store: store, configuration: configuration)
+            func prepared() async throws -> [(statement: String, generic: Int64)] {
+                try await store.database.read("SELECT statement, generic_plans FROM pg_prepared_statements", [])
+                    .map { (try #require($0.text("statement")), try #require($0.integer("generic_plans"))) }
+            }
+            let issued = try await authority.signIn(
+                appleSubject: "p", appleClientID: "com.example.app", appleRefreshToken: nil, device: "d")
+            var token = issued.refreshToken
+            for _ in 0..<8 { token = try await authority.refresh(token).refreshToken }
+            let before = try await prepared()
+            #expect(before.count == 1)
+            #expect(before.first?.statement.hasPrefix("UPDATE shadow_sessions SET generation") == true)
+            #expect((before.first?.generic ?? 0) > 0, "the server plans it once for every run")
+
+            try cluster.restartImmediately()
+            let used = token
+            token = try await authority.refresh(token).refreshToken
+            #expect(try await prepared().count == 1, "prepared again on the new connection, once")
+            await #expect(throws: SessionError(.reuseDetected, "")) {
+                _ = try await authority.refresh(issued.refreshToken)
+            }
+            await #expect(throws: SessionError(.invalidGrant, "")) { _ = try await authority.refresh(used) }
+
+            // A server that lost the statement (as behind a pooler in transaction mode): the
+            // rotation runs unprepared, once, and nothing is prepared from then on.
+            let other = try await authority.signIn(
+                appleSubject: "q", appleClientID: "com.example.app", appleRefreshToken: nil, device: "d")
+            _ = try await authority.refresh(other.refreshToken)
+            #expect(try await prepared().count == 1)
+            _ = try await store.database.write("DEALLOCATE ALL", [])
+            var next = try await authority.refresh(other.refreshToken).refreshToken  // the grace path's touch
+            for _ in 0..<3 { next = try await authority.refresh(next).refreshToken }
+            #expect(try await prepared().isEmpty)
+            await #expect(throws: SessionError(.reuseDetected, "")) {
+                _ = try await authority.refresh(other.refreshToken)
+            }
+        }
     }
 
     @Test func revocationOnOneInstanceHoldsOnTheOther() async throws {
