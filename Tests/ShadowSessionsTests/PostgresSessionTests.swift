@@ -6,6 +6,7 @@ import ShadowPostgres
 import ShadowStorage
 import ShadowTestSupport
 import ShadowVault
+import Synchronization
 import Testing
 
 /// Two instances on one PostgreSQL: the refresh race across them, rate limits that hold across
@@ -174,6 +175,38 @@ import Testing
             await #expect(throws: SessionError(.reuseDetected, "")) {
                 _ = try await authority.refresh(other.refreshToken)
             }
+        }
+    }
+
+    /// The server goes away between a refresh's admission and its rotation (the prepared
+    /// statement's path): the refresh is `unavailable` within the retry budget and rotates
+    /// nothing, and once the server is back the same token refreshes, on a new connection.
+    @Test func aServerGoneBeforeTheRotationLeavesTheSessionAsItWas() async throws {
+        let cluster = try PostgresCluster.start()
+        defer { cluster.stop() }
+        let url = try cluster.createDatabase("gone")
+        let base = try await PostgresSessionStore.connect(
+            try PostgresLocation(url: url), unlock: .key(SecretBytes((0..<32).map { UInt8($0) })),
+            connectTimeout: .seconds(1), retryFor: .seconds(2), maximumConnections: 2)
+        try await closing({ await base.close() }) {
+            let stopping = Mutex(false)
+            let store = InterposedSessionStore(base, before: ["rotate"]) { _ in
+                if stopping.withLock({ $0 }) { try cluster.stopServer() }
+            }
+            let authority = try await SessionAuthority(store: store, configuration: configuration)
+            let issued = try await authority.signIn(
+                appleSubject: "g", appleClientID: "com.example.app", appleRefreshToken: nil, device: "d")
+            let warm = try await authority.refresh(issued.refreshToken).refreshToken  // prepared now
+            stopping.withLock { $0 = true }
+            let started = ContinuousClock.now
+            await #expect(throws: SessionError(.unavailable, "")) { _ = try await authority.refresh(warm) }
+            #expect(ContinuousClock.now - started < .seconds(20))
+            stopping.withLock { $0 = false }
+            try cluster.startServer()
+            #expect(try await base.session(issued.session)?.generation == 2, "not rotated while the server was gone")
+            let next = try await authority.refresh(warm)
+            #expect(try await base.session(issued.session)?.generation == 3)
+            #expect(next.session == issued.session)
         }
     }
 
