@@ -125,6 +125,20 @@ import Testing
         #expect(signIns >= 60, "60 sign-ins waited for \(signIns) flushes")
     }
 
+    /// `body` with a store on a server of its own (which it may stop and restart), closed after.
+    func onItsOwnServer(
+        connectTimeout: Duration, retryFor: Duration, connections: Int,
+        _ body: (PostgresCluster, DatabaseSessionStore) async throws -> Void
+    ) async throws {
+        let cluster = try PostgresCluster.start()
+        defer { cluster.stop() }
+        let store = try await PostgresSessionStore.connect(
+            try PostgresLocation(url: try cluster.createDatabase("own")),
+            unlock: .key(SecretBytes((0..<32).map { UInt8($0) })), connectTimeout: connectTimeout, retryFor: retryFor,
+            maximumConnections: connections)
+        try await closing({ await store.close() }) { try await body(cluster, store) }
+    }
+
     /// Every rotation runs one `UPDATE`, prepared once per pooled connection: on a pool of one
     /// connection, after a few refreshes that statement is the connection's one prepared
     /// statement and the server runs its cached generic plan. After an immediate restart the
@@ -132,13 +146,8 @@ import Testing
     /// still refuses a token already used. A server that has lost the statement turns
     /// preparing off, and the rotations go on unprepared.
     @Test func theRotationIsPreparedOncePerConnectionAndAgainAfterARestart() async throws {
-        let cluster = try PostgresCluster.start()
-        defer { cluster.stop() }
-        let url = try cluster.createDatabase("prepared")
-        let store = try await PostgresSessionStore.connect(
-            try PostgresLocation(url: url), unlock: .key(SecretBytes((0..<32).map { UInt8($0) })),
-            connectTimeout: .seconds(60), retryFor: .seconds(90), maximumConnections: 1)
-        try await closing({ await store.close() }) {
+        try await onItsOwnServer(connectTimeout: .seconds(60), retryFor: .seconds(90), connections: 1) {
+            cluster, store in
             let authority = try await SessionAuthority(store: store, configuration: configuration)
             func prepared() async throws -> [(statement: String, generic: Int64)] {
                 try await store.database.read("SELECT statement, generic_plans FROM pg_prepared_statements", [])
@@ -182,13 +191,7 @@ import Testing
     /// statement's path): the refresh is `unavailable` within the retry budget and rotates
     /// nothing, and once the server is back the same token refreshes, on a new connection.
     @Test func aServerGoneBeforeTheRotationLeavesTheSessionAsItWas() async throws {
-        let cluster = try PostgresCluster.start()
-        defer { cluster.stop() }
-        let url = try cluster.createDatabase("gone")
-        let base = try await PostgresSessionStore.connect(
-            try PostgresLocation(url: url), unlock: .key(SecretBytes((0..<32).map { UInt8($0) })),
-            connectTimeout: .seconds(1), retryFor: .seconds(2), maximumConnections: 2)
-        try await closing({ await base.close() }) {
+        try await onItsOwnServer(connectTimeout: .seconds(1), retryFor: .seconds(2), connections: 2) { cluster, base in
             let stopping = Mutex(false)
             let store = InterposedSessionStore(base, before: ["rotate"]) { _ in
                 if stopping.withLock({ $0 }) { try cluster.stopServer() }
