@@ -348,9 +348,11 @@ final class PostgresStateDatabase: StateDatabase {
     /// Whether `error` ended the connection it came from: it failed or was closed, or the server
     /// is ending it (SQLSTATE classes 57P, operator intervention, and 08, connection exception).
     static func lostConnection(_ error: any Error) -> Bool {
-        // The older API's errors (a prepared statement's, ``writeCount(_:_:)``).
+        // The older API's errors (a prepared statement's, ``writeCount(_:_:)``): it reports an
+        // unclean shutdown and a message it cannot read as protocol errors, after which the
+        // connection is no use either.
         switch error as? PostgresError {
-        case .connectionClosed: return true
+        case .connectionClosed, .protocol: return true
         case .server(let failure):
             let state = failure.fields[.sqlState] ?? ""
             return state.hasPrefix("57P") || state.hasPrefix("08")

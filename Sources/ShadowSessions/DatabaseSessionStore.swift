@@ -429,10 +429,15 @@ public final class DatabaseSessionStore: SessionStore {
     }
 
     public func session(_ id: SessionID) async throws -> SessionRow? {
-        try await Self.storing {
-            try await database.read("SELECT \(Self.sessionColumns) FROM shadow_sessions WHERE id = ?", .blob(id.bytes))
-                .first.map { try sessionRow($0) }
+        let read = Self.sessionRead(id)
+        return try await Self.storing {
+            try await database.read(read.sql, read.values).first.map { try sessionRow($0) }
         }
+    }
+
+    /// The one session's read (``session(_:)``, and the admission's with it).
+    static func sessionRead(_ id: SessionID) -> SQLStatement {
+        SQLStatement("SELECT \(sessionColumns) FROM shadow_sessions WHERE id = ?", [.blob(id.bytes)])
     }
 
     /// Replaces `old` (as read) with `new` in one statement, only if the row is still as read:
@@ -749,9 +754,7 @@ public final class DatabaseSessionStore: SessionStore {
         }
         var statements = limits.map { Self.rateLimitStatement($0, dialect: database.dialect) }
         if let replay { statements.append(Self.firstUseStatement(replay)) }
-        let read = session.map {
-            SQLStatement("SELECT \(Self.sessionColumns) FROM shadow_sessions WHERE id = ?", [.blob($0.bytes)])
-        }
+        let read = session.map(Self.sessionRead)
         let results = await took(statements, reading: read, together: Set(limits.map(\.key)).count == limits.count)
         var answers: [Result<Int64?, any Error>] = []
         for (step, result) in zip(limits, results.writes) {
