@@ -61,9 +61,7 @@ extension SessionAuthority {
     ) async -> (waits: [Result<Int?, any Error>], replay: Result<Bool, any Error>?) {
         let steps = limits.map { step($0.key, $0.limit) }
         let answers = await store.admit(steps, replay: replay)
-        return (
-            zip(steps, answers.limits).map { step, answer in answer.map { wait($0, now: step.now) } }, answers.replay
-        )
+        return (waits(steps, answers.limits), answers.replay)
     }
 
     /// ``admit(_:replay:)`` with the read of the session `family` in the same hand-over: the
@@ -75,10 +73,12 @@ extension SessionAuthority {
     ) {
         let steps = limits.map { step($0.key, $0.limit) }
         let answers = await store.admit(steps, replay: replay, reading: family)
-        return (
-            zip(steps, answers.limits).map { step, answer in answer.map { wait($0, now: step.now) } }, answers.replay,
-            answers.session
-        )
+        return (waits(steps, answers.limits), answers.replay, answers.session)
+    }
+
+    /// Each step's answer as seconds to wait (nil when allowed).
+    private func waits(_ steps: [RateLimitStep], _ answers: [Result<Int64?, any Error>]) -> [Result<Int?, any Error>] {
+        zip(steps, answers).map { step, answer in answer.map { wait($0, now: step.now) } }
     }
 
     private func step(_ key: String, _ limit: RateLimit) -> RateLimitStep {
