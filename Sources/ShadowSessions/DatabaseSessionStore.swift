@@ -556,34 +556,66 @@ public final class DatabaseSessionStore: SessionStore {
         }
     }
 
-    /// One batch of the sweep: up to `limit` sessions revoked, past their end or idle too long,
-    /// deleted; and as many rate-limit rows whose time has passed and DPoP replay rows expired.
+    /// One batch of the sweep: in each table not at its end, the next `limit` rows in key order
+    /// examined, and the dead among them deleted. Two short statements per table, however large
+    /// the table: the key `limit` rows on (a read of the primary key's index), then a delete in
+    /// the key range up to it. A delete that found its victims by their times alone would scan
+    /// every live row of a table with few dead ones, holding SQLite's write lock for as long.
     /// Instances sweeping at once on PostgreSQL take different rows (`SKIP LOCKED`).
-    public func deleteDead(expiredBefore: Int64, idleBefore: Int64, limit: Int) async throws -> SweptRows {
-        try await Self.storing {
-            let skip = database.dialect == .postgres ? " FOR UPDATE SKIP LOCKED" : ""
-            let sessions = try await database.write(
-                """
-                DELETE FROM shadow_sessions WHERE id IN (SELECT id FROM shadow_sessions WHERE revoked_ms IS NOT NULL \
-                OR expires_ms < ? OR used_ms < ? LIMIT ?\(skip)) RETURNING id
-                """, .integer(expiredBefore), .integer(idleBefore), .integer(limit)
-            ).count
-            let rateLimits = try await database.write(
-                """
-                DELETE FROM shadow_rate_limits WHERE key IN (SELECT key FROM shadow_rate_limits WHERE tat_ms < ? LIMIT \
-                ?\(skip)) RETURNING key
-                """,
-                .integer(expiredBefore), .integer(limit)
-            ).count
-            let proofs = try await database.write(
-                """
-                DELETE FROM shadow_dpop_proofs WHERE key IN (SELECT key FROM shadow_dpop_proofs WHERE expires_ms < ? \
-                LIMIT ?\(skip)) RETURNING key
-                """,
-                .integer(expiredBefore), .integer(limit)
-            ).count
-            return SweptRows(sessions: sessions, rateLimits: rateLimits, proofs: proofs)
+    public func deleteDead(
+        expiredBefore: Int64, idleBefore: Int64, examining limit: Int, from position: SweepPosition
+    ) async throws -> (deleted: SweptRows, next: SweepPosition) {
+        guard limit > 0 else { throw SessionError(.invalidParameter, "a sweep batch examines at least one row") }
+        return try await Self.storing {
+            var next = position
+            let sessions = try await sweep(
+                "shadow_sessions", key: "id", dead: "(revoked_ms IS NOT NULL OR expires_ms < ? OR used_ms < ?)",
+                [.integer(expiredBefore), .integer(idleBefore)], limit: limit, cursor: &next.sessions)
+            let rateLimits = try await sweep(
+                "shadow_rate_limits", key: "key", dead: "tat_ms < ?", [.integer(expiredBefore)], limit: limit,
+                cursor: &next.rateLimits)
+            let proofs = try await sweep(
+                "shadow_dpop_proofs", key: "key", dead: "expires_ms < ?", [.integer(expiredBefore)], limit: limit,
+                cursor: &next.proofs)
+            return (SweptRows(sessions: sessions, rateLimits: rateLimits, proofs: proofs), next)
         }
+    }
+
+    /// One table's part of a sweep batch (`table`, `key` and `dead` are SQL of ours, never a
+    /// value): the rows from `cursor` up to `limit` on examined, the dead deleted; `cursor` moves
+    /// past them, to the end when fewer than `limit` were left. Returns how many it deleted.
+    private func sweep(
+        _ table: String, key: String, dead: String, _ values: [SQLValue], limit: Int, cursor: inout SweepCursor
+    ) async throws -> Int {
+        let after: [UInt8]?
+        switch cursor {
+        case .end: return 0
+        case .start: after = nil
+        case .after(let key): after = key
+        }
+        let from = after.map { [SQLValue.blob($0)] } ?? []
+        let start = after == nil ? "" : " WHERE \(key) > ?"
+        let last = try await database.read(
+            "SELECT \(key) AS k FROM \(table)\(start) ORDER BY \(key) LIMIT 1 OFFSET ?",
+            from + [.integer(Int64(limit - 1))]
+        ).first.map { row -> [UInt8] in
+            guard let value = row.blob("k") else {
+                throw SessionError(.corrupted, "\(table) holds a row whose key is not a blob")
+            }
+            return value
+        }
+        var range: [String] = []
+        if after != nil { range.append("\(key) > ?") }
+        if last != nil { range.append("\(key) <= ?") }
+        let bounds = from + (last.map { [SQLValue.blob($0)] } ?? [])
+        let condition = (range + [dead]).joined(separator: " AND ")
+        let victims =
+            database.dialect == .postgres
+            ? "\(key) IN (SELECT \(key) FROM \(table) WHERE \(condition) FOR UPDATE SKIP LOCKED)" : condition
+        let sql = "DELETE FROM \(table) WHERE \(victims) RETURNING \(key)"
+        let deleted = try await database.write(sql, bounds + values).count
+        cursor = last.map { .after($0) } ?? .end
+        return deleted
     }
 
     // MARK: Signing keys

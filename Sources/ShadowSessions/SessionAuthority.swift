@@ -117,6 +117,8 @@ public final class SessionAuthority: Sendable {
     let clock: WallClock
     let events: (@Sendable (SessionEvent) async -> Void)?
     let ring = Mutex<KeyRing?>(nil)
+    /// Where the sweep's pass has got to (``sweep(limit:batches:)``).
+    let sweepPosition = Mutex(SweepPosition())
 
     /// How often the ring is re-read from the store (other instances rotate keys too).
     static let ringRefresh: Int64 = 30_000
@@ -443,23 +445,28 @@ public final class SessionAuthority: Sendable {
     public var replayCache: any DPoPReplayCache { store }
 
     /// Deletes dead sessions (revoked, past their end, or idle too long), and expired rate-limit
-    /// and DPoP replay rows, in batches of `limit` rows per table (each batch a short statement),
-    /// until every table's batch comes back short of `limit` or `batches` batches have run;
-    /// returns how many sessions it deleted.
+    /// and DPoP replay rows, in batches that each examine the next `limit` rows of every table in
+    /// key order (each batch a few short statements), until every table has been examined to its
+    /// end or `batches` batches have run; returns how many sessions it deleted. A pass that
+    /// `batches` cut short goes on where it stopped at the next call; the one after a finished
+    /// pass starts a new one.
     ///
     /// A row is deleted once it has been past its time for ``sweepMargin`` by this instance's
     /// clock: deleting a replay row or a rate-limit row early would let an instance whose clock
     /// runs behind accept a proof again, or grant a fresh burst.
     public func sweep(limit: Int = 1000, batches: Int = 100) async throws -> Int {
         guard limit > 0 else { return 0 }
+        var position = sweepPosition.withLock { $0 }
         var sessions = 0
         for _ in 0..<batches {
             let now = self.now
-            let swept = try await store.deleteDead(
+            let (swept, next) = try await store.deleteDead(
                 expiredBefore: now - Self.sweepMargin, idleBefore: now - milliseconds(configuration.idleLifetime),
-                limit: limit)
+                examining: limit, from: position)
             sessions += swept.sessions
-            if max(swept.sessions, swept.rateLimits, swept.proofs) < limit { break }
+            position = next.isFinished ? SweepPosition() : next
+            sweepPosition.withLock { $0 = position }
+            if next.isFinished { break }
         }
         return sessions
     }

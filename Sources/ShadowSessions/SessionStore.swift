@@ -87,6 +87,28 @@ public struct SessionUser: Sendable, Hashable {
     }
 }
 
+/// Where a pass of the sweep has got to in one table, in the order of its key: at its start,
+/// after a key (the last one a batch examined), or past its end.
+public enum SweepCursor: Sendable, Hashable {
+    case start
+    case after([UInt8])
+    case end
+}
+
+/// Where a pass of the sweep has got to in each table. A batch examines the next rows of each
+/// table not yet at its end, so a batch's statements stay short however large the tables grow.
+public struct SweepPosition: Sendable, Hashable {
+    public var sessions: SweepCursor
+    public var rateLimits: SweepCursor
+    public var proofs: SweepCursor
+
+    /// Every table at its start: a new pass.
+    public init() { (sessions, rateLimits, proofs) = (.start, .start, .start) }
+
+    /// Whether the pass is over: every table examined to its end.
+    public var isFinished: Bool { sessions == .end && rateLimits == .end && proofs == .end }
+}
+
 /// What one batch of the sweep deleted, per table.
 public struct SweptRows: Sendable, Hashable {
     public var sessions: Int
@@ -154,10 +176,14 @@ public protocol SessionStore: DPoPReplayCache {
     func revokeAll(user: UUID, openedBefore: Int64, now: Int64) async throws -> Int
     /// The user's sessions, live and revoked, newest first.
     func sessions(user: UUID) async throws -> [SessionRow]
-    /// One batch of the sweep: deletes up to `limit` sessions revoked, past `expiredBefore` or
-    /// unused since `idleBefore`, up to `limit` rate-limit rows whose time is before
-    /// `expiredBefore`, and as many DPoP replay rows expired by then; returns how many of each.
-    func deleteDead(expiredBefore: Int64, idleBefore: Int64, limit: Int) async throws -> SweptRows
+    /// One batch of the sweep: in each table not at its end in `position`, examines the next
+    /// `limit` rows in key order and deletes those that are dead (sessions revoked, past
+    /// `expiredBefore` or unused since `idleBefore`; rate-limit rows whose time is before
+    /// `expiredBefore`; DPoP replay rows expired by then). Returns how many of each it deleted,
+    /// and the position after the rows it examined.
+    func deleteDead(
+        expiredBefore: Int64, idleBefore: Int64, examining limit: Int, from position: SweepPosition
+    ) async throws -> (deleted: SweptRows, next: SweepPosition)
 
     func signingKeys() async throws -> [StoredSigningKey]
     func insertSigningKey(_ key: StoredSigningKey) async throws

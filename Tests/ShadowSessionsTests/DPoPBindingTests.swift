@@ -136,7 +136,10 @@ import Testing
             #expect(try await !fixture.store.firstUse(of: key, until: 3_000, now: 1_999))
             #expect(try await fixture.store.firstUse(of: key, until: 4_000, now: 2_001))
             #expect(try await !fixture.store.firstUse(of: key, until: 5_000, now: 3_000))
-            _ = try await fixture.store.deleteDead(expiredBefore: 4_001, idleBefore: 0, limit: 100)
+            let (swept, next) = try await fixture.store.deleteDead(
+                expiredBefore: 4_001, idleBefore: 0, examining: 100, from: SweepPosition())
+            #expect(swept.proofs == 1)
+            #expect(next.isFinished, "one table of one row: examined to its end")
             #expect(try await fixture.store.firstUse(of: key, until: 5_000, now: 1_000))
         }
     }

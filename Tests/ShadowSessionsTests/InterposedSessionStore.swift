@@ -73,8 +73,11 @@ final class InterposedSessionStore: SessionStore {
         return try await base.revokeAll(user: user, openedBefore: openedBefore, now: now)
     }
     func sessions(user: UUID) async throws -> [SessionRow] { try await base.sessions(user: user) }
-    func deleteDead(expiredBefore: Int64, idleBefore: Int64, limit: Int) async throws -> SweptRows {
-        try await base.deleteDead(expiredBefore: expiredBefore, idleBefore: idleBefore, limit: limit)
+    func deleteDead(
+        expiredBefore: Int64, idleBefore: Int64, examining limit: Int, from position: SweepPosition
+    ) async throws -> (deleted: SweptRows, next: SweepPosition) {
+        try await base.deleteDead(
+            expiredBefore: expiredBefore, idleBefore: idleBefore, examining: limit, from: position)
     }
     func signingKeys() async throws -> [StoredSigningKey] { try await base.signingKeys() }
     func insertSigningKey(_ key: StoredSigningKey) async throws { try await base.insertSigningKey(key) }

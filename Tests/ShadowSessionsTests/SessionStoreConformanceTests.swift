@@ -111,8 +111,10 @@ import Testing
     }
 
     /// A row for `user` opened at `created` (ms), stored as the store stores it.
-    func insertSession(_ store: DatabaseSessionStore, user: UUID, created: Int64) async throws -> SessionID {
-        let id = try #require(SessionID(bytes: (0..<16).map { _ in UInt8.random(in: 0...255) }))
+    func insertSession(
+        _ store: DatabaseSessionStore, user: UUID, created: Int64, id chosen: [UInt8]? = nil
+    ) async throws -> SessionID {
+        let id = try #require(SessionID(bytes: chosen ?? (0..<16).map { _ in UInt8.random(in: 0...255) }))
         try await store.insertSession(
             SessionRow(
                 id: id, user: user, generation: 1, rotatedAt: created, createdAt: created, lastUsedAt: created,
@@ -193,6 +195,95 @@ import Testing
                 #expect(try await fixture.store.rateLimit(key: key, now: 1_000, interval: 1, tolerance: 0) == nil)
                 #expect(try await fixture.store.firstUse(of: key, until: 2_000, now: 1_000), "the proof's row is gone")
             }
+        }
+    }
+
+    /// A sweep batch examines the next `limit` rows of each table in key order, live or dead, and
+    /// deletes the dead among them; the next batch goes on after them, and the pass ends at each
+    /// table's end. So a batch's statements stay short in a table of many live rows and few dead
+    /// ones (they scanned every live row for dead ones), and nothing live is deleted.
+    @Test(arguments: engines) func aSweepBatchExaminesItsRowsAndTheNextGoesOn(engine: String) async throws {
+        let fixture = try await fixture(engine)
+        try await closing({ await fixture.store.close() }) {
+            let dead: Set = [1, 5, 9]
+            var sessions: [(id: SessionID, dead: Bool)] = []
+            for index in 0..<10 {
+                // Keys "r0" to "r9" and "p0" to "p9" sort as their numbers; dead ones are due at 1,001.
+                let key = Array("r\(index)".utf8)
+                let interval: Int64 = dead.contains(index) ? 1 : 10_000
+                #expect(
+                    try await fixture.store.rateLimit(key: key, now: 1_000, interval: interval, tolerance: 0) == nil)
+                #expect(
+                    try await fixture.store.firstUse(
+                        of: Array("p\(index)".utf8), until: dead.contains(index) ? 2_000 : 20_000, now: 1_000))
+                let id = try await insertSession(fixture.store, user: UUID(), created: 1_000)
+                if dead.contains(index) { _ = try await fixture.store.revoke(id, now: 1_001) }
+                sessions.append((id, dead.contains(index)))
+            }
+            var position = SweepPosition()
+            var batches: [SweptRows] = []
+            for _ in 0..<5 where !position.isFinished {
+                let (swept, next) = try await fixture.store.deleteDead(
+                    expiredBefore: 5_000, idleBefore: 0, examining: 4, from: position)
+                batches.append(swept)
+                position = next
+                if batches.count == 1 {
+                    #expect(next.rateLimits == .after(Array("r3".utf8)), "the fourth key examined")
+                    #expect(next.proofs == .after(Array("p3".utf8)))
+                }
+            }
+            #expect(position.isFinished && batches.count == 3, "ten rows, four a batch")
+            #expect(batches.map(\.rateLimits) == [1, 1, 1], "r1, then r5, then r9: one dead row in each four")
+            #expect(batches.map(\.proofs) == [1, 1, 1])
+            #expect(batches.map(\.sessions).reduce(0, +) == 3)
+            #expect(batches.allSatisfy { $0.sessions <= 4 })
+            for (id, wasDead) in sessions {
+                #expect(try await (fixture.store.session(id) == nil) == wasDead)
+            }
+            for index in 0..<10 where !dead.contains(index) {
+                #expect(
+                    try await fixture.store.rateLimit(
+                        key: Array("r\(index)".utf8), now: 1_000, interval: 10_000, tolerance: 0) != nil,
+                    "a live row is still held")
+                #expect(
+                    try await !fixture.store.firstUse(of: Array("p\(index)".utf8), until: 20_000, now: 1_000),
+                    "a live replay row is still there")
+            }
+            // A table at its end is not examined again in the pass.
+            let (after, _) = try await fixture.store.deleteDead(
+                expiredBefore: .max / 2, idleBefore: .max / 2, examining: 4,
+                from: {
+                    var end = SweepPosition()
+                    end.rateLimits = .end
+                    return end
+                }())
+            #expect(after.rateLimits == 0 && after.proofs == 4 && after.sessions == 4)
+        }
+    }
+
+    /// The authority's pass goes on where `batches` cut it short, at the next call, and a new
+    /// pass starts after a finished one: every dead session is deleted once, a batch at a time.
+    @Test(arguments: engines) func aSweepCutShortGoesOnAtTheNextCall(engine: String) async throws {
+        let fixture = try await fixture(engine)
+        try await closing({ await fixture.store.close() }) {
+            let authority = try await SessionAuthority(store: fixture.store, configuration: configuration)
+            let user = UUID()
+            // Fourteen sessions in key order, every other one revoked: a pass that started again
+            // at each call would examine the first two, live and dead, again and again.
+            let now = Int64(Date().timeIntervalSince1970 * 1000)
+            for index in 0..<14 {
+                let id = try await insertSession(
+                    fixture.store, user: user, created: now, id: [UInt8(index)] + Array(repeating: 0, count: 15))
+                if index % 2 == 1 { _ = try await fixture.store.revoke(id, now: now) }
+            }
+            var counts: [Int] = []
+            for _ in 0..<8 { counts.append(try await authority.sweep(limit: 2, batches: 1)) }
+            #expect(counts == [1, 1, 1, 1, 1, 1, 1, 0], "one dead session in each batch of two rows")
+            #expect(try await fixture.store.sessions(user: user).count == 7)
+            // A session revoked after the pass finished is found by the next pass.
+            let late = try await insertSession(fixture.store, user: user, created: now)
+            _ = try await fixture.store.revoke(late, now: now)
+            #expect(try await authority.sweep() == 1)
         }
     }
 
