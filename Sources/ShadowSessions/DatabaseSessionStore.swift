@@ -92,7 +92,25 @@ public final class DatabaseSessionStore: SessionStore {
                 "ALTER TABLE shadow_sessions ADD COLUMN jkt bytea",
                 "CREATE TABLE IF NOT EXISTS shadow_dpop_proofs (key bytea PRIMARY KEY, expires_ms bigint NOT NULL)",
             ]),
+        // The re-check's users due, oldest first, read from an index of the users it asks about
+        // instead of a scan and sort of every user each minute (``usersDue(checkedBefore:limit:)``).
+        Migration(
+            4, "re-check index",
+            sqlite: [DatabaseSessionStore.dueIndex],
+            postgres: [DatabaseSessionStore.dueIndex]),
     ]
+
+    /// The re-check's users due (the time before which they were checked, then how many), oldest
+    /// first: served by `shadow_session_users_due`, whose condition its own implies.
+    package static let usersDueSQL = """
+        SELECT \(userColumns) FROM shadow_session_users WHERE checked_ms < ? AND apple_refresh IS NOT NULL AND \
+        inactive = 0 ORDER BY checked_ms LIMIT ?
+        """
+
+    static let dueIndex = """
+        CREATE INDEX IF NOT EXISTS shadow_session_users_due ON shadow_session_users (checked_ms) WHERE apple_refresh \
+        IS NOT NULL AND inactive = 0
+        """
 
     private init(database: any SQLDatabase, secret: [UInt8], closing: (@Sendable () async -> Void)?) throws {
         self.database = database
@@ -312,12 +330,7 @@ public final class DatabaseSessionStore: SessionStore {
     ) async throws -> (due: [SessionUser], edited: [UUID]) {
         try await Self.storing {
             var due: [SessionUser] = [], edited: [UUID] = []
-            for record in try await database.read(
-                """
-                SELECT \(Self.userColumns) FROM shadow_session_users WHERE checked_ms < ? AND apple_refresh IS NOT \
-                NULL AND inactive = 0 ORDER BY checked_ms LIMIT ?
-                """, .integer(before), .integer(limit))
-            {
+            for record in try await database.read(Self.usersDueSQL, .integer(before), .integer(limit)) {
                 if let row = try? userRow(record) {
                     due.append(row.user)
                     continue
