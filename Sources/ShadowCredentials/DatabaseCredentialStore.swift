@@ -55,6 +55,7 @@ extension DatabaseCredentialStore {
         try await engine.completeRevocation(revocation, result)
     }
     public func revocationCounts() async throws -> RevocationCounts { try await engine.revocationCounts() }
+    public func pendingRevocations() async throws -> Int { try await engine.pendingRevocations() }
 }
 
 /// What moving a vault store into a database store moved.

@@ -118,6 +118,8 @@ package protocol StateTransaction: Sendable {
     /// Finishes an entry (`outcome` and `at` set), or, with both nil, makes it due at `due`.
     func finishRevocation(rowID: [UInt8], kind: String, outcome: String?, at: Int64?, due: Int64) async throws
     func revocationCounts() async throws -> RevocationCounts
+    /// How many entries are unfinished (``StateEngine/pendingRevocationsSQL``).
+    func pendingRevocations() async throws -> Int
 }
 
 /// A writer made one of a transaction's new rows first: the transaction is rolled back and run

@@ -79,7 +79,7 @@ public final class RevocationWorker: Sendable {
         await withTaskGroup(of: Void.self) { group in
             for revocation in due { group.addTask { await self.attempt(revocation) } }
         }
-        pending.record(try await queue.revocationCounts().pending)
+        pending.record(try await queue.pendingRevocations())
         return due.count
     }
 

@@ -103,9 +103,15 @@ public protocol RevocationQueue: Sendable {
     func completeRevocation(_ revocation: PendingRevocation, _ result: RevocationResult) async throws
     /// The queue's counts.
     func revocationCounts() async throws -> RevocationCounts
+    /// How many entries are unfinished: ``revocationCounts()``'s `pending`, which a worker reads
+    /// after every pass, without counting the finished ones too.
+    func pendingRevocations() async throws -> Int
 }
 
 extension RevocationQueue {
+    /// ``revocationCounts()``'s `pending`.
+    public func pendingRevocations() async throws -> Int { try await revocationCounts().pending }
+
     /// ``claimRevocations(limit:lease:)``'s claimed entries.
     public func dueRevocations(limit: Int, lease: Duration) async throws -> [PendingRevocation] {
         try await claimRevocations(limit: limit, lease: lease).due
@@ -199,5 +205,14 @@ extension StateEngine {
 
     package func revocationCounts() async throws -> RevocationCounts {
         try await database.read { try await $0.revocationCounts() }
+    }
+
+    /// The unfinished entries, counted from the due index (`shadow_revocations_due`, whose
+    /// condition this is), not from every entry the queue ever held: the worker reads it after
+    /// every pass, once a second when idle.
+    package static let pendingRevocationsSQL = "SELECT count(*) AS n FROM shadow_revocations WHERE done_ms IS NULL"
+
+    package func pendingRevocations() async throws -> Int {
+        try await database.read { try await $0.pendingRevocations() }
     }
 }

@@ -763,6 +763,12 @@ struct PostgresStateTransaction: StateTransaction {
             logger: logger)
     }
 
+    func pendingRevocations() async throws -> Int {
+        let rows = try await connection.collect(
+            PostgresQuery(unsafeSQL: StateEngine.pendingRevocationsSQL), logger: logger)
+        return Int(try rows.first?.decode(Int64.self) ?? 0)
+    }
+
     func revocationCounts() async throws -> RevocationCounts {
         let rows = try await connection.collect(
             """

@@ -585,6 +585,10 @@ struct SQLiteStateTransaction: StateTransaction {
             failed: Int(row?.column("failed")?.integer ?? 0))
     }
 
+    func pendingRevocations() async throws -> Int {
+        Int(try await connection.query(StateEngine.pendingRevocationsSQL, []).first?.column("n")?.integer ?? 0)
+    }
+
     func tokenRow(_ row: SQLiteRow) throws -> StoredTokenRow {
         guard let kind = row.column("kind")?.string, let expiry = row.column("expires_at_ms") else {
             throw CredentialError(.corruptedState, "a token row is malformed")
