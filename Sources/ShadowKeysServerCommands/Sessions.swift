@@ -170,9 +170,9 @@ extension SessionOptions {
     }
 }
 
-/// Keeps sessions in shape while `serve` runs: the key schedule, the sweep of dead sessions (in
-/// batches of 1,000), and the monthly re-check with Apple; every minute, each step whatever the
-/// others did (`SessionAuthority.upkeep`).
+/// Keeps sessions in shape while `serve` runs: the key schedule, the sweep of dead sessions (each
+/// batch examining the next 1,000 rows of each table), and the monthly re-check with Apple; every
+/// minute, each step whatever the others did (`SessionAuthority.upkeep`).
 struct SessionService: Service {
     let authority: SessionAuthority
     let appleClients: [String: AppleAuthClient]
