@@ -39,6 +39,14 @@ import Testing
                 time: clock.now.addingTimeInterval(offset), id: id)
         }
 
+        /// A refresh token stored for alice and one for bob, then each signed in (one write each).
+        func aliceAndBobSignedIn() async throws {
+            try await store.put(token("alice"))
+            try await store.put(token("bob"))
+            _ = try await store.apply([event(.signIn, "alice", at: -120, id: "s1")])
+            _ = try await store.apply([event(.signIn, "bob", at: -120, id: "s2")])
+        }
+
         func token(
             _ subject: String, _ kind: ServerToken.Kind = .refresh, value: String? = nil, storedAt offset: Double = -60
         ) throws -> ServerToken {
@@ -101,10 +109,7 @@ import Testing
     func thePendingCountIsReadFromTheDueIndex(kind: StoreKind) async throws {
         try await Self.with(kind) { setup in
             let store = setup.store
-            try await store.put(setup.token("alice"))
-            try await store.put(setup.token("bob"))
-            _ = try await store.apply([setup.event(.signIn, "alice", at: -120, id: "s1")])
-            _ = try await store.apply([setup.event(.signIn, "bob", at: -120, id: "s2")])
+            try await setup.aliceAndBobSignedIn()
             #expect(try await store.pendingRevocations() == 0)
             _ = try await store.apply([
                 setup.event(.accountDeleted, "alice", at: 0, id: "n1"),
@@ -142,10 +147,7 @@ import Testing
     func anEditedTokenNeitherBlocksARevocationNorStopsTheQueue(kind: StoreKind) async throws {
         try await Self.with(kind) { setup in
             let store = setup.store
-            try await store.put(setup.token("alice"))
-            try await store.put(setup.token("bob"))
-            _ = try await store.apply([setup.event(.signIn, "alice", at: -120, id: "s1")])
-            _ = try await store.apply([setup.event(.signIn, "bob", at: -120, id: "s2")])
+            try await setup.aliceAndBobSignedIn()
             let alice = "(SELECT subject FROM shadow_audit WHERE seq = 1)"
             try await DatabaseStoreTests().sql(
                 setup.fixture,
