@@ -32,6 +32,7 @@ enum SessionBenchmarks {
         rows += try await rateLimitStatement(directory: directory)
         await store.close()
         rows += try await storage(directory: directory)
+        rows += try await sweep(directory: directory)
         rows += try await postgres()
         return rows
     }
@@ -491,6 +492,78 @@ enum SessionBenchmarks {
     }
 
     /// 100,000 live sessions of 20,000 users: the file's growth per session.
+    /// The minute's sweep on a SQLite store of `SHADOW_BENCH_USERS` live sessions and as many
+    /// live rate-limit rows (default a million each; one row in 10,000 dead), written straight
+    /// into the tables: the time of each batch of one whole pass (each holds the write lock for
+    /// its deletes), beside the time-filtered deletes the sweep made before, which scanned every
+    /// live row of a table whose dead rows were too few to fill a batch.
+    static func sweep(directory: String) async throws -> [BenchRow] {
+        let path = directory + "/sweep.sqlite"
+        try? FileManager.default.removeItem(atPath: path)
+        let store = try await SQLiteSessionStore.open(path: path, unlock: unlock)
+        let authority = try await SessionAuthority(store: store, configuration: configuration)
+        let rows = DatabaseBenchmarks.largeUsers
+        let now = Int(Date().timeIntervalSince1970 * 1000)
+        let connection = try await SQLiteConnection.open(storage: .file(path: path))
+        let count = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < \(rows))"
+        for statement in [
+            """
+            \(count) INSERT INTO shadow_sessions (id, user, generation, rotated_ms, created_ms, used_ms, expires_ms, \
+            revoked_ms, device, mac) SELECT randomblob(16), randomblob(16), 1, \(now), \(now), \(now), \
+            \(now + 86_400_000), CASE WHEN x % 10000 = 0 THEN \(now) END, 'iPhone 15 Pro', randomblob(32) FROM c
+            """,
+            """
+            \(count) INSERT INTO shadow_rate_limits (key, tat_ms) SELECT randomblob(24), CASE WHEN x % 10000 = 0 \
+            THEN 1 ELSE \(now + 3_600_000) END FROM c
+            """,
+        ] { _ = try await connection.query(statement, []) }
+        // Before: one batch's deletes as the sweep wrote them, each time rolled back, so every try
+        // finds the same rows and the pass below still has its dead rows.
+        let margin = now - Int(SessionAuthority.sweepMargin)
+        var before: [Double] = []
+        for _ in 0..<5 {
+            _ = try await connection.query("BEGIN IMMEDIATE", [])
+            let start = monotonicSeconds()
+            _ = try await connection.query(
+                """
+                DELETE FROM shadow_sessions WHERE id IN (SELECT id FROM shadow_sessions WHERE revoked_ms IS NOT NULL \
+                OR expires_ms < ? OR used_ms < ? LIMIT 1000) RETURNING id
+                """, [.integer(margin), .integer(now - 14 * 86_400_000)])
+            _ = try await connection.query(
+                """
+                DELETE FROM shadow_rate_limits WHERE key IN (SELECT key FROM shadow_rate_limits WHERE tat_ms < ? \
+                LIMIT 1000) RETURNING key
+                """, [.integer(margin)])
+            before.append((monotonicSeconds() - start) * 1000)
+            _ = try await connection.query("ROLLBACK", [])
+        }
+        try await connection.close()
+        // Ours: a whole pass, one batch a call, each timed.
+        var batches: [Double] = []
+        var deleted = 0
+        repeat {
+            let start = monotonicSeconds()
+            deleted += try await authority.sweep(limit: 1000, batches: 1)
+            batches.append((monotonicSeconds() - start) * 1000)
+        } while batches.count <= rows / 1000
+        await store.close()
+        try? FileManager.default.removeItem(atPath: path)
+        let sorted = batches.sorted()
+        return [
+            BenchRow(
+                name: "sweep batch, \(rows.formatted()) live sessions and rate-limit rows, SQLite: median", unit: "ms",
+                ours: Harness.median(batches), raw: nil, peer: Harness.median(before),
+                peerName: "time-filtered deletes",
+                note: String(
+                    format: """
+                        one pass of %d batches (each the next 1,000 rows of each table, examined and the dead \
+                        deleted), %d dead sessions deleted; longest batch %.2f ms, p99 %.2f ms; peer = one batch \
+                        of the deletes the sweep made before this change, which find dead rows by their times \
+                        (a scan of every live row when too few are dead), same file, median of 5
+                        """, batches.count, deleted, sorted.last ?? 0, sorted[sorted.count * 99 / 100]))
+        ]
+    }
+
     static func storage(directory: String) async throws -> [BenchRow] {
         let path = directory + "/storage.sqlite"
         let store = try await SQLiteSessionStore.open(path: path, unlock: unlock)
