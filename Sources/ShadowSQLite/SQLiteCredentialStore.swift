@@ -232,7 +232,7 @@ final class SQLiteStateDatabase: StateDatabase {
     func migrate() async throws {
         let version = try await sqlRead { transaction -> [UInt8]? in
             guard
-                try await !transaction.connection.query(
+                try await !transaction.connection.rows(
                     "SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'shadow_meta'", []
                 ).isEmpty
             else { return nil }
@@ -241,7 +241,7 @@ final class SQLiteStateDatabase: StateDatabase {
         if let version, String(decoding: version, as: UTF8.self) == String(Self.schemaVersion) { return }
         try await sqlTransaction(writing: true) { transaction in
             var current = 0
-            let tables = try await transaction.connection.query(
+            let tables = try await transaction.connection.rows(
                 "SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'shadow_meta'", [])
             if !tables.isEmpty {
                 guard let version = try await transaction.meta(MetaName.schemaVersion) else {
@@ -250,7 +250,7 @@ final class SQLiteStateDatabase: StateDatabase {
                 current = try Self.checkVersion(version)
             }
             for migration in Self.migrations[current...] {
-                for statement in migration { _ = try await transaction.connection.query(statement, []) }
+                for statement in migration { _ = try await transaction.connection.rows(statement, []) }
             }
             try await transaction.setMeta(MetaName.schemaVersion, Array(String(Self.schemaVersion).utf8))
         }
@@ -317,14 +317,14 @@ final class SQLiteStateDatabase: StateDatabase {
         if writing && readOnly {
             throw CredentialError(.invalidParameter, "the state database was opened for reading only")
         }
-        let run: @Sendable (SQLiteConnection) async throws -> R = { connection in
-            _ = try await connection.query(writing ? "BEGIN IMMEDIATE" : "BEGIN", [])
+        let run: @Sendable (any SQLiteStatements) async throws -> R = { connection in
+            _ = try await connection.rows(writing ? "BEGIN IMMEDIATE" : "BEGIN", [])
             do {
                 let result = try await body(SQLiteStateTransaction(connection: connection))
-                _ = try await connection.query("COMMIT", [])
+                _ = try await connection.rows("COMMIT", [])
                 return result
             } catch {
-                _ = try? await connection.query("ROLLBACK", [])
+                _ = try? await connection.rows("ROLLBACK", [])
                 throw error
             }
         }
@@ -344,21 +344,21 @@ final class SQLiteStateDatabase: StateDatabase {
 }
 
 struct SQLiteStateTransaction: StateTransaction {
-    let connection: SQLiteConnection
+    let connection: any SQLiteStatements
 
     func meta(_ name: String) async throws -> [UInt8]? {
-        try await connection.query("SELECT value FROM shadow_meta WHERE name = ?", [.text(name)]).first.map {
+        try await connection.rows("SELECT value FROM shadow_meta WHERE name = ?", [.text(name)]).first.map {
             try blob($0, "value")
         }
     }
 
     func setMeta(_ name: String, _ value: [UInt8]) async throws {
-        _ = try await connection.query(
+        _ = try await connection.rows(
             """
             INSERT INTO shadow_meta (name, value) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET value = \
             excluded.value
             """,
-            [.text(name), .blob(ByteBuffer(bytes: value))])
+            [.text(name), .blob(value)])
     }
 
     func setMeta(_ values: [(name: String, value: [UInt8])]) async throws {
@@ -368,9 +368,9 @@ struct SQLiteStateTransaction: StateTransaction {
     func rows(_ ids: [[UInt8]]) async throws -> [StoredRow] {
         guard !ids.isEmpty else { return [] }
         let marks = Array(repeating: "?", count: ids.count).joined(separator: ",")
-        return try await connection.query(
+        return try await connection.rows(
             "SELECT row_id, state, body FROM shadow_credentials WHERE row_id IN (\(marks))",
-            ids.map { .blob(ByteBuffer(bytes: $0)) }
+            ids.map { .blob($0) }
         )
         .map(storedRow)
     }
@@ -392,18 +392,18 @@ struct SQLiteStateTransaction: StateTransaction {
     }
 
     /// One `INSERT` of `rows`, then `onConflict` (SQL of ours, never a value) after `ON CONFLICT (row_id)`.
-    private func insert(_ rows: [StoredRow], onConflict: String) async throws -> [SQLiteRow] {
+    private func insert(_ rows: [StoredRow], onConflict: String) async throws -> [SQLRow] {
         let values = Array(repeating: "(?,?,?)", count: rows.count).joined(separator: ",")
-        let binds: [SQLiteData] = rows.flatMap {
-            [.blob(ByteBuffer(bytes: $0.id)), .integer(SQLiteInt64($0.state)), .blob(ByteBuffer(bytes: $0.body))]
+        let binds: [SQLValue] = rows.flatMap {
+            [.blob($0.id), .integer(Int64($0.state)), .blob($0.body)]
         }
-        return try await connection.query(
+        return try await connection.rows(
             "INSERT INTO shadow_credentials (row_id, state, body) VALUES \(values) ON CONFLICT (row_id) \(onConflict)",
             binds)
     }
 
-    func storedRow(_ row: SQLiteRow) throws -> StoredRow {
-        guard let state = row.column("state")?.integer else {
+    func storedRow(_ row: SQLRow) throws -> StoredRow {
+        guard let state = row.integer("state") else {
             throw CredentialError(.corruptedState, "a credential row's state is not an integer")
         }
         return StoredRow(id: try blob(row, "row_id"), state: Int(state), body: try blob(row, "body"))
@@ -416,9 +416,8 @@ struct SQLiteStateTransaction: StateTransaction {
 
     func stateCounts() async throws -> [Int: Int] {
         var counts: [Int: Int] = [:]
-        for row in try await connection.query("SELECT state, count(*) AS n FROM shadow_credentials GROUP BY state", [])
-        {
-            counts[Int(row.column("state")?.integer ?? -1)] = Int(row.column("n")?.integer ?? 0)
+        for row in try await connection.rows("SELECT state, count(*) AS n FROM shadow_credentials GROUP BY state", []) {
+            counts[Int(row.integer("state") ?? -1)] = Int(row.integer("n") ?? 0)
         }
         return counts
     }
@@ -426,25 +425,25 @@ struct SQLiteStateTransaction: StateTransaction {
     func appendAudit(_ lines: [StoredAuditLine]) async throws {
         guard !lines.isEmpty else { return }
         let values = Array(repeating: "(?,?,?,?)", count: lines.count).joined(separator: ",")
-        let binds: [SQLiteData] = lines.flatMap {
+        let binds: [SQLValue] = lines.flatMap {
             [
-                .integer(SQLiteInt64($0.sequence)), .blob(ByteBuffer(bytes: $0.subject)),
-                $0.linked.map { .blob(ByteBuffer(bytes: $0)) } ?? .null, .blob(ByteBuffer(bytes: $0.line)),
+                .integer(Int64($0.sequence)), .blob($0.subject),
+                $0.linked.map { .blob($0) } ?? .null, .blob($0.line),
             ]
         }
-        _ = try await connection.query("INSERT INTO shadow_audit (seq, subject, linked, line) VALUES \(values)", binds)
+        _ = try await connection.rows("INSERT INTO shadow_audit (seq, subject, linked, line) VALUES \(values)", binds)
     }
 
     func audit(after sequence: Int, limit: Int) async throws -> [StoredAuditLine] {
-        try await connection.query(
+        try await connection.rows(
             "SELECT seq, subject, linked, line FROM shadow_audit WHERE seq > ? ORDER BY seq LIMIT ?",
-            [.integer(SQLiteInt64(sequence)), .integer(limit)]
+            [.integer(Int64(sequence)), .integer(Int64(limit))]
         ).map(auditLine)
     }
 
     func audit(about rowID: [UInt8]) async throws -> [StoredAuditLine] {
-        let id = SQLiteData.blob(ByteBuffer(bytes: rowID))
-        return try await connection.query(
+        let id = SQLValue.blob(rowID)
+        return try await connection.rows(
             """
             SELECT seq, subject, linked, line FROM shadow_audit WHERE subject = ? UNION \
             SELECT seq, subject, linked, line FROM shadow_audit WHERE linked = ? ORDER BY seq
@@ -454,45 +453,44 @@ struct SQLiteStateTransaction: StateTransaction {
         .map(auditLine)
     }
 
-    func auditLine(_ row: SQLiteRow) throws -> StoredAuditLine {
-        guard let sequence = row.column("seq")?.integer, let subject = row.column("subject")?.blob,
-            let line = row.column("line")?.blob, let linked = row.column("linked")
+    func auditLine(_ row: SQLRow) throws -> StoredAuditLine {
+        guard let sequence = row.integer("seq"), let subject = row.blob("subject"),
+            let line = row.blob("line")
         else {
             throw CredentialError(.auditTampered, "an audit row's columns have the wrong type: it was edited")
         }
         let linkedBytes: [UInt8]?
-        switch linked {
+        switch row["linked"] {
         case .null: linkedBytes = nil
-        case .blob(let bytes): linkedBytes = Array(bytes.readableBytesView)
+        case .blob(let bytes): linkedBytes = bytes
         default: throw CredentialError(.auditTampered, "an audit row's linked column has the wrong type: it was edited")
         }
         return StoredAuditLine(
-            sequence: Int(sequence), subject: Array(subject.readableBytesView), linked: linkedBytes,
-            line: Array(line.readableBytesView))
+            sequence: Int(sequence), subject: subject, linked: linkedBytes, line: line)
     }
 
     func putToken(_ row: StoredTokenRow) async throws {
-        _ = try await connection.query(
+        _ = try await connection.rows(
             """
             INSERT INTO shadow_tokens (row_id, kind, expires_at_ms, body) VALUES (?, ?, ?, ?) ON CONFLICT (row_id, \
             kind) DO UPDATE SET expires_at_ms = excluded.expires_at_ms, body = excluded.body
             """,
             [
-                .blob(ByteBuffer(bytes: row.rowID)), .text(row.kind),
-                row.expiresAtMilliseconds.map { .integer(SQLiteInt64($0)) } ?? .null,
-                .blob(ByteBuffer(bytes: row.body)),
+                .blob(row.rowID), .text(row.kind),
+                row.expiresAtMilliseconds.map { .integer(Int64($0)) } ?? .null,
+                .blob(row.body),
             ])
     }
 
     func tokens(rowID: [UInt8], kind: String?) async throws -> [StoredTokenRow] {
-        let id = SQLiteData.blob(ByteBuffer(bytes: rowID))
+        let id = SQLValue.blob(rowID)
         let rows =
             if let kind {
-                try await connection.query(
+                try await connection.rows(
                     "SELECT row_id, kind, expires_at_ms, body FROM shadow_tokens WHERE row_id = ? AND kind = ?",
                     [id, .text(kind)])
             } else {
-                try await connection.query(
+                try await connection.rows(
                     "SELECT row_id, kind, expires_at_ms, body FROM shadow_tokens WHERE row_id = ? ORDER BY kind", [id])
             }
         return try rows.map(tokenRow)
@@ -501,40 +499,40 @@ struct SQLiteStateTransaction: StateTransaction {
     func tokens(rowIDs: [[UInt8]]) async throws -> [StoredTokenRow] {
         guard !rowIDs.isEmpty else { return [] }
         let marks = Array(repeating: "?", count: rowIDs.count).joined(separator: ",")
-        return try await connection.query(
+        return try await connection.rows(
             "SELECT row_id, kind, expires_at_ms, body FROM shadow_tokens WHERE row_id IN (\(marks)) "
                 + "ORDER BY row_id, kind",
-            rowIDs.map { .blob(ByteBuffer(bytes: $0)) }
+            rowIDs.map { .blob($0) }
         ).map(tokenRow)
     }
 
     func deleteToken(rowID: [UInt8], kind: String) async throws -> Bool {
-        try await !connection.query(
+        try await !connection.rows(
             "DELETE FROM shadow_tokens WHERE row_id = ? AND kind = ? RETURNING kind",
-            [.blob(ByteBuffer(bytes: rowID)), .text(kind)]
+            [.blob(rowID), .text(kind)]
         ).isEmpty
     }
 
     func expiredTokens(at milliseconds: Int64, limit: Int) async throws -> [StoredTokenRow] {
-        try await connection.query(
+        try await connection.rows(
             """
             SELECT row_id, kind, expires_at_ms, body FROM shadow_tokens WHERE expires_at_ms IS NOT NULL AND \
             expires_at_ms <= ? ORDER BY expires_at_ms, row_id, kind LIMIT ?
             """,
-            [.integer(SQLiteInt64(milliseconds)), .integer(limit)]
+            [.integer(Int64(milliseconds)), .integer(Int64(limit))]
         ).map(tokenRow)
     }
 
     func queueRevocations(_ items: [StoredRevocation]) async throws {
         for chunk in items.chunked(150) {
             let values = Array(repeating: "(?,?,?,?,0)", count: chunk.count).joined(separator: ",")
-            let binds: [SQLiteData] = chunk.flatMap {
+            let binds: [SQLValue] = chunk.flatMap {
                 [
-                    .blob(ByteBuffer(bytes: $0.rowID)), .text($0.kind), .integer(SQLiteInt64($0.eventMilliseconds)),
-                    .integer(SQLiteInt64($0.dueMilliseconds)),
+                    .blob($0.rowID), .text($0.kind), .integer(Int64($0.eventMilliseconds)),
+                    .integer(Int64($0.dueMilliseconds)),
                 ]
             }
-            _ = try await connection.query(
+            _ = try await connection.rows(
                 """
                 INSERT INTO shadow_revocations (row_id, kind, event_ms, due_ms, attempts) VALUES \(values)
                 ON CONFLICT (row_id, kind) DO UPDATE SET event_ms = excluded.event_ms, due_ms = excluded.due_ms, \
@@ -545,17 +543,17 @@ struct SQLiteStateTransaction: StateTransaction {
     }
 
     func claimRevocations(now: Int64, until: Int64, limit: Int) async throws -> [StoredRevocation] {
-        try await connection.query(
+        try await connection.rows(
             """
             UPDATE shadow_revocations SET due_ms = ?, attempts = attempts + 1
             WHERE (row_id, kind) IN (SELECT row_id, kind FROM shadow_revocations WHERE done_ms IS NULL AND due_ms <= \
             ? ORDER BY due_ms LIMIT ?)
             RETURNING row_id, kind, event_ms, due_ms, attempts
-            """, [.integer(SQLiteInt64(until)), .integer(SQLiteInt64(now)), .integer(limit)]
+            """, [.integer(Int64(until)), .integer(Int64(now)), .integer(Int64(limit))]
         ).map { row in
-            guard let kind = row.column("kind")?.string, let event = row.column("event_ms")?.integer,
-                let due = row.column("due_ms")?.integer,
-                let attempts = row.column("attempts")?.integer
+            guard let kind = row.text("kind"), let event = row.integer("event_ms"),
+                let due = row.integer("due_ms"),
+                let attempts = row.integer("attempts")
             else { throw CredentialError(.corruptedState, "a revocation row is malformed") }
             return StoredRevocation(
                 rowID: try blob(row, "row_id"), kind: kind, eventMilliseconds: Int64(event),
@@ -564,16 +562,16 @@ struct SQLiteStateTransaction: StateTransaction {
     }
 
     func finishRevocation(rowID: [UInt8], kind: String, outcome: String?, at: Int64?, due: Int64) async throws {
-        _ = try await connection.query(
+        _ = try await connection.rows(
             "UPDATE shadow_revocations SET outcome = ?, done_ms = ?, due_ms = ? WHERE row_id = ? AND kind = ?",
             [
-                outcome.map { .text($0) } ?? .null, at.map { .integer(SQLiteInt64($0)) } ?? .null,
-                .integer(SQLiteInt64(due)), .blob(ByteBuffer(bytes: rowID)), .text(kind),
+                outcome.map { .text($0) } ?? .null, at.map { .integer(Int64($0)) } ?? .null,
+                .integer(Int64(due)), .blob(rowID), .text(kind),
             ])
     }
 
     func revocationCounts() async throws -> RevocationCounts {
-        let row = try await connection.query(
+        let row = try await connection.rows(
             """
             SELECT count(*) FILTER (WHERE done_ms IS NULL) AS pending, count(*) FILTER (WHERE done_ms IS NOT NULL \
             AND outcome <> 'failed') AS done,
@@ -581,28 +579,30 @@ struct SQLiteStateTransaction: StateTransaction {
             """, []
         ).first
         return RevocationCounts(
-            pending: Int(row?.column("pending")?.integer ?? 0), done: Int(row?.column("done")?.integer ?? 0),
-            failed: Int(row?.column("failed")?.integer ?? 0))
+            pending: Int(row?.integer("pending") ?? 0), done: Int(row?.integer("done") ?? 0),
+            failed: Int(row?.integer("failed") ?? 0))
     }
 
     func pendingRevocations() async throws -> Int {
-        Int(try await connection.query(StateEngine.pendingRevocationsSQL, []).first?.column("n")?.integer ?? 0)
+        Int(try await connection.rows(StateEngine.pendingRevocationsSQL, []).first?.integer("n") ?? 0)
     }
 
-    func tokenRow(_ row: SQLiteRow) throws -> StoredTokenRow {
-        guard let kind = row.column("kind")?.string, let expiry = row.column("expires_at_ms") else {
-            throw CredentialError(.corruptedState, "a token row is malformed")
+    func tokenRow(_ row: SQLRow) throws -> StoredTokenRow {
+        let expiry: Int64?
+        switch row["expires_at_ms"] {
+        case .null: expiry = nil
+        case .integer(let milliseconds): expiry = milliseconds
+        default: throw CredentialError(.corruptedState, "a token row is malformed")
         }
+        guard let kind = row.text("kind") else { throw CredentialError(.corruptedState, "a token row is malformed") }
         return StoredTokenRow(
-            rowID: try blob(row, "row_id"), kind: kind,
-            expiresAtMilliseconds: expiry.isNull ? nil : expiry.integer.map(Int64.init),
-            body: try blob(row, "body"))
+            rowID: try blob(row, "row_id"), kind: kind, expiresAtMilliseconds: expiry, body: try blob(row, "body"))
     }
 
-    func blob(_ row: SQLiteRow, _ column: String) throws -> [UInt8] {
-        guard let buffer = row.column(column)?.blob else {
+    func blob(_ row: SQLRow, _ column: String) throws -> [UInt8] {
+        guard let bytes = row.blob(column) else {
             throw CredentialError(.corruptedState, "a state database row's \(column) is not a blob")
         }
-        return Array(buffer.readableBytesView)
+        return bytes
     }
 }

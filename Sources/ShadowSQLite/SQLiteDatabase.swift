@@ -9,6 +9,7 @@ import ShadowCore
 public import ShadowStorage
 package import SQLiteNIO
 import Synchronization
+import VaporCSQLite
 
 /// One SQLite database file, opened once per process and shared by every feature kept in it
 /// (credential state, sessions, the operation log): one writer connection, whose writes are
@@ -26,10 +27,11 @@ public final class SQLiteDatabase: SQLDatabase {
     /// A second reader, for a reader that reads two things at once (the log's tree nodes).
     private let secondReader = Mutex<SQLiteConnection?>(nil)
     private let secondReadLock = AsyncLock()
-    private let writer = Mutex<SQLiteConnection?>(nil)
+    /// The writer (``SQLiteWriterConnection``), opened on first use.
+    private let writer = Mutex<SQLiteWriterConnection?>(nil)
     private let writeLock = AsyncLock()
-    /// The writer's own thread: statements queued on it together run back to back, in order,
-    /// with no hand-off between them (a group commit queues its whole group at once).
+    /// The writer's own thread: every call on the writer runs there (a group commit, its BEGIN,
+    /// statements and COMMIT, as one job).
     private let writerThread = NIOThreadPool(numberOfThreads: 1)
     private let writerThreadStarted = Mutex(false)
     /// Writes waiting for the next commit, and whether a commit is under way.
@@ -79,10 +81,12 @@ public final class SQLiteDatabase: SQLDatabase {
             })
         else { return }
         let writerThreadStarted = writerThreadStarted.withLock { $0 }
-        let connections = [writer.withLock { $0 }, secondReader.withLock { $0 }].compactMap { $0 } + [reader]
+        let connections = [secondReader.withLock { $0 }].compactMap { $0 } + [reader]
+        let writer = writer.withLock { $0 }
         // Closed in a task of its own: a cancelled caller (a server past its grace) must still close them.
         await Task { [writerThread] in
             for connection in connections { try? await connection.close() }
+            if let writer { try? await writerThread.runIfActive { writer.close() } }
             if writerThreadStarted { try? await writerThread.shutdownGracefully() }
         }.value
     }
@@ -109,12 +113,12 @@ public final class SQLiteDatabase: SQLDatabase {
         }
     }
 
-    /// Runs `body` on the writer (opened on first use, in WAL mode with `synchronous=FULL`),
+    /// Runs `body` with the writer (opened on first use, in WAL mode with `synchronous=FULL`),
     /// alone: every transaction and group commit of this process takes its turn here.
-    package func withWriter<R: Sendable>(_ body: @Sendable (SQLiteConnection) async throws -> R) async throws -> R {
+    package func withWriter<R: Sendable>(_ body: @Sendable (SQLiteWriter) async throws -> R) async throws -> R {
         try await writeLock.withLock {
-            let connection = try await writeConnection()
-            return try await mapped { try await body(connection) }
+            let writer = SQLiteWriter(connection: try await writeConnection(), thread: writerThread, path: path)
+            return try await mapped { try await body(writer) }
         }
     }
 
@@ -130,24 +134,24 @@ public final class SQLiteDatabase: SQLDatabase {
         "journal_mode = WAL", "synchronous = FULL", "temp_store = MEMORY", "cache_size = -16384",
     ]
 
-    private func writeConnection() async throws -> SQLiteConnection {
-        if let existing = writer.withLock({ $0 }) { return existing }
-        guard !readOnly else { throw StorageError(.invalidParameter, "\(path) was opened for reading only") }
+    private func startWriterThread() {
         writerThreadStarted.withLock { started in
             if !started { writerThread.start() }
             started = true
         }
-        let connection = try await Self.connect(path, lockTimeout, readOnly: false, thread: writerThread)
-        do {
-            for pragma in Self.writerPragmas {
-                _ = try await mapped { try await connection.query("PRAGMA " + pragma, []) }
-            }
-        } catch {
-            try? await connection.close()
-            throw error
+    }
+
+    /// The writer, opened on its thread with ``writerPragmas`` when it is not open yet; called
+    /// with the writer's lock held.
+    private func writeConnection() async throws -> SQLiteWriterConnection {
+        if let existing = writer.withLock({ $0 }) { return existing }
+        guard !readOnly else { throw StorageError(.invalidParameter, "\(path) was opened for reading only") }
+        startWriterThread()
+        let opened = try await SQLiteWriter.onThread(writerThread, path) { [path, lockTimeout] in
+            try SQLiteWriterConnection(path: path, lockTimeout: lockTimeout, pragmas: Self.writerPragmas)
         }
-        writer.withLock { $0 = connection }
-        return connection
+        writer.withLock { $0 = opened }
+        return opened
     }
 
     /// A connection whose busy handler waits up to the lock timeout (sqlite-nio's default retries
@@ -249,7 +253,7 @@ public final class SQLiteDatabase: SQLDatabase {
             let statements = group.flatMap(\.statements)
             let results: [Result<[SQLRow], any Error>]
             do {
-                results = try await withWriter { writer in try await Self.commit(statements, on: writer, path) }
+                results = try await withWriter { try await $0.commit(statements) }
             } catch {
                 results = Array(repeating: .failure(error), count: statements.count)
             }
@@ -261,45 +265,6 @@ public final class SQLiteDatabase: SQLDatabase {
         }
     }
 
-    /// One transaction of `statements`, each with its own result; a failed COMMIT throws.
-    private static func commit(
-        _ statements: [SQLStatement], on writer: SQLiteConnection, _ path: String
-    ) async throws -> [Result<[SQLRow], any Error>] {
-        // The transaction must have begun before its statements are queued: a statement run
-        // outside it would commit alone.
-        _ = try await writer.query("BEGIN IMMEDIATE", [])
-        let results: [Result<[SQLRow], any Error>]
-        let committed: Result<[SQLiteRow], any Error>
-        if let statement = statements.first, statements.count == 1 {
-            // Alone, a statement is awaited directly: a queued one answers through the event
-            // loop, a hand-off more for a writer with nothing to share it with.
-            do {
-                results = [.success(try await Self.rows(writer, statement.sql, statement.values))]
-            } catch {
-                results = [.failure(Self.storageError(error, path))]
-            }
-            do {
-                committed = .success(try await writer.query("COMMIT", []))
-            } catch {
-                committed = .failure(error)
-            }
-        } else {
-            // Then the whole group and its COMMIT at once, run in order on the writer's thread,
-            // with one wait for all their answers (a wait per future is a hand-off per statement).
-            let queued = statements.map { writer.query($0.sql, $0.values.map(Self.data)) }
-            var answers = try await EventLoopFuture.whenAllComplete(
-                queued + [writer.query("COMMIT", [])], on: writer.eventLoop
-            ).get()
-            committed = answers.removeLast()
-            results = answers.map { $0.map(Self.rows).mapError { Self.storageError($0, path) } }
-        }
-        if case .failure(let error) = committed {
-            _ = try? await writer.query("ROLLBACK", [])
-            throw error
-        }
-        return results
-    }
-
     package func readAside(_ sql: String, _ values: [SQLValue]) async throws -> [SQLRow] {
         try await withSecondReader { try await Self.rows($0, sql, values) }
     }
@@ -308,13 +273,13 @@ public final class SQLiteDatabase: SQLDatabase {
         retrying: Bool, _ body: @escaping @Sendable (any SQLTransaction) async throws -> R
     ) async throws -> R {
         try await withWriter { writer in
-            _ = try await writer.query("BEGIN IMMEDIATE", [])
+            _ = try await writer.rows("BEGIN IMMEDIATE", [])
             do {
-                let result = try await body(SQLiteSQLTransaction(connection: writer, path: path))
-                _ = try await writer.query("COMMIT", [])
+                let result = try await body(SQLiteSQLTransaction(writer: writer))
+                _ = try await writer.rows("COMMIT", [])
                 return result
             } catch {
-                _ = try? await writer.query("ROLLBACK", [])
+                _ = try? await writer.rows("ROLLBACK", [])
                 throw error
             }
         }
@@ -359,23 +324,51 @@ public final class SQLiteDatabase: SQLDatabase {
     /// damaged is that, a file that cannot be opened is unavailable.
     package static func storageError(_ error: any Error, _ path: String) -> any Error {
         guard let error = error as? SQLiteError else { return error }
+        let kind: Failure
         switch error.reason {
-        case .busy, .busyTimeout, .locked, .busyInRecovery, .busyInSnapshot:
-            return StorageError(
-                .lockTimeout, "another process held the database's write lock for longer than the lock timeout")
-        case .notADatabase:
-            return StorageError(.notADatabase, "\(path) is damaged or is not a SQLite database")
+        case .busy, .busyTimeout, .locked, .busyInRecovery, .busyInSnapshot: kind = .lockTimeout
+        case .notADatabase: kind = .notADatabase
         case .corrupt, .format, .corruptVirtualTable, .corruptSequenceSchema, .corruptIndex,
             .ioErrorCorruptedFilesystem:
-            return StorageError(.corrupted, "\(path) is damaged or is not a SQLite database")
+            kind = .corrupted
         case .cantOpen, .cantOpenDirectory, .cantOpenInvalidPath, .permission, .readOnly, .readonlyDirectory,
             .readonlyCantLock, .auth:
-            return StorageError(.unavailable, "cannot open \(path) for reading and writing: \(error.message)")
+            kind = .cannotOpen
         case .constraint, .constraintCheckFailed, .constraintUniqueFailed, .constraintNotNullFailed,
             .constraintPrimaryKeyFailed, .constraintForeignKeyFailed, .mismatch:
-            return StorageError(.corrupted, "\(path) refused a row: \(error.message)")
-        default:
-            return StorageError(.unavailable, "the database \(path): \(error.message)")
+            kind = .refusedRow
+        default: kind = .other
+        }
+        return storageError(kind, error.message, path)
+    }
+
+    /// SQLite's result `code` (primary or extended), classified as sqlite-nio's error of that code is.
+    static func storageError(code: Int32, message: String, _ path: String) -> any Error {
+        let kind: Failure
+        switch code & 0xff {
+        case SQLITE_BUSY, SQLITE_LOCKED: kind = .lockTimeout
+        case SQLITE_NOTADB: kind = .notADatabase
+        case SQLITE_CORRUPT, SQLITE_FORMAT: kind = .corrupted
+        case SQLITE_IOERR where code == SQLITE_IOERR | (33 << 8): kind = .corrupted  // SQLITE_IOERR_CORRUPTFS
+        case SQLITE_CANTOPEN, SQLITE_PERM, SQLITE_READONLY, SQLITE_AUTH: kind = .cannotOpen
+        case SQLITE_CONSTRAINT, SQLITE_MISMATCH: kind = .refusedRow
+        default: kind = .other
+        }
+        return storageError(kind, message, path)
+    }
+
+    private enum Failure { case lockTimeout, notADatabase, corrupted, cannotOpen, refusedRow, other }
+
+    private static func storageError(_ kind: Failure, _ message: String, _ path: String) -> StorageError {
+        switch kind {
+        case .lockTimeout:
+            StorageError(
+                .lockTimeout, "another process held the database's write lock for longer than the lock timeout")
+        case .notADatabase: StorageError(.notADatabase, "\(path) is damaged or is not a SQLite database")
+        case .corrupted: StorageError(.corrupted, "\(path) is damaged or is not a SQLite database")
+        case .cannotOpen: StorageError(.unavailable, "cannot open \(path) for reading and writing: \(message)")
+        case .refusedRow: StorageError(.corrupted, "\(path) refused a row: \(message)")
+        case .other: StorageError(.unavailable, "the database \(path): \(message)")
         }
     }
 
@@ -444,12 +437,48 @@ struct SQLiteColumns: SQLColumns {
 
 /// The statements of one SQLite transaction, on the writer.
 struct SQLiteSQLTransaction: SQLTransaction {
-    let connection: SQLiteConnection
+    let writer: SQLiteWriter
+
+    func run(_ sql: String, _ values: [SQLValue]) async throws -> [SQLRow] { try await writer.rows(sql, values) }
+}
+
+/// One connection's statements, run one at a time and answered as ``SQLRow``s: the writer's or a
+/// reader's.
+protocol SQLiteStatements: Sendable {
+    func rows(_ sql: String, _ values: [SQLValue]) async throws -> [SQLRow]
+}
+
+extension SQLiteConnection: SQLiteStatements {
+    func rows(_ sql: String, _ values: [SQLValue]) async throws -> [SQLRow] {
+        try await SQLiteDatabase.rows(self, sql, values)
+    }
+}
+
+/// The writer as a caller holding the writer's lock sees it: each call runs on the writer's thread.
+package struct SQLiteWriter: SQLiteStatements {
+    let connection: SQLiteWriterConnection
+    let thread: NIOThreadPool
     let path: String
 
-    func run(_ sql: String, _ values: [SQLValue]) async throws -> [SQLRow] {
-        try await SQLiteDatabase.mapped(path) {
-            try await SQLiteDatabase.rows(connection, sql, values)
+    func rows(_ sql: String, _ values: [SQLValue]) async throws -> [SQLRow] {
+        try await Self.onThread(thread, path) { [connection] in try connection.run(SQLStatement(sql, values)) }
+    }
+
+    func commit(_ statements: [SQLStatement]) async throws -> [Result<[SQLRow], any Error>] {
+        try await Self.onThread(thread, path) { [connection] in try connection.commit(statements) }
+    }
+
+    /// `body` run on `thread`; a thread already shut down (the database closed) is reported as
+    /// an unavailable database.
+    static func onThread<R: Sendable>(
+        _ thread: NIOThreadPool, _ path: String, _ body: @escaping @Sendable () throws -> R
+    ) async throws -> R {
+        do {
+            return try await thread.runIfActive(body)
+        } catch let error as StorageError {
+            throw error
+        } catch {
+            throw StorageError(.unavailable, "the database \(path) is closed")
         }
     }
 }

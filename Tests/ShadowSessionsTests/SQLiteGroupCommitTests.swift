@@ -169,4 +169,63 @@ import Testing
             }
         }
     }
+
+    /// A statement that makes SQLite end the transaction itself (a trigger's `RAISE(ROLLBACK)`)
+    /// fails its whole group: the statements before it are undone with it, and the ones after it
+    /// do not run outside the transaction, where each would have committed alone.
+    @Test func aStatementThatEndsTheTransactionFailsItsWholeGroupAndNoneCommitsAlone() async throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.path + "/ended.sqlite"
+        let database = try await SQLiteDatabase.open(path: path, create: true)
+        try await closing({ await database.close() }) {
+            _ = try await database.write("CREATE TABLE items (id INTEGER PRIMARY KEY)", [])
+            _ = try await database.write("CREATE TABLE doomed (id INTEGER PRIMARY KEY)", [])
+            _ = try await database.write(
+                "CREATE TRIGGER doom BEFORE INSERT ON doomed BEGIN SELECT RAISE(ROLLBACK, 'doomed'); END", [])
+            let answers = await database.writeEach([
+                SQLStatement("INSERT INTO items (id) VALUES (1) RETURNING id", []),
+                SQLStatement("INSERT INTO doomed (id) VALUES (1)", []),
+                SQLStatement("INSERT INTO items (id) VALUES (2) RETURNING id", []),
+            ])
+            #expect(answers.count == 3)
+            for answer in answers { #expect(throws: StorageError.self) { try answer.get() } }
+            #expect(try await database.read("SELECT id FROM items", []).isEmpty)
+            // The next group has a transaction of its own again.
+            let next = await database.writeEach([SQLStatement("INSERT INTO items (id) VALUES (3) RETURNING id", [])])
+            #expect(try next.first?.get().first?.integer("id") == 3)
+        }
+    }
+
+    /// Values go in and come out as they were: an empty blob stays a blob (not NULL), text keeps
+    /// its bytes, and integers their full range; more distinct statements than the writer keeps
+    /// compiled still each answer for themselves, the second time as the first.
+    @Test func valuesRoundTripAndStatementsPastTheKeptOnesStillAnswer() async throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.path + "/values.sqlite"
+        let database = try await SQLiteDatabase.open(path: path, create: true)
+        try await closing({ await database.close() }) {
+            _ = try await database.write("CREATE TABLE items (id INTEGER PRIMARY KEY, b BLOB, t TEXT, n INTEGER)", [])
+            let text = "zoë ✓ \u{0}tail"
+            _ = try await database.write(
+                "INSERT INTO items (id, b, t, n) VALUES (1, ?, ?, ?)", [.blob([]), .text(text), .integer(.min)])
+            _ = try await database.write(
+                "INSERT INTO items (id, b, t, n) VALUES (2, ?, ?, ?)", [.blob([0, 255, 0]), .null, .integer(.max)])
+            let rows = try await database.write(
+                "SELECT id, typeof(b) AS kind, b, t, n FROM items ORDER BY id", [])
+            #expect(rows.count == 2)
+            #expect(rows.first?.text("kind") == "blob")
+            #expect(rows.first?.blob("b") == [])
+            #expect(rows.first?.text("t") == text)
+            #expect(rows.first?.integer("n") == .min)
+            #expect(rows.last?.blob("b") == [0, 255, 0])
+            #expect(rows.last?["t"] == .null)
+            #expect(rows.last?.integer("n") == .max)
+            for round in 0..<2 {
+                for shape in 0..<100 {
+                    let answer = try await database.write("SELECT ? + \(shape) AS n", [.integer(Int64(round))])
+                    #expect(answer.first?.integer("n") == Int64(round + shape))
+                }
+            }
+        }
+    }
 }
