@@ -115,7 +115,7 @@ public final class SQLiteDatabase: SQLDatabase {
 
     /// Runs `body` with the writer (opened on first use, in WAL mode with `synchronous=FULL`),
     /// alone: every transaction and group commit of this process takes its turn here.
-    package func withWriter<R: Sendable>(_ body: @Sendable (SQLiteWriter) async throws -> R) async throws -> R {
+    func withWriter<R: Sendable>(_ body: @Sendable (SQLiteWriter) async throws -> R) async throws -> R {
         try await writeLock.withLock {
             let writer = SQLiteWriter(connection: try await writeConnection(), thread: writerThread, path: path)
             return try await mapped { try await body(writer) }
@@ -455,7 +455,7 @@ extension SQLiteConnection: SQLiteStatements {
 }
 
 /// The writer as a caller holding the writer's lock sees it: each call runs on the writer's thread.
-package struct SQLiteWriter: SQLiteStatements {
+struct SQLiteWriter: SQLiteStatements {
     let connection: SQLiteWriterConnection
     let thread: NIOThreadPool
     let path: String

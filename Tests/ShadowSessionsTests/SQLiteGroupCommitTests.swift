@@ -7,11 +7,16 @@ import Testing
 /// that arrive together share one transaction, run in order on the writer's thread, and a
 /// statement that fails fails alone.
 @Suite struct SQLiteGroupCommitTests {
-    @Test func concurrentWritesEachTakeEffectOnceInOrderAndAFailureFailsAlone() async throws {
+    /// `body` with a new database in a folder of its own, and the file's path; closed after it.
+    static func withDatabase(_ body: (SQLiteDatabase, String) async throws -> Void) async throws {
         let directory = try TemporaryDirectory()
         let path = directory.path + "/group.sqlite"
         let database = try await SQLiteDatabase.open(path: path, create: true)
-        try await closing({ await database.close() }) {
+        try await closing({ await database.close() }) { try await body(database, path) }
+    }
+
+    @Test func concurrentWritesEachTakeEffectOnceInOrderAndAFailureFailsAlone() async throws {
+        try await Self.withDatabase { database, path in
             _ = try await database.write("CREATE TABLE counter (id INTEGER PRIMARY KEY, n INTEGER NOT NULL)", [])
             _ = try await database.write("CREATE TABLE items (id INTEGER PRIMARY KEY)", [])
             _ = try await database.write("INSERT INTO counter (id, n) VALUES (1, 0)", [])
@@ -68,10 +73,7 @@ import Testing
     /// Statements handed over together (`writeEach`) and single writes sent at the same time: each
     /// statement is answered in its own place, a failing one fails alone, and all are durable.
     @Test func statementsHandedOverTogetherAreAnsweredEachInPlace() async throws {
-        let directory = try TemporaryDirectory()
-        let path = directory.path + "/each.sqlite"
-        let database = try await SQLiteDatabase.open(path: path, create: true)
-        try await closing({ await database.close() }) {
+        try await Self.withDatabase { database, path in
             _ = try await database.write("CREATE TABLE items (id INTEGER PRIMARY KEY, batch INTEGER NOT NULL)", [])
             _ = try await database.write("INSERT INTO items (id, batch) VALUES (0, -1)", [])
             // 20 batches of three inserts, the middle one of every fifth batch repeating key 0,
@@ -135,10 +137,7 @@ import Testing
     /// statement journal in memory (`temp_store=MEMORY`), far past the 64 KiB at which SQLite
     /// would otherwise have spilled it to a file, with a page cache of 16 MiB.
     @Test func aLargeStatementThatFailsUndoesItselfAloneFromAJournalInMemory() async throws {
-        let directory = try TemporaryDirectory()
-        let path = directory.path + "/journal.sqlite"
-        let database = try await SQLiteDatabase.open(path: path, create: true)
-        try await closing({ await database.close() }) {
+        try await Self.withDatabase { database, path in
             _ = try await database.write("CREATE TABLE items (id INTEGER PRIMARY KEY, body BLOB NOT NULL)", [])
             // 4,000 rows of 1 KiB: about 1,000 pages, which the failing statement rewrites.
             for start in stride(from: 0, to: 4000, by: 200) {
@@ -174,10 +173,7 @@ import Testing
     /// fails its whole group: the statements before it are undone with it, and the ones after it
     /// do not run outside the transaction, where each would have committed alone.
     @Test func aStatementThatEndsTheTransactionFailsItsWholeGroupAndNoneCommitsAlone() async throws {
-        let directory = try TemporaryDirectory()
-        let path = directory.path + "/ended.sqlite"
-        let database = try await SQLiteDatabase.open(path: path, create: true)
-        try await closing({ await database.close() }) {
+        try await Self.withDatabase { database, path in
             _ = try await database.write("CREATE TABLE items (id INTEGER PRIMARY KEY)", [])
             _ = try await database.write("CREATE TABLE doomed (id INTEGER PRIMARY KEY)", [])
             _ = try await database.write(
@@ -200,10 +196,7 @@ import Testing
     /// its bytes, and integers their full range; more distinct statements than the writer keeps
     /// compiled still each answer for themselves, the second time as the first.
     @Test func valuesRoundTripAndStatementsPastTheKeptOnesStillAnswer() async throws {
-        let directory = try TemporaryDirectory()
-        let path = directory.path + "/values.sqlite"
-        let database = try await SQLiteDatabase.open(path: path, create: true)
-        try await closing({ await database.close() }) {
+        try await Self.withDatabase { database, path in
             _ = try await database.write("CREATE TABLE items (id INTEGER PRIMARY KEY, b BLOB, t TEXT, n INTEGER)", [])
             let text = "zoë ✓ \u{0}tail"
             _ = try await database.write(
