@@ -1,3 +1,4 @@
+import ShadowCore
 import ShadowSQLite
 import ShadowStorage
 import ShadowTestSupport
@@ -218,6 +219,42 @@ import Testing
                     let answer = try await database.write("SELECT ? + \(shape) AS n", [.integer(Int64(round))])
                     #expect(answer.first?.integer("n") == Int64(round + shape))
                 }
+            }
+        }
+    }
+
+    /// A write while another connection holds the write lock waits for the lock timeout and then
+    /// fails as a lock timeout, having written nothing; once the lock is free it writes.
+    @Test func aWriteLockHeldElsewhereIsALockTimeout() async throws {
+        try await Self.withDatabase { database, path in
+            _ = try await database.write("CREATE TABLE items (id INTEGER PRIMARY KEY)", [])
+            let other = try await SQLiteDatabase.open(path: path, create: false, lockTimeout: .milliseconds(200))
+            try await closing({ await other.close() }) {
+                let (holding, held) = AsyncStream<Void>.makeStream()
+                let (released, release) = AsyncStream<Void>.makeStream()
+                let holder = Task {
+                    try await database.transaction(retrying: false) { transaction in
+                        _ = try await transaction.run("INSERT INTO items (id) VALUES (1)", [])
+                        held.yield()
+                        for await _ in released { break }
+                    }
+                }
+                for await _ in holding { break }
+                let started = ContinuousClock.now
+                var failure: StorageError?
+                do { _ = try await other.write("INSERT INTO items (id) VALUES (2)", []) } catch let error
+                    as StorageError
+                {
+                    failure = error
+                }
+                let waited = ContinuousClock.now - started
+                #expect(failure?.code == .lockTimeout, "\(String(describing: failure))")
+                #expect(waited >= .milliseconds(150) && waited < .seconds(5), "\(waited)")
+                release.yield()
+                try await holder.value
+                _ = try await other.write("INSERT INTO items (id) VALUES (3)", [])
+                let ids = try await other.read("SELECT id FROM items ORDER BY id", []).compactMap { $0.integer("id") }
+                #expect(ids == [1, 3])
             }
         }
     }
