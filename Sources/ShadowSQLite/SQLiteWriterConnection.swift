@@ -21,11 +21,14 @@ final class SQLiteWriterConnection: @unchecked Sendable {
     static let keptValues = 32
 
     /// Opens the file at `path`, which exists, for reading and writing, with `pragmas` run on it
-    /// and a busy handler that waits up to `lockTimeout` seconds.
+    /// and a busy handler that waits up to `lockTimeout` seconds. `path` is read as sqlite-nio
+    /// reads the readers' (`SQLITE_OPEN_URI`: a name that begins with `file:` is a URI), so the
+    /// writer and the readers open the same file, and errors carry extended result codes.
     init(path: String, lockTimeout: Double, pragmas: [String]) throws {
         self.path = path
         var handle: OpaquePointer?
-        let code = sqlite_nio_sqlite3_open_v2(path, &handle, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, nil)
+        let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_URI | SQLITE_OPEN_EXRESCODE
+        let code = sqlite_nio_sqlite3_open_v2(path, &handle, flags, nil)
         self.handle = handle
         guard code == SQLITE_OK, handle != nil else {
             let error = failure(code)
