@@ -146,6 +146,8 @@ public enum ShadowKeysTool {
             return VaultCommand.Get.parsedDirectly(arguments.dropFirst(2))
         case "vault" where arguments.dropFirst().first == "token":
             return VaultCommand.Token.parsedDirectly(arguments.dropFirst(2)).map(ParsedCommand.init)
+        case "state" where arguments.dropFirst().first == "check":
+            return StateCommand.Check.parsedDirectly(arguments.dropFirst(2)).map(ParsedCommand.init)
         case "encrypt": return Encrypt.parsedDirectly(arguments.dropFirst()).map(ParsedCommand.init)
         case "decrypt": return Decrypt.parsedDirectly(arguments.dropFirst()).map(ParsedCommand.init)
         default: return nil

@@ -56,6 +56,7 @@ import Testing
         #expect(VerifyToken.longOptions == (try Self.declaredKinds(VerifyToken.self)))
         #expect(VaultCommand.Get.longOptions == (try Self.declaredKinds(VaultCommand.Get.self)))
         #expect(VaultCommand.Token.longOptions == (try Self.declaredKinds(VaultCommand.Token.self)))
+        #expect(StateCommand.Check.longOptions == (try Self.declaredKinds(StateCommand.Check.self)))
     }
 
     @Test func theEnvelopeReadersKnowEachOptionAndItsKind() throws {
@@ -112,6 +113,32 @@ import Testing
         #expect(Set(VerifyToken.longOptions.keys) == (try Self.declaredLongNames(VerifyToken.self)))
         #expect(Set(VaultCommand.Get.longOptions.keys) == (try Self.declaredLongNames(VaultCommand.Get.self)))
         #expect(Set(VaultCommand.Token.longOptions.keys) == (try Self.declaredLongNames(VaultCommand.Token.self)))
+        #expect(Set(StateCommand.Check.longOptions.keys) == (try Self.declaredLongNames(StateCommand.Check.self)))
+    }
+
+    @Test(arguments: [
+        ["--client-id", "com.example.app", "--sub", "001.a.1", "--store", "sqlite:s.sqlite", "--key-file", "k"],
+        ["--sub=001.a.1", "--client-id=c", "--json", "-q", "--store", "vault:v.skv", "--passphrase-env", "P"],
+        ["--client-id", "c", "--sub", "s", "--vault", "v.skv", "--key-env", "K", "--quiet", "--lock-timeout", "3"],
+    ])
+    func stateCheckIsTheSameCommandEitherWay(arguments: [String]) {
+        Self.expectTheSameCommand("state check", arguments)
+    }
+
+    @Test(arguments: [
+        ["--client-id", "c", "--store", "sqlite:s.sqlite", "--key-file", "k"],
+        ["--client-id", "c", "--sub", "-x", "--key-file", "k"],
+        ["--client-id", "", "--sub", "s", "--key-file", "k"],
+        ["--client-id", "c", "--sub", "s", "--key-file", "k", "extra"],
+        ["--client-id", "c", "--sub", "s", "--key-file", "k", "-x"],
+        ["--client-id", "c", "--sub", "s", "--key-file", "k", "-q", "--quiet"],
+        ["--client-id", "c", "--sub", "s", "--sub", "t", "--key-file", "k"],
+        ["--client-id", "c", "--sub", "s", "--key-file", "k", "--lock-timeout", "-1"],
+        ["--client-id", "c", "--sub", "s", "--key-file", "k", "--help"],
+        ["--client-id", "c", "--sub", "s", "--key-file", "k", "--store", "ftp://x"],
+    ])
+    func stateCheckDeclines(arguments: [String]) {
+        #expect(StateCommand.Check.parsedDirectly(arguments[...]) == nil, "\(arguments) was read directly")
     }
 
     @Test(arguments: [

@@ -36,3 +36,42 @@ extension StateCommand {
         }
     }
 }
+
+extension StateCommand.Check {
+    /// Every long option `state check` declares.
+    static let longOptions: [String: LongOptions.Kind] = [
+        "client-id": .value, "sub": .value, "store": .value, "json": .flag, "quiet": .flag,
+    ].merging(VaultOptions.longOptions) { _, _ in preconditionFailure("state check declares a vault option twice") }
+
+    /// `state check --client-id C --sub S …` read as ``VerifyToken/parsedDirectly(_:)`` reads
+    /// `verify-token`: a script asks it once per user.
+    static func parsedDirectly(_ arguments: ArraySlice<String>) -> Self? {
+        guard let given = LongOptions(arguments, kinds: longOptions, shortNames: ["q": ("quiet", .flag)]),
+            let clientID = given.value("client-id"), let subject = given.value("sub"),
+            let vault = VaultOptions.direct(given)
+        else { return nil }
+        var user = UserOptions()
+        user.clientID = clientID
+        user.subject = subject
+        var store = StoreOptions()
+        store.url = given.value("store")
+        store.vault = vault
+        var query = UserQueryOptions()
+        query.user = user
+        query.store = store
+        query.json = given.flag("json")
+        var command = Self()
+        command.query = query
+        command.quiet = given.flag("quiet")
+        // The validations argument-parser runs: each option group's, then the command's.
+        do {
+            try user.validate()
+            try store.validate()
+            try query.validate()
+            try command.validate()
+        } catch {
+            return nil
+        }
+        return command
+    }
+}

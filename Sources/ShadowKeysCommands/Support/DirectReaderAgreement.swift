@@ -16,7 +16,7 @@ package enum DirectReaderAgreement {
     }
 
     /// The commands with a direct reader, in the order the harness's first byte picks them.
-    package static let commands = ["verify-token", "vault get", "vault token", "encrypt", "decrypt"]
+    package static let commands = ["verify-token", "vault get", "vault token", "encrypt", "decrypt", "state check"]
 
     /// Reads `arguments` (the words after the command's name) both ways as `command`, one of
     /// ``commands``.
@@ -26,6 +26,7 @@ package enum DirectReaderAgreement {
         case "vault token": return compare(VaultCommand.Token.parsedDirectly(arguments[...]), arguments)
         case "encrypt": return compare(Encrypt.parsedDirectly(arguments[...]), arguments)
         case "decrypt": return compare(Decrypt.parsedDirectly(arguments[...]), arguments)
+        case "state check": return compare(StateCommand.Check.parsedDirectly(arguments[...]), arguments)
         case "vault get":
             // The direct reader builds plain values: they must be the parsed command's, field for field.
             guard let direct = VaultCommand.Get.readDirectly(arguments[...]) else { return .declined }
