@@ -103,6 +103,7 @@ import Testing
         ["a", "b", "--key-file", "k"],
         ["in", "--key-file", "k", "--help"],
         ["in", "--key-file", "k", "-q", "--quiet"],
+        ["in", "-o", "out", "--key-file", "k", "--key-id="],
     ])
     func envelopeCommandLinesDecline(arguments: [String]) {
         #expect(Encrypt.parsedDirectly(arguments[...]) == nil, "\(arguments) was read directly by encrypt")
@@ -136,6 +137,7 @@ import Testing
         ["--client-id", "c", "--sub", "s", "--key-file", "k", "--lock-timeout", "-1"],
         ["--client-id", "c", "--sub", "s", "--key-file", "k", "--help"],
         ["--client-id", "c", "--sub", "s", "--key-file", "k", "--store", "ftp://x"],
+        ["--client-id=", "--sub", "s", "--key-file", "k"],
     ])
     func stateCheckDeclines(arguments: [String]) {
         #expect(StateCommand.Check.parsedDirectly(arguments[...]) == nil, "\(arguments) was read directly")
@@ -244,6 +246,9 @@ import Testing
         ["--token-file", "t", "--jwks", "k", "--apple"],
         ["--token-file", "t", "--jwks", "k", "--json=yes"],
         ["--each-line", "--token-file", "t", "--jwks", "k"],
+        // argument-parser's "Missing value": the fuzz harness's input, FailCases/argv.
+        ["TOKEN", "--jwks="],
+        ["--token-file=", "--jwks", "k"],
     ]
 
     /// `--alg` ignores ASCII case only: a long s (U+017F) upper-cases to S, and was RS256.

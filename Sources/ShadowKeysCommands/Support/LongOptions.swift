@@ -4,9 +4,9 @@
 /// many positional arguments as the command takes (a lone `-` among them, stdin, where the
 /// command says so). It declines (nil) anything it would have to interpret: any other short
 /// option or a cluster of them, anything else starting with `-` in a value or positional place,
-/// `--`, an unknown name, a single-value option or flag given twice, a value missing at the end,
-/// or a positional too many or too few. argument-parser then parses the whole command line as
-/// usual, so every message and exit code stays its own.
+/// `--`, an unknown name, a single-value option or flag given twice, a value missing at the end
+/// or empty after `=` (`--name=`), or a positional too many or too few. argument-parser then
+/// parses the whole command line as usual, so every message and exit code stays its own.
 struct LongOptions {
     enum Kind {
         case flag, value, repeating
@@ -49,6 +49,8 @@ struct LongOptions {
                 if let equals = name.firstIndex(of: "=") {
                     value = String(name[name.index(after: equals)...])
                     name = String(name[..<equals])
+                    // `--name=` with nothing after it is argument-parser's "Missing value".
+                    guard value?.isEmpty == false else { return nil }
                 }
                 kind = kinds[name]
             }
