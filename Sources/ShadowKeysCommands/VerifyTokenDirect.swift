@@ -81,18 +81,7 @@ extension VerifyToken {
         command.quiet = given.flag("quiet")
         command.eachLine = given.flag("each-line")
         // The validations argument-parser runs: each option group's, then the command's.
-        do {
-            try token.validate()
-            try network.validate()
-            try keySource.validate()
-            try nonce.validate()
-            try options.validate()
-            try store.validate()
-            try command.validate()
-        } catch {
-            return nil
-        }
-        return command
+        return LongOptions.validate(token, network, keySource, nonce, options, store, command) ? command : nil
     }
 }
 

@@ -64,14 +64,6 @@ extension StateCommand.Check {
         command.query = query
         command.quiet = given.flag("quiet")
         // The validations argument-parser runs: each option group's, then the command's.
-        do {
-            try user.validate()
-            try store.validate()
-            try query.validate()
-            try command.validate()
-        } catch {
-            return nil
-        }
-        return command
+        return LongOptions.validate(user, store, query, command) ? command : nil
     }
 }

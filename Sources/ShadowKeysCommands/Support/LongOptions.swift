@@ -1,3 +1,5 @@
+import ArgumentParser
+
 /// A command line of long options, read without argument-parser's reflection, for the commands
 /// scripts run once per token or secret (Docs/cli.md, "Start-up"): `--name value`,
 /// `--name=value`, flags, a command's own short names standing alone (`-o FILE`, `-q`), and as
@@ -71,6 +73,17 @@ struct LongOptions {
             }
         }
         guard count.contains(positionals.count) else { return nil }
+    }
+
+    /// Whether `groups` all pass their `validate()`, run in the order given (argument-parser's:
+    /// each option group's, then the command's).
+    static func validate(_ groups: any ParsableArguments...) -> Bool {
+        do {
+            for var group in groups { try group.validate() }
+        } catch {
+            return false
+        }
+        return true
     }
 
     func flag(_ name: String) -> Bool { flags.contains(name) }
