@@ -27,7 +27,7 @@ extension VerifyToken {
         guard let given = LongOptions(arguments, kinds: longOptions, positionals: 0...1, dashIsPositional: true),
             let leeway = given.number("leeway", default: VerificationOptions.defaultLeeway),
             let maxTokenBytes = given.number("max-token-bytes", default: CompactJWS.defaultMaxBytes),
-            let vault = VaultOptions.direct(given)
+            let store = StoreOptions.direct(given)
         else { return nil }
         var maxAge: Double?
         if let text = given.value("max-age") {
@@ -66,9 +66,6 @@ extension VerifyToken {
         options.allowMissingExpiration = given.flag("allow-missing-exp")
         options.now = given.value("now")
         options.maxTokenBytes = maxTokenBytes
-        var store = StoreOptions()
-        store.url = given.value("store")
-        store.vault = vault
         var command = VerifyToken()
         command.token = token
         command.keySource = keySource
@@ -82,6 +79,18 @@ extension VerifyToken {
         command.eachLine = given.flag("each-line")
         // The validations argument-parser runs: each option group's, then the command's.
         return LongOptions.validate(token, network, keySource, nonce, options, store, command) ? command : nil
+    }
+}
+
+extension StoreOptions {
+    /// `--store` and the vault options as `given` sets them (validated by their owner); nil when
+    /// a vault option's value does not convert or fails its validation.
+    static func direct(_ given: LongOptions) -> StoreOptions? {
+        guard let vault = VaultOptions.direct(given) else { return nil }
+        var store = StoreOptions()
+        store.url = given.value("store")
+        store.vault = vault
+        return store
     }
 }
 

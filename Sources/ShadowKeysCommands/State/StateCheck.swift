@@ -48,14 +48,11 @@ extension StateCommand.Check {
     static func parsedDirectly(_ arguments: ArraySlice<String>) -> Self? {
         guard let given = LongOptions(arguments, kinds: longOptions, shortNames: ["q": ("quiet", .flag)]),
             let clientID = given.value("client-id"), let subject = given.value("sub"),
-            let vault = VaultOptions.direct(given)
+            let store = StoreOptions.direct(given)
         else { return nil }
         var user = UserOptions()
         user.clientID = clientID
         user.subject = subject
-        var store = StoreOptions()
-        store.url = given.value("store")
-        store.vault = vault
         var query = UserQueryOptions()
         query.user = user
         query.store = store
