@@ -157,15 +157,14 @@ public final class SQLiteDatabase: SQLDatabase {
     /// A connection whose busy handler waits up to the lock timeout (sqlite-nio's default retries
     /// at once, forever). sqlite-nio opens with `SQLITE_OPEN_URI`, so a read-only open is a
     /// `file:` URI with `mode=ro`.
-    package static func connect(
-        _ path: String, _ lockTimeout: Double, readOnly: Bool, thread: NIOThreadPool = .singleton
-    ) async throws -> SQLiteConnection {
+    package static func connect(_ path: String, _ lockTimeout: Double, readOnly: Bool) async throws -> SQLiteConnection
+    {
         var logger = Logger(label: "shadow-keys.sqlite")
         logger.logLevel = .critical
         let name = readOnly ? "file:\(uriPath(path))?mode=ro" : path
         let connection = try await mapped(path) {
             try await SQLiteConnection.open(
-                storage: .file(path: name), threadPool: thread, logger: logger,
+                storage: .file(path: name), threadPool: .singleton, logger: logger,
                 on: MultiThreadedEventLoopGroup.singleton.any())
         }
         do {
