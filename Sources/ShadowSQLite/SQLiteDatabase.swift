@@ -306,7 +306,9 @@ public final class SQLiteDatabase: SQLDatabase {
                 case .integer(let number): .integer(Int64(number))
                 case .blob(let buffer): .blob(Array(buffer.readableBytesView))
                 case .text(let text): .text(text)
-                case .float(let number): .integer(Int64(number))
+                // A whole number in Int64's range, as the writer reads one; a file may hold any
+                // REAL (1e300, NaN), which Int64(_:) would trap on.
+                case .float(let number): Int64(exactly: number.rounded(.towardZero)).map(SQLValue.integer) ?? .null
                 case .null: .null
                 }
             })

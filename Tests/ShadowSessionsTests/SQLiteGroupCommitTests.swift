@@ -258,4 +258,18 @@ import Testing
             }
         }
     }
+
+    /// A REAL where an integer belongs (an edited file) is read as its whole part when Int64 holds
+    /// it and as NULL when it does not, by the writer and the readers alike, never a trap.
+    @Test func realValuesOutOfIntegerRangeReadAsNull() async throws {
+        try await Self.withDatabase { database, _ in
+            _ = try await database.write("CREATE TABLE items (id INTEGER PRIMARY KEY, x)", [])
+            _ = try await database.write(
+                "INSERT INTO items (id, x) VALUES (1, 2.75), (2, 1e300), (3, -1e300), (4, 9.3e18)", [])
+            let sql = "SELECT x FROM items ORDER BY id"
+            for rows in [try await database.write(sql, []), try await database.read(sql, [])] {
+                #expect(rows.map { $0["x"] } == [.integer(2), .null, .null, .null])
+            }
+        }
+    }
 }
