@@ -306,13 +306,21 @@ public final class SQLiteDatabase: SQLDatabase {
                 case .integer(let number): .integer(Int64(number))
                 case .blob(let buffer): .blob(Array(buffer.readableBytesView))
                 case .text(let text): .text(text)
-                // A whole number in Int64's range, as the writer reads one; a file may hold any
-                // REAL (1e300, NaN), which Int64(_:) would trap on.
-                case .float(let number): Int64(exactly: number.rounded(.towardZero)).map(SQLValue.integer) ?? .null
+                case .float(let number): value(ofReal: number)
                 case .null: .null
                 }
             })
     }
+
+    /// A REAL read where the schema has integers: its whole part when Int64 holds it, else NULL
+    /// (an edited file may hold any REAL, 1e300 or NaN, on which `Int64(_:)` would trap). The
+    /// writer and the readers read it so alike.
+    static func value(ofReal number: Double) -> SQLValue {
+        Int64(exactly: number.rounded(.towardZero)).map(SQLValue.integer) ?? .null
+    }
+
+    /// What a call on a closed database fails with.
+    static func closed(_ path: String) -> StorageError { StorageError(.unavailable, "the database \(path) is closed") }
 
     private func mapped<R>(_ body: () async throws -> R) async throws -> R { try await Self.mapped(path, body) }
 
@@ -479,7 +487,7 @@ struct SQLiteWriter: SQLiteStatements {
         } catch let error as StorageError {
             throw error
         } catch {
-            throw StorageError(.unavailable, "the database \(path) is closed")
+            throw SQLiteDatabase.closed(path)
         }
     }
 }

@@ -87,7 +87,7 @@ final class SQLiteWriterConnection: @unchecked Sendable {
 
     /// With `keep`, from the kept compiled form.
     private func run(_ statement: SQLStatement, keep: Bool) throws -> [SQLRow] {
-        guard handle != nil else { throw StorageError(.unavailable, "the database \(path) is closed") }
+        guard handle != nil else { throw SQLiteDatabase.closed(path) }
         let (compiled, names) = try compile(statement.sql, keep: keep)
         defer {
             if keep {
@@ -160,8 +160,7 @@ final class SQLiteWriterConnection: @unchecked Sendable {
         case SQLITE_INTEGER:
             return .integer(sqlite_nio_sqlite3_column_int64(statement, index))
         case SQLITE_FLOAT:
-            let number = sqlite_nio_sqlite3_column_double(statement, index).rounded(.towardZero)
-            return Int64(exactly: number).map(SQLValue.integer) ?? .null
+            return SQLiteDatabase.value(ofReal: sqlite_nio_sqlite3_column_double(statement, index))
         case SQLITE_TEXT:
             let count = Int(sqlite_nio_sqlite3_column_bytes(statement, index))
             guard let text = sqlite_nio_sqlite3_column_text(statement, index) else { return .text("") }
